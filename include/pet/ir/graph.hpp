@@ -1,0 +1,91 @@
+#pragma once
+/// A tensor program: tensors (graph inputs, constants, node outputs) and nodes (an Op over
+/// input tensors producing output tensors). Nodes are type-checked when added, so a Graph
+/// is always well-typed; topological order and cycle detection use Boost.Graph.
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "pet/ir/op.hpp"
+
+namespace pet {
+
+using TensorId = int32_t;
+using NodeId = int32_t;
+using ConstValue = std::variant<Tensor<float>, Tensor<int64_t>>;
+
+struct TensorInfo {
+  std::string name;
+  TensorType type;
+  std::optional<ConstValue> value;  ///< set for constants (initializers)
+  NodeId producer = -1;             ///< -1 for graph inputs and constants
+  int output_index = 0;             ///< which output of the producer
+  bool is_constant() const { return value.has_value(); }
+};
+
+struct Node {
+  std::string name;
+  Op op;
+  std::vector<TensorId> inputs, outputs;
+};
+
+class Graph {
+ public:
+  /// Adds a graph input. Names must be unique among tensors.
+  TensorId add_input(std::string name, TensorType type);
+  /// Adds a constant (an initializer); dtype must agree with the storage.
+  TensorId add_constant(std::string name, Tensor<float> value);
+  TensorId add_constant(std::string name, DType dtype, Tensor<int64_t> value);
+  TensorId add_constant(std::string name, DType dtype, ConstValue value);
+  /// Type-checks `op` on the inputs (resolving its attributes), adds the node and returns its
+  /// output tensors. Output names default to "<node>" / "<node>:k"; errors are InvalidInput
+  /// "<Op> '<node>': <reason>".
+  std::vector<TensorId> add_node(std::string name, Op op, std::vector<TensorId> inputs,
+                                 std::vector<std::string> output_names = {});
+  void add_output(TensorId t);
+
+  const TensorInfo& tensor(TensorId t) const { return tensors_.at(size_t(t)); }
+  const TensorType& type(TensorId t) const { return tensor(t).type; }
+  const Node& node(NodeId n) const { return nodes_.at(size_t(n)); }
+  int num_tensors() const { return int(tensors_.size()); }
+  int num_nodes() const { return int(nodes_.size()); }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<TensorId>& inputs() const { return inputs_; }
+  const std::vector<TensorId>& outputs() const { return outputs_; }
+  std::optional<TensorId> find(const std::string& name) const;
+  /// Input types of node n, in order.
+  Types input_types(NodeId n) const;
+  Types output_types(NodeId n) const;
+  /// Consumers of each tensor (node ids), computed on demand.
+  std::vector<std::vector<NodeId>> consumers() const;
+
+  /// Nodes in an order where producers precede consumers (Boost.Graph topological_sort).
+  /// Throws InvalidInput naming the nodes of a cycle.
+  std::vector<NodeId> topo_order() const;
+  /// Checks the structural invariants (ids in range, outputs defined, acyclic).
+  void validate() const;
+  /// A fresh tensor/node name with the given prefix.
+  std::string unique_name(const std::string& prefix) const;
+
+  std::string name = "pet";
+
+ private:
+  TensorId new_tensor(std::string name, TensorType type);
+  std::vector<TensorInfo> tensors_;
+  std::vector<Node> nodes_;
+  std::vector<TensorId> inputs_, outputs_;
+  std::unordered_map<std::string, TensorId> by_name_;
+};
+
+/// Topological order of `n` items under edges (from -> to), via Boost.Graph. On a cycle
+/// returns the items of the non-trivial strongly connected components in `cycle`.
+std::vector<int> topological_order(int n, const std::vector<std::pair<int, int>>& edges,
+                                   std::vector<int>* cycle);
+
+/// The connected groups of multilinear nodes (paper section 6: non-linear ops cut a program
+/// into multilinear subprograms). Each group lists node ids in topological order.
+std::vector<std::vector<NodeId>> multilinear_subprograms(const Graph& g);
+
+}  // namespace pet

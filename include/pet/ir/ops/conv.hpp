@@ -1,0 +1,147 @@
+#pragma once
+/// Convolution over 1, 2 or 3 spatial dimensions (ONNX Conv), with groups and bias.
+///   out[n, f, o_1..o_k] = B[f] + sum_{c < C/G, r_1..r_k}
+///        X[n, g*C/G + c, o_i*s_i - pb_i + r_i*d_i] * W[f, c, r_1..r_k],   g = f / (F/G)
+/// Reads outside X are zero (padding). Output size per spatial dim:
+///   floor((n + pb + pe - ((K-1)*d + 1)) / s) + 1.
+#include "pet/ir/op_base.hpp"
+
+namespace pet::ops {
+
+namespace detail {
+/// Resolves ONNX auto_pad into explicit [begin..., end...] pads for a window op.
+inline void resolve_auto_pad(AutoPad& mode, std::vector<int64_t>& pads, const Shape& spatial_in,
+                             const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                             const std::vector<int64_t>& dil) {
+  size_t k = spatial_in.size();
+  if (mode == AutoPad::NotSet) return;
+  pads.assign(2 * k, 0);
+  if (mode != AutoPad::Valid) {
+    for (size_t i = 0; i < k; ++i) {
+      int64_t out = (spatial_in[i] + strides[i] - 1) / strides[i];
+      int64_t total = std::max<int64_t>((out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - spatial_in[i], 0);
+      int64_t small = total / 2, big = total - small;
+      pads[i] = mode == AutoPad::SameUpper ? small : big;
+      pads[i + k] = mode == AutoPad::SameUpper ? big : small;
+    }
+  }
+  mode = AutoPad::NotSet;
+}
+
+/// Output extent of a sliding window; ceil_mode as in ONNX/PyTorch (the last window must
+/// start inside the input or the begin padding).
+inline int64_t window_out(int64_t n, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil_mode) {
+  int64_t span = n + pb + pe - ((k - 1) * d + 1);
+  if (span < 0) return 0;
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= n + pb) --out;
+  return out;
+}
+
+/// Checks and defaults strides/dilations/pads of a window op over `k` spatial dims.
+inline void check_window_attrs(size_t k, std::vector<int64_t>& strides, std::vector<int64_t>& dil,
+                               std::vector<int64_t>& pads) {
+  default_list(strides, k, 1, "strides");
+  default_list(dil, k, 1, "dilations");
+  default_list(pads, 2 * k, 0, "pads");
+  for (int64_t s : strides)
+    if (s < 1) throw InvalidInput(cat("strides ", strides, " must be positive"));
+  for (int64_t d : dil)
+    if (d < 1) throw InvalidInput(cat("dilations ", dil, " must be positive"));
+  for (int64_t p : pads)
+    if (p < 0) throw InvalidInput(cat("pads ", pads, " must be non-negative"));
+}
+}  // namespace detail
+
+struct Conv {
+  static constexpr std::string_view name = "Conv";
+  static constexpr bool multilinear = true;
+  std::vector<int64_t> kernel_shape;  ///< optional; must match W when given
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t group = 1;
+  AutoPad auto_pad = AutoPad::NotSet;
+
+  int spatial() const { return int(strides.size()); }
+  bool has_bias(InTypes in) const { return in.size() == 3; }
+
+  Types infer(InTypes in) {
+    using namespace detail;
+    expect_arity(in, 2, 3);
+    for (size_t i = 0; i < in.size(); ++i) expect_float(in, i, i == 0 ? "input X" : i == 1 ? "weight W" : "bias B");
+    const Shape &x = in[0].shape, &w = in[1].shape;
+    expect_rank(in, 0, 3, 5, "input X");
+    if (w.size() != x.size())
+      throw InvalidInput(cat("weight shape ", w, " has rank ", w.size(), " but input shape ", x, " has rank ", x.size()));
+    size_t k = x.size() - 2;
+    if (group < 1) throw InvalidInput(cat("group ", group, " must be positive"));
+    if (x[1] % group)
+      throw InvalidInput(cat("input has ", x[1], " channels, not divisible by group ", group));
+    if (x[1] / group != w[1])
+      throw InvalidInput(cat("input has ", x[1], " channels but weight expects ", w[1] * group,
+                             " (weight shape ", w, ", group ", group, ")"));
+    if (w[0] % group) throw InvalidInput(cat("weight has ", w[0], " filters, not divisible by group ", group));
+    Shape ks(w.begin() + 2, w.end());
+    if (!kernel_shape.empty() && kernel_shape != ks)
+      throw InvalidInput(cat("kernel_shape ", kernel_shape, " does not match weight shape ", w));
+    for (int64_t d : ks)
+      if (d < 1) throw InvalidInput(cat("weight shape ", w, " has an empty kernel"));
+    kernel_shape = ks;
+    check_window_attrs(k, strides, dilations, pads);
+    resolve_auto_pad(auto_pad, pads, Shape(x.begin() + 2, x.end()), ks, strides, dilations);
+    if (in.size() == 3 && in[2].shape != Shape{w[0]})
+      throw InvalidInput(cat("bias shape ", in[2].shape, " must be [", w[0], "]"));
+    Shape out{x[0], w[0]};
+    for (size_t i = 0; i < k; ++i) {
+      int64_t o = window_out(x[2 + i], ks[i], strides[i], dilations[i], pads[i], pads[i + k], false);
+      if (o < 1)
+        throw InvalidInput(cat("output would be empty: spatial input ", Shape(x.begin() + 2, x.end()),
+                               " is smaller than the dilated kernel ", ks, " with pads ", pads));
+      out.push_back(o);
+    }
+    return {{DType::Float32, out}};
+  }
+
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Shape &xs = read.shape(0), &ws = read.shape(1);
+    const int k = int(xs.size()) - 2;
+    const int64_t cg = ws[1], fg = ws[0] / group, g = o[1] / fg;
+    E acc = read.count() == 3 ? read(2, Index{o[1]}) : E(0);
+    Index xi(int(xs.size())), wi(int(ws.size()));
+    xi[0] = o[0];
+    wi[0] = o[1];
+    for (int64_t c = 0; c < cg; ++c) {
+      xi[1] = g * cg + c;
+      wi[1] = c;
+      for (int i = 0; i < k; ++i) wi[2 + i] = 0;
+      do {
+        bool inside = true;
+        for (int i = 0; i < k; ++i) {
+          xi[2 + i] = o[2 + i] * strides[i] - pads[i] + wi[2 + i] * dilations[i];
+          inside = inside && xi[2 + i] >= 0 && xi[2 + i] < xs[2 + i];
+        }
+        if (inside) acc += read(0, xi) * read(1, wi);
+      } while (next_kernel(wi, ws));
+    }
+    return acc;
+  }
+
+  int64_t flops(InTypes in, InTypes out) const {
+    const Shape& w = in[1].shape;
+    int64_t per = 1;
+    for (size_t i = 1; i < w.size(); ++i) per *= w[i];
+    return 2 * numel(out[0].shape) * per;
+  }
+  bool operator==(const Conv&) const = default;
+
+ private:
+  static bool next_kernel(Index& wi, const Shape& ws) {
+    for (int i = wi.rank - 1; i >= 2; --i) {
+      if (++wi[i] < ws[i]) return true;
+      wi[i] = 0;
+    }
+    return false;
+  }
+};
+
+}  // namespace pet::ops

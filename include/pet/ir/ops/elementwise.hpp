@@ -1,0 +1,276 @@
+#pragma once
+/// Element-wise operators with ONNX (numpy) multidirectional broadcasting.
+///   binary:  out[v] = f(a[bcast_a(v)], b[bcast_b(v)])
+///   unary:   out[v] = f(x[v])
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pet/ir/op_base.hpp"
+
+namespace pet::ops {
+
+namespace detail {
+
+inline bool numeric(DType t) { return t != DType::Bool; }
+
+/// Shared shape/type rule and formula of the broadcasting binary ops.
+template <class D>
+struct Binary {
+  Types infer(InTypes in) const {
+    expect_arity(in, 2, 2);
+    if (!numeric(in[0].dtype) || !numeric(in[1].dtype))
+      throw InvalidInput(cat("does not take bool inputs (got ", dtype_name(in[0].dtype), " and ",
+                             dtype_name(in[1].dtype), ")"));
+    if (!D::mixed_types) expect_same_dtype(in, 0, 1);
+    return {{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, "inputs")}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    return static_cast<const D&>(*this).template apply<E>(o, read);
+  }
+  bool operator==(const Binary&) const = default;
+};
+
+template <class D>
+struct Unary {
+  Types infer(InTypes in) const {
+    expect_arity(in, 1, 1);
+    if (D::float_only) expect_float(in, 0, "input");
+    else if (!numeric(in[0].dtype)) throw InvalidInput("does not take bool input");
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    return static_cast<const D&>(*this).template apply<E>(read(0, o));
+  }
+};
+
+template <class E, class R>
+std::pair<E, E> operands(const Index& o, const R& read) {
+  return {read(0, broadcast_index(o, read.shape(0))), read(1, broadcast_index(o, read.shape(1)))};
+}
+}  // namespace detail
+
+/// out = a + b
+struct Add : detail::Binary<Add> {
+  static constexpr std::string_view name = "Add";
+  static constexpr bool multilinear = true, mixed_types = false;
+  template <class E, class R>
+  E apply(const Index& o, const R& r) const {
+    auto [a, b] = detail::operands<E>(o, r);
+    return a + b;
+  }
+};
+/// out = a - b
+struct Sub : detail::Binary<Sub> {
+  static constexpr std::string_view name = "Sub";
+  static constexpr bool multilinear = true, mixed_types = false;
+  template <class E, class R>
+  E apply(const Index& o, const R& r) const {
+    auto [a, b] = detail::operands<E>(o, r);
+    return a - b;
+  }
+};
+/// out = a * b (multilinear: one factor from each input)
+struct Mul : detail::Binary<Mul> {
+  static constexpr std::string_view name = "Mul";
+  static constexpr bool multilinear = true, mixed_types = false;
+  template <class E, class R>
+  E apply(const Index& o, const R& r) const {
+    auto [a, b] = detail::operands<E>(o, r);
+    return a * b;
+  }
+};
+/// out = a / b (integer division truncates, as in ONNX)
+struct Div : detail::Binary<Div> {
+  static constexpr std::string_view name = "Div";
+  static constexpr bool multilinear = false, mixed_types = false;
+  template <class E, class R>
+  E apply(const Index& o, const R& r) const {
+    auto [a, b] = detail::operands<E>(o, r);
+    if constexpr (std::is_integral_v<E>) {
+      if (b == 0) throw InvalidInput("Div: integer division by zero");
+    }
+    return a / b;
+  }
+};
+/// out = a ^ b; the exponent may have another numeric type; the result has a's type.
+/// Over a finite field only non-negative integer exponents are defined.
+struct Pow : detail::Binary<Pow> {
+  static constexpr std::string_view name = "Pow";
+  static constexpr bool multilinear = false, mixed_types = true;
+  template <class E, class R>
+  E apply(const Index& o, const R& r) const {
+    E a = r(0, broadcast_index(o, r.shape(0)));
+    double e = r.real(1, broadcast_index(o, r.shape(1)));
+    if constexpr (is_field_v<E>) {
+      if (e < 0 || std::nearbyint(e) != e)
+        throw Unsupported(cat("Pow: exponent ", e, " has no meaning in the finite field"));
+      return a.pow(uint64_t(e));
+    } else if constexpr (std::is_integral_v<E>) {
+      return E(std::llround(std::pow(double(a), e)));
+    } else {
+      return E(std::pow(a, E(e)));
+    }
+  }
+};
+
+#define PET_UNARY_REAL(NAME, EXPR)                                  \
+  struct NAME : detail::Unary<NAME> {                               \
+    static constexpr std::string_view name = #NAME;                 \
+    static constexpr bool multilinear = false, float_only = true;   \
+    template <class E>                                              \
+    E apply(E x) const {                                            \
+      if constexpr (detail::is_real_v<E>) {                         \
+        return EXPR;                                                \
+      } else {                                                      \
+        detail::require_ordered<E>(name);                           \
+        throw Unsupported(cat(name, " takes float input only"));    \
+      }                                                             \
+    }                                                               \
+    bool operator==(const NAME&) const = default;                   \
+  };
+
+/// out = sqrt(x)
+PET_UNARY_REAL(Sqrt, std::sqrt(x))
+/// out = erf(x)
+PET_UNARY_REAL(Erf, std::erf(x))
+/// out = exp(x)
+PET_UNARY_REAL(Exp, std::exp(x))
+/// out = 1 / (1 + exp(-x))
+PET_UNARY_REAL(Sigmoid, E(1) / (E(1) + std::exp(-x)))
+/// out = tanh(x)
+PET_UNARY_REAL(Tanh, std::tanh(x))
+#undef PET_UNARY_REAL
+
+/// out = -x (linear)
+struct Neg : detail::Unary<Neg> {
+  static constexpr std::string_view name = "Neg";
+  static constexpr bool multilinear = true, float_only = false;
+  template <class E>
+  E apply(E x) const { return -x; }
+  bool operator==(const Neg&) const = default;
+};
+
+/// out = max(x, 0)
+struct Relu : detail::Unary<Relu> {
+  static constexpr std::string_view name = "Relu";
+  static constexpr bool multilinear = false, float_only = false;
+  template <class E>
+  E apply(E x) const {
+    detail::require_ordered<E>(name);
+    if constexpr (!is_field_v<E>) return x > E(0) ? x : E(0);
+    else return x;
+  }
+  bool operator==(const Relu&) const = default;
+};
+
+/// out = x >= 0 ? x : alpha * x
+struct LeakyRelu : detail::Unary<LeakyRelu> {
+  static constexpr std::string_view name = "LeakyRelu";
+  static constexpr bool multilinear = false, float_only = true;
+  float alpha = 0.01f;
+  template <class E>
+  E apply(E x) const {
+    detail::require_ordered<E>(name);
+    if constexpr (!is_field_v<E>) return x >= E(0) ? x : E(alpha) * x;
+    else return x;
+  }
+  bool operator==(const LeakyRelu&) const = default;
+};
+
+/// out = min(max(x, min), max); bounds default to +-infinity (ONNX takes them as inputs
+/// since opset 11; pet requires them to be constants and keeps them as attributes).
+struct Clip : detail::Unary<Clip> {
+  static constexpr std::string_view name = "Clip";
+  static constexpr bool multilinear = false, float_only = false;
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  template <class E>
+  E apply(E x) const {
+    detail::require_ordered<E>(name);
+    if constexpr (!is_field_v<E>) {
+      if (double(x) < min) x = E(min);
+      if (double(x) > max) x = E(max);
+    }
+    return x;
+  }
+  bool operator==(const Clip&) const = default;
+};
+
+/// out = x
+struct Identity {
+  static constexpr std::string_view name = "Identity";
+  static constexpr bool multilinear = true, layout = true;
+  Types infer(InTypes in) const {
+    detail::expect_arity(in, 1, 1);
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const { return read(0, o); }
+  bool operator==(const Identity&) const = default;
+};
+
+/// Inference-mode Dropout: out = x; the optional mask output is all true. Training mode with
+/// a non-zero ratio draws random numbers and is Unsupported.
+struct Dropout {
+  static constexpr std::string_view name = "Dropout";
+  static constexpr bool multilinear = true, layout = true;
+  float ratio = 0.5f;
+  bool training_mode = false;
+  int num_outputs = 1;
+  Types infer(InTypes in) const {
+    detail::expect_arity(in, 1, 1);
+    if (training_mode && ratio != 0.0f)
+      throw Unsupported(cat("training mode with ratio ", ratio,
+                            " draws random numbers; pet executes inference graphs"));
+    if (ratio < 0.0f || ratio >= 1.0f) throw InvalidInput(cat("ratio ", ratio, " is not in [0, 1)"));
+    if (num_outputs < 1 || num_outputs > 2) throw InvalidInput(cat("has ", num_outputs, " outputs; 1 or 2 expected"));
+    Types out{in[0]};
+    if (num_outputs == 2) out.push_back({DType::Bool, in[0].shape});
+    return out;
+  }
+  template <class E, class R>
+  E at(int k, const Index& o, const R& read) const { return k == 0 ? read(0, o) : E(1); }
+  bool operator==(const Dropout&) const = default;
+};
+
+/// out = cond ? x : y (all three broadcast)
+struct Where {
+  static constexpr std::string_view name = "Where";
+  static constexpr bool multilinear = false;
+  Types infer(InTypes in) const {
+    detail::expect_arity(in, 3, 3);
+    if (in[0].dtype != DType::Bool) throw InvalidInput(cat("condition must be bool, got ", dtype_name(in[0].dtype)));
+    detail::expect_same_dtype(in, 1, 2);
+    Shape s = broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape, "condition and X"), in[2].shape, "inputs");
+    return {{in[1].dtype, s}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    return read.ints(0, broadcast_index(o, read.shape(0))) ? read(1, broadcast_index(o, read.shape(1)))
+                                                           : read(2, broadcast_index(o, read.shape(2)));
+  }
+  bool operator==(const Where&) const = default;
+};
+
+/// out = x converted to `to` (float -> int truncates toward zero; -> bool is x != 0).
+struct Cast {
+  static constexpr std::string_view name = "Cast";
+  static constexpr bool multilinear = false;
+  DType to = DType::Float32;
+  Types infer(InTypes in) const {
+    detail::expect_arity(in, 1, 1);
+    return {{to, in[0].shape}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    if (to == DType::Bool) return E(read.real(0, o) != 0.0 ? 1 : 0);
+    if (to == DType::Int32) return E(int32_t(int64_t(read.real(0, o))));
+    return read(0, o);
+  }
+  bool operator==(const Cast&) const = default;
+};
+
+}  // namespace pet::ops

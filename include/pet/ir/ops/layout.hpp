@@ -1,0 +1,225 @@
+#pragma once
+/// Layout operators: they move elements and compute nothing (all linear).
+#include <algorithm>
+
+#include "pet/ir/op_base.hpp"
+
+namespace pet::ops {
+
+/// out[i_0, .., i_n] = x[j] with j[perm[k]] = i[k]; empty perm reverses the dims.
+struct Transpose {
+  static constexpr std::string_view name = "Transpose";
+  static constexpr bool multilinear = true, layout = true;
+  std::vector<int64_t> perm;
+
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    int64_t r = int64_t(x.size());
+    if (perm.empty())
+      for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+    if (int64_t(perm.size()) != r) throw InvalidInput(cat("perm ", perm, " has ", perm.size(), " entries for rank ", r));
+    perm = pet::detail::normalize_axes(perm, r, "perm");
+    Shape out;
+    for (int64_t p : perm) out.push_back(x[size_t(p)]);
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    Index xi(o.rank);
+    for (int k = 0; k < o.rank; ++k) xi[int(perm[size_t(k)])] = o[k];
+    return read(0, xi);
+  }
+  bool operator==(const Transpose&) const = default;
+};
+
+namespace detail {
+/// Row-major re-indexing shared by every reshape-like op: out index -> flat -> in index.
+template <class E, class R>
+E reindex(const Index& o, const Shape& out_shape, const R& read) {
+  return read(0, unflatten(flat_offset(o, out_shape), read.shape(0)));
+}
+}  // namespace detail
+
+/// ONNX Reshape: `shape` may hold one -1 (inferred) and 0 (copy the input dim unless
+/// allowzero). infer() resolves it to the explicit output shape.
+struct Reshape {
+  static constexpr std::string_view name = "Reshape";
+  static constexpr bool multilinear = true, layout = true;
+  std::vector<int64_t> shape;
+  bool allowzero = false;
+
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    Shape out = shape;
+    int infer_at = -1;
+    int64_t known = 1;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i] == 0 && !allowzero) {
+        if (i >= x.size()) throw InvalidInput(cat("shape ", shape, " copies dimension ", i, " which input ", x, " lacks"));
+        out[i] = x[i];
+      }
+      if (out[i] == -1) {
+        if (infer_at >= 0) throw InvalidInput(cat("shape ", shape, " has more than one -1"));
+        infer_at = int(i);
+        continue;
+      }
+      if (out[i] < 0) throw InvalidInput(cat("shape ", shape, " has a negative dimension"));
+      known *= out[i];
+    }
+    int64_t n = numel(x);
+    if (infer_at >= 0) {
+      if (known == 0 || n % known)
+        throw InvalidInput(cat("cannot reshape ", x, " (", n, " elements) into ", shape));
+      out[size_t(infer_at)] = n / known;
+    }
+    if (numel(out) != n) throw InvalidInput(cat("cannot reshape ", x, " (", n, " elements) into ", shape));
+    shape = out;
+    allowzero = false;
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const { return detail::reindex<E>(o, shape, read); }
+  bool operator==(const Reshape&) const = default;
+};
+
+/// out = x reshaped to [prod(dims < axis), prod(dims >= axis)]
+struct Flatten {
+  static constexpr std::string_view name = "Flatten";
+  static constexpr bool multilinear = true, layout = true;
+  int64_t axis = 1;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    int64_t r = int64_t(x.size());
+    if (axis < -r || axis > r) throw InvalidInput(cat("axis ", axis, " is out of range for rank ", r));
+    if (axis < 0) axis += r;
+    int64_t a = 1, b = 1;
+    for (int64_t i = 0; i < r; ++i) (i < axis ? a : b) *= x[size_t(i)];
+    return {{in[0].dtype, {a, b}}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Shape& x = read.shape(0);
+    int64_t b = 1;
+    for (size_t i = size_t(axis); i < x.size(); ++i) b *= x[i];
+    return read(0, unflatten(o[0] * b + o[1], x));
+  }
+  bool operator==(const Flatten&) const = default;
+};
+
+/// Removes the listed size-1 dims (all size-1 dims when axes is empty).
+struct Squeeze {
+  static constexpr std::string_view name = "Squeeze";
+  static constexpr bool multilinear = true, layout = true;
+  std::vector<int64_t> axes;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    if (axes.empty())
+      for (size_t i = 0; i < x.size(); ++i)
+        if (x[i] == 1) axes.push_back(int64_t(i));
+    axes = pet::detail::normalize_axes(axes, int64_t(x.size()), "axes");
+    std::sort(axes.begin(), axes.end());
+    Shape out;
+    for (size_t i = 0; i < x.size(); ++i) {
+      bool sq = std::binary_search(axes.begin(), axes.end(), int64_t(i));
+      if (sq && x[i] != 1) throw InvalidInput(cat("cannot squeeze dimension ", i, " of size ", x[i], " in shape ", x));
+      if (!sq) out.push_back(x[i]);
+    }
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    Index xi(int(read.shape(0).size()));
+    for (int i = 0, oi = 0; i < xi.rank; ++i)
+      xi[i] = std::binary_search(axes.begin(), axes.end(), int64_t(i)) ? 0 : o[oi++];
+    return read(0, xi);
+  }
+  bool operator==(const Squeeze&) const = default;
+};
+
+/// Inserts size-1 dims at `axes` (positions in the output).
+struct Unsqueeze {
+  static constexpr std::string_view name = "Unsqueeze";
+  static constexpr bool multilinear = true, layout = true;
+  std::vector<int64_t> axes;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    int64_t r = int64_t(x.size() + axes.size());
+    if (axes.empty()) throw InvalidInput("axes must not be empty");
+    axes = pet::detail::normalize_axes(axes, r, "axes");
+    std::sort(axes.begin(), axes.end());
+    Shape out;
+    for (int64_t i = 0, xi = 0; i < r; ++i)
+      out.push_back(std::binary_search(axes.begin(), axes.end(), i) ? 1 : x[size_t(xi++)]);
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    Index xi(int(read.shape(0).size()));
+    for (int i = 0, k = 0; i < o.rank; ++i)
+      if (!std::binary_search(axes.begin(), axes.end(), int64_t(i))) xi[k++] = o[i];
+    return read(0, xi);
+  }
+  bool operator==(const Unsqueeze&) const = default;
+};
+
+/// pet's composite R/T op (paper section 4): out = reshape(transpose(reshape(x, split_shape),
+/// perm), out_shape). One op for any reshape/transpose chain, so that the mutation generator
+/// explores layouts in one step and the backend runs them as one strided copy.
+///   out[o] = x[unflat_x(flat(j))],  j[perm[k]] = i[k],  i = unflat_T(flat(o))
+/// where T = split_shape permuted by perm.
+struct RT {
+  static constexpr std::string_view name = "PetRT";
+  static constexpr bool multilinear = true, layout = true;
+  Shape split_shape;
+  std::vector<int64_t> perm;
+  Shape out_shape;
+
+  Shape transposed_shape() const {
+    Shape t;
+    for (int64_t p : perm) t.push_back(split_shape[size_t(p)]);
+    return t;
+  }
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    int64_t n = numel(x);
+    if (split_shape.size() > size_t(kMaxRank))
+      throw InvalidInput(cat("split shape ", split_shape, " has more than ", kMaxRank, " dims"));
+    if (numel(split_shape) != n) throw InvalidInput(cat("split shape ", split_shape, " does not hold the ", n, " elements of ", x));
+    if (numel(out_shape) != n) throw InvalidInput(cat("output shape ", out_shape, " does not hold the ", n, " elements of ", x));
+    if (perm.size() != split_shape.size())
+      throw InvalidInput(cat("perm ", perm, " has ", perm.size(), " entries for split shape ", split_shape));
+    perm = pet::detail::normalize_axes(perm, int64_t(perm.size()), "perm");
+    return {{in[0].dtype, out_shape}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    Index i = unflatten(flat_offset(o, out_shape), transposed_shape());
+    Index j(i.rank);
+    for (int k = 0; k < i.rank; ++k) j[int(perm[size_t(k)])] = i[k];
+    return read(0, unflatten(flat_offset(j, split_shape), read.shape(0)));
+  }
+  bool operator==(const RT&) const = default;
+};
+
+/// out = x broadcast to bcast(x.shape, shape)
+struct Expand {
+  static constexpr std::string_view name = "Expand";
+  static constexpr bool multilinear = true, layout = true;
+  std::vector<int64_t> shape;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    shape = broadcast_shapes(in[0].shape, shape, "input and shape");
+    return {{in[0].dtype, shape}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const { return read(0, broadcast_index(o, read.shape(0))); }
+  bool operator==(const Expand&) const = default;
+};
+
+}  // namespace pet::ops

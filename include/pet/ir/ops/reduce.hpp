@@ -1,0 +1,100 @@
+#pragma once
+/// Reductions over a set of axes (empty axes: all, unless noop_with_empty_axes).
+///   ReduceSum: sum, ReduceMean: sum / count (both linear), ReduceMax: max.
+#include <limits>
+
+#include "pet/ir/op_base.hpp"
+
+namespace pet::ops {
+
+namespace detail {
+template <class D>
+struct Reduce {
+  std::vector<int64_t> axes;
+  bool keepdims = true;
+  bool noop_with_empty_axes = false;
+
+  Types infer(InTypes in) {
+    using namespace pet::detail;
+    expect_arity(in, 1, 1);
+    if (in[0].dtype == DType::Bool) throw InvalidInput("does not take bool input");
+    const Shape& x = in[0].shape;
+    if (axes.empty() && !noop_with_empty_axes)
+      for (size_t i = 0; i < x.size(); ++i) axes.push_back(int64_t(i));
+    axes = normalize_axes(axes, int64_t(x.size()), "axes");
+    std::sort(axes.begin(), axes.end());
+    noop_with_empty_axes = axes.empty();
+    Shape out;
+    for (size_t i = 0; i < x.size(); ++i) {
+      bool red = std::find(axes.begin(), axes.end(), int64_t(i)) != axes.end();
+      if (red && x[i] == 0 && D::needs_elements)
+        throw InvalidInput(cat("cannot reduce the empty dimension ", i, " of shape ", x));
+      if (!red) out.push_back(x[i]);
+      else if (keepdims) out.push_back(1);
+    }
+    return {{in[0].dtype, out}};
+  }
+  /// Calls f(input_index) for every input position reduced into output o.
+  template <class F>
+  int64_t for_each(const Index& o, const Shape& xs, F&& f) const {
+    Shape sub;
+    for (int64_t a : axes) sub.push_back(xs[size_t(a)]);
+    Index r(int(sub.size())), xi(int(xs.size()));
+    // the kept dims of xi come from o (skipping reduced dims if keepdims is off)
+    for (int i = 0, oi = 0; i < xi.rank; ++i) {
+      bool red = std::find(axes.begin(), axes.end(), int64_t(i)) != axes.end();
+      if (!red) xi[i] = o[oi++];
+      else if (keepdims) ++oi;
+    }
+    if (numel(sub) == 0) return 0;
+    do {
+      for (int j = 0; j < r.rank; ++j) xi[int(axes[size_t(j)])] = r[j];
+      f(xi);
+    } while (next_index(r, sub));
+    return numel(sub);
+  }
+  int64_t flops(InTypes in, InTypes) const { return numel(in[0].shape); }
+  bool operator==(const Reduce&) const = default;
+};
+}  // namespace detail
+
+struct ReduceSum : detail::Reduce<ReduceSum> {
+  static constexpr std::string_view name = "ReduceSum";
+  static constexpr bool multilinear = true, needs_elements = false;
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    E acc(0);
+    for_each(o, read.shape(0), [&](const Index& xi) { acc += read(0, xi); });
+    return acc;
+  }
+};
+
+struct ReduceMean : detail::Reduce<ReduceMean> {
+  static constexpr std::string_view name = "ReduceMean";
+  static constexpr bool multilinear = true, needs_elements = true;
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    E acc(0);
+    int64_t n = for_each(o, read.shape(0), [&](const Index& xi) { acc += read(0, xi); });
+    return div_count(acc, n);
+  }
+};
+
+struct ReduceMax : detail::Reduce<ReduceMax> {
+  static constexpr std::string_view name = "ReduceMax";
+  static constexpr bool multilinear = false, needs_elements = true;
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(name);
+    E best{};
+    bool any = false;
+    for_each(o, read.shape(0), [&](const Index& xi) {
+      E v = read(0, xi);
+      if constexpr (!is_field_v<E>)
+        if (!any || v > best) best = v, any = true;
+    });
+    return best;
+  }
+};
+
+}  // namespace pet::ops

@@ -1,0 +1,223 @@
+#pragma once
+/// Operators that cut, join, pad and select (Concat, Split, Slice, Pad are linear).
+#include <algorithm>
+#include <limits>
+
+#include "pet/ir/op_base.hpp"
+
+namespace pet::ops {
+
+/// out = the inputs joined along `axis`; out[.., a, ..] = x_j[.., a - offset_j, ..].
+struct Concat {
+  static constexpr std::string_view name = "Concat";
+  static constexpr bool multilinear = true, layout = true;
+  int64_t axis = 0;
+  Types infer(InTypes in) {
+    if (in.empty()) throw InvalidInput("expects at least one input");
+    const Shape& x0 = in[0].shape;
+    axis = normalize_axis(axis, int64_t(x0.size()), "axis");
+    Shape out = x0;
+    for (size_t j = 1; j < in.size(); ++j) {
+      pet::detail::expect_same_dtype(in, 0, j);
+      const Shape& x = in[j].shape;
+      bool ok = x.size() == x0.size();
+      for (size_t i = 0; ok && i < x.size(); ++i) ok = int64_t(i) == axis || x[i] == x0[i];
+      if (!ok) throw InvalidInput(cat("input ", j, " has shape ", x, " but input 0 has ", x0, " (only axis ", axis, " may differ)"));
+      out[size_t(axis)] += x[size_t(axis)];
+    }
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    Index xi = o;
+    for (int j = 0;; ++j) {
+      int64_t n = read.shape(j)[size_t(axis)];
+      if (xi[int(axis)] < n || j + 1 == read.count()) return read(j, xi);
+      xi[int(axis)] -= n;
+    }
+  }
+  bool operator==(const Concat&) const = default;
+};
+
+/// Output k = x[.., offset_k : offset_k + split[k], ..] along `axis`. Empty `split` means
+/// equal parts (the last one smaller when the size does not divide, as in opset 18).
+struct Split {
+  static constexpr std::string_view name = "Split";
+  static constexpr bool multilinear = true, layout = true;
+  int64_t axis = 0;
+  std::vector<int64_t> split;
+  int num_outputs = 1;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    axis = normalize_axis(axis, int64_t(x.size()), "axis");
+    int64_t n = x[size_t(axis)];
+    if (split.empty()) {
+      if (num_outputs < 1) throw InvalidInput("needs at least one output");
+      int64_t part = (n + num_outputs - 1) / num_outputs;
+      for (int k = 0; k < num_outputs; ++k) split.push_back(std::max<int64_t>(0, std::min(part, n - k * part)));
+    }
+    if (int(split.size()) != num_outputs)
+      throw InvalidInput(cat("split ", split, " has ", split.size(), " parts but the node has ", num_outputs, " outputs"));
+    int64_t total = 0;
+    for (int64_t s : split) {
+      if (s < 0) throw InvalidInput(cat("split ", split, " has a negative part"));
+      total += s;
+    }
+    if (total != n) throw InvalidInput(cat("split ", split, " sums to ", total, " but axis ", axis, " of ", x, " has size ", n));
+    Types out;
+    for (int64_t s : split) {
+      Shape sh = x;
+      sh[size_t(axis)] = s;
+      out.push_back({in[0].dtype, sh});
+    }
+    return out;
+  }
+  template <class E, class R>
+  E at(int k, const Index& o, const R& read) const {
+    Index xi = o;
+    for (int j = 0; j < k; ++j) xi[int(axis)] += split[size_t(j)];
+    return read(0, xi);
+  }
+  bool operator==(const Split&) const = default;
+};
+
+/// ONNX Slice. infer() resolves starts/ends/axes/steps into `begin` and `step` per dim:
+///   out[.., i_d, ..] = x[.., begin_d + i_d * step_d, ..]
+struct Slice {
+  static constexpr std::string_view name = "Slice";
+  static constexpr bool multilinear = true, layout = true;
+  std::vector<int64_t> starts, ends, axes, steps;
+  std::vector<int64_t> begin, step;  ///< resolved, one per input dim
+
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    int64_t r = int64_t(x.size());
+    if (starts.size() != ends.size()) throw InvalidInput(cat("starts ", starts, " and ends ", ends, " differ in length"));
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    if (axes.size() != starts.size() || steps.size() != starts.size())
+      throw InvalidInput(cat("starts, ends, axes and steps must have equal lengths: ", starts, ", ", ends, ", ", axes, ", ", steps));
+    axes = pet::detail::normalize_axes(axes, r, "axes");
+    begin.assign(size_t(r), 0);
+    step.assign(size_t(r), 1);
+    Shape out = x;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      size_t a = size_t(axes[i]);
+      int64_t n = x[a], s = steps[i];
+      if (s == 0 || s == std::numeric_limits<int64_t>::min()) throw InvalidInput(cat("steps ", steps, " contain 0 or INT64_MIN"));
+      auto clampi = [&](int64_t v, int64_t lo, int64_t hi) {
+        if (v < 0) v += n;  // v >= INT64_MIN + n cannot overflow
+        return std::max(lo, std::min(v, hi));
+      };
+      int64_t b = 0;
+      if (n == 0) {
+        out[a] = 0;
+      } else if (s > 0) {
+        b = clampi(starts[i], 0, n);
+        int64_t e = clampi(ends[i], 0, n);
+        out[a] = e > b ? (e - b - 1) / s + 1 : 0;
+      } else {
+        b = clampi(starts[i], 0, n - 1);
+        int64_t e = clampi(ends[i], -1, n - 1);
+        out[a] = b > e ? (b - e - 1) / (-s) + 1 : 0;
+      }
+      begin[a] = b;
+      step[a] = s;
+    }
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    Index xi(o.rank);
+    for (int d = 0; d < o.rank; ++d) xi[d] = begin[size_t(d)] + o[d] * step[size_t(d)];
+    return read(0, xi);
+  }
+  bool operator==(const Slice&) const = default;
+};
+
+enum class PadMode : uint8_t { Constant, Reflect, Edge };
+
+/// ONNX Pad: pads = [b_1..b_r, e_1..e_r] (negative values crop).
+///   out[o] = x[o - b] inside x; outside: `value` (constant), the mirror image without the
+///   edge (reflect), or the nearest edge element (edge).
+struct Pad {
+  static constexpr std::string_view name = "Pad";
+  static constexpr bool multilinear = true, layout = true;
+  std::vector<int64_t> pads;
+  PadMode mode = PadMode::Constant;
+  double value = 0.0;
+
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    size_t r = x.size();
+    if (pads.size() != 2 * r) throw InvalidInput(cat("pads ", pads, " must have ", 2 * r, " values for input shape ", x));
+    Shape out = x;
+    for (size_t i = 0; i < r; ++i) {
+      out[i] = x[i] + pads[i] + pads[i + r];
+      if (out[i] < 0) throw InvalidInput(cat("pads ", pads, " crop more than dimension ", i, " of ", x, " holds"));
+      if (mode != PadMode::Constant && x[i] == 0 && out[i] > 0)
+        throw InvalidInput(cat("cannot ", mode == PadMode::Reflect ? "reflect" : "edge", "-pad the empty dimension ", i));
+      if (mode == PadMode::Reflect && (pads[i] >= x[i] || pads[i + r] >= x[i]) && x[i] > 0 && (pads[i] > 0 || pads[i + r] > 0))
+        throw InvalidInput(cat("reflect pads ", pads, " must be smaller than dimension ", i, " (", x[i], ")"));
+    }
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Shape& x = read.shape(0);
+    const int r = o.rank;
+    Index xi(r);
+    for (int i = 0; i < r; ++i) {
+      int64_t p = o[i] - pads[size_t(i)], n = x[size_t(i)];
+      if (p < 0 || p >= n) {
+        if (mode == PadMode::Constant) return lift_scalar<E>(value, "Pad value");
+        if (mode == PadMode::Edge) p = p < 0 ? 0 : n - 1;
+        else p = p < 0 ? -p : 2 * (n - 1) - p;
+      }
+      xi[i] = p;
+    }
+    return read(0, xi);
+  }
+  bool operator==(const Pad&) const = default;
+};
+
+/// out[a.., q.., b..] = x[a.., idx[q..], b..] with idx = indices (negative wraps);
+/// out has shape x[:axis] + indices.shape + x[axis+1:].
+struct Gather {
+  static constexpr std::string_view name = "Gather";
+  static constexpr bool multilinear = false, layout = true;
+  int64_t axis = 0;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 2, 2);
+    if (in[1].dtype != DType::Int64 && in[1].dtype != DType::Int32)
+      throw InvalidInput(cat("indices must be int64 or int32, got ", dtype_name(in[1].dtype)));
+    const Shape &x = in[0].shape, &ix = in[1].shape;
+    if (x.empty()) throw InvalidInput("data must have rank >= 1");
+    axis = normalize_axis(axis, int64_t(x.size()), "axis");
+    Shape out(x.begin(), x.begin() + axis);
+    out.insert(out.end(), ix.begin(), ix.end());
+    out.insert(out.end(), x.begin() + axis + 1, x.end());
+    if (out.size() > size_t(kMaxRank)) throw InvalidInput(cat("output rank ", out.size(), " exceeds ", kMaxRank));
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Shape &x = read.shape(0), &ix = read.shape(1);
+    const int a = int(axis), q = int(ix.size());
+    Index ii(q), xi(int(x.size()));
+    for (int i = 0; i < q; ++i) ii[i] = o[a + i];
+    int64_t k = read.ints(1, ii), n = x[size_t(a)];
+    if (k < -n || k >= n) throw InvalidInput(cat("Gather: index ", k, " is out of range for axis ", a, " of size ", n));
+    for (int i = 0; i < a; ++i) xi[i] = o[i];
+    xi[a] = k < 0 ? k + n : k;
+    for (int i = a + 1; i < xi.rank; ++i) xi[i] = o[i - 1 + q];
+    return read(0, xi);
+  }
+  bool operator==(const Gather&) const = default;
+};
+
+}  // namespace pet::ops

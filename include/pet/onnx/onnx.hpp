@@ -1,0 +1,73 @@
+#pragma once
+/// ONNX import and export (libonnx's protobuf classes stay inside src/onnx).
+///
+/// Import (opsets 7-17, the default domain): initializers and Constant nodes become graph
+/// constants; every symbolic input dimension is bound (ImportOptions), so all shapes are
+/// static; the shape-computation chains that exporters emit (Shape -> Gather -> Unsqueeze
+/// -> Concat -> Reshape) fold into constants; ONNX inputs that carry attributes (Reshape's
+/// shape, Slice's starts, Pad's pads, ...) must be constant and become op attributes.
+/// Errors name the file, the node, its op and what was wrong.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pet/ir/graph.hpp"
+
+namespace pet::onnx {
+
+struct ImportOptions {
+  /// Full shapes for named graph inputs (overrides what the model declares).
+  std::map<std::string, Shape> input_shapes;
+  /// Values for symbolic dimensions (ONNX dim_param), e.g. {"batch_size", 16}.
+  std::map<std::string, int64_t> dims;
+  /// Used for symbolic or unknown dimensions that `dims` does not bind.
+  int64_t default_dim = 1;
+  /// Known values of graph inputs. An input whose value is known and that feeds an
+  /// attribute-like slot (a Reshape shape, Clip bounds, Slice starts, ...) is bound as a
+  /// constant and removed from the graph's inputs; the others only fix the input's shape.
+  std::map<std::string, std::pair<DType, ConstValue>> input_values;
+  /// Like input_values, by position among the model's declared (non-initializer) inputs;
+  /// this is how ONNX test-data folders (input_0.pb, input_1.pb, ...) are matched.
+  std::vector<std::pair<DType, ConstValue>> ordered_input_values;
+  /// Fold constant shape arithmetic (integer-typed nodes with constant inputs, Shape).
+  bool fold_constants = true;
+};
+
+struct Model {
+  Graph graph;
+  int64_t opset = 0;
+  std::vector<std::string> notes;  ///< human-readable remarks (bound dims, bound inputs)
+  std::vector<std::string> declared_inputs;  ///< the file's non-initializer inputs, in order
+};
+
+/// Imports an ONNX file. Throws InvalidInput / Unsupported with the file name in the text.
+Model import_file(const std::string& path, const ImportOptions& opt = {});
+/// Imports serialized ModelProto bytes; `label` names the source in errors; external data
+/// is looked up relative to `base_dir`.
+Model import_bytes(std::string_view bytes, const std::string& label, const ImportOptions& opt = {},
+                   const std::string& base_dir = ".");
+
+/// Opset that export writes.
+inline constexpr int64_t kExportOpset = 17;
+/// Serializes a graph as an ONNX model (opset 17, checked with onnx::checker).
+std::string export_bytes(const Graph& g);
+void export_file(const Graph& g, const std::string& path);
+/// Runs onnx::checker (and ONNX shape inference) on serialized bytes; throws InvalidInput.
+void check_bytes(std::string_view bytes, const std::string& label);
+
+/// A named tensor as stored in ONNX TensorProto files (input_N.pb / output_N.pb).
+struct NamedTensor {
+  std::string name;
+  DType dtype = DType::Float32;
+  ConstValue value;
+};
+NamedTensor read_tensor_file(const std::string& path);
+void write_tensor_file(const std::string& path, const NamedTensor& t);
+
+/// Reads `<prefix>_0.pb, <prefix>_1.pb, ...` from an ONNX test-data folder, in order.
+std::vector<NamedTensor> read_test_data(const std::string& dir, const std::string& prefix);
+
+/// Names of the ONNX op types the importer maps (sorted).
+std::vector<std::string> supported_ops();
+
+}  // namespace pet::onnx

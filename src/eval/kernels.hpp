@@ -1,0 +1,324 @@
+#pragma once
+// Fast whole-tensor kernels of the reference interpreter (private to src/eval). Each is
+// checked against the op's element formula in tests/test_ops.cpp.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstring>
+
+#include "pet/core/parallel.hpp"
+#include "pet/eval/value.hpp"
+#include "pet/ir/op.hpp"
+
+namespace pet::kernels {
+
+/// C[M,N] (+)= op(A)[M,K] * op(B)[K,N], row-major with leading dimensions.
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+          T* C, int64_t ldc, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  if constexpr (std::is_floating_point_v<T>) {
+    using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+    Eigen::Map<Mat, 0, Eigen::OuterStride<>> c(C, M, N, Eigen::OuterStride<>(ldc));
+    if (K == 0) {
+      if (!accumulate) c.setZero();
+      return;
+    }
+    CMap a(A, ta ? K : M, ta ? M : K, Eigen::OuterStride<>(lda));
+    CMap b(B, tb ? N : K, tb ? K : N, Eigen::OuterStride<>(ldb));
+    auto run = [&](const auto& x, const auto& y) {
+      if (accumulate) c.noalias() += x * y;
+      else c.noalias() = x * y;
+    };
+    if (ta && tb) run(a.transpose(), b.transpose());
+    else if (ta) run(a.transpose(), b);
+    else if (tb) run(a, b.transpose());
+    else run(a, b);
+  } else {
+    parallel_for(M, [&](int64_t i) {
+      T* ci = C + i * ldc;
+      if (!accumulate) std::fill(ci, ci + N, T(0));
+      for (int64_t k = 0; k < K; ++k) {
+        T aik = ta ? A[k * lda + i] : A[i * lda + k];
+        if (tb) {
+          for (int64_t j = 0; j < N; ++j) ci[j] += aik * B[j * ldb + k];
+        } else {
+          const T* bk = B + k * ldb;
+          for (int64_t j = 0; j < N; ++j) ci[j] += aik * bk[j];
+        }
+      }
+    }, M * N * K > 32768);
+  }
+}
+
+/// Conv as im2col + GEMM per (image, group), chunked over output positions to bound memory.
+/// Spatial ranks 1-3 are handled as 3-D with leading unit dims.
+template <class T>
+Tensor<T> conv(const ops::Conv& op, const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>* bias, const Shape& out_shape) {
+  const int k = int(x.rank()) - 2;
+  int64_t in[3] = {1, 1, 1}, ou[3] = {1, 1, 1}, ks[3] = {1, 1, 1}, st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
+  for (int i = 0; i < k; ++i) {
+    int j = 3 - k + i;
+    in[j] = x.shape()[size_t(2 + i)];
+    ou[j] = out_shape[size_t(2 + i)];
+    ks[j] = w.shape()[size_t(2 + i)];
+    st[j] = op.strides[size_t(i)];
+    pd[j] = op.pads[size_t(i)];
+    dl[j] = op.dilations[size_t(i)];
+  }
+  const int64_t N = x.shape()[0], C = x.shape()[1], F = w.shape()[0], G = op.group;
+  const int64_t Cg = C / G, Fg = F / G, KK = ks[0] * ks[1] * ks[2], CK = Cg * KK;
+  const int64_t P = ou[0] * ou[1] * ou[2], IP = in[0] * in[1] * in[2];
+  Tensor<T> out(out_shape);
+  const bool pointwise = KK == 1 && st[0] == 1 && st[1] == 1 && st[2] == 1 && pd[0] == 0 && pd[1] == 0 && pd[2] == 0;
+  const int64_t chunk = std::max<int64_t>(ou[2], std::min<int64_t>(P, (int64_t(1) << 24) / std::max<int64_t>(CK, 1)));
+  std::vector<T> col(pointwise ? 0 : size_t(CK * std::min(chunk, P)));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      const T* xg = x.data() + (n * C + g * Cg) * IP;
+      const T* wg = w.data() + g * Fg * CK;
+      T* og = out.data() + (n * F + g * Fg) * P;
+      if (pointwise) {
+        gemm<T>(false, false, Fg, P, CK, wg, CK, xg, IP, og, P, false);
+        continue;
+      }
+      for (int64_t p0 = 0; p0 < P; p0 += chunk) {
+        const int64_t pc = std::min(chunk, P - p0);
+        parallel_for(CK, [&](int64_t row) {
+          const int64_t c = row / KK, r = row % KK;
+          const int64_t rd = r / (ks[1] * ks[2]), rh = (r / ks[2]) % ks[1], rw = r % ks[2];
+          const T* xc = xg + c * IP;
+          T* dst = col.data() + row * pc;
+          for (int64_t q = 0; q < pc; ++q) {
+            const int64_t p = p0 + q;
+            const int64_t od = p / (ou[1] * ou[2]), oh = (p / ou[2]) % ou[1], ow = p % ou[2];
+            const int64_t id = od * st[0] - pd[0] + rd * dl[0], ih = oh * st[1] - pd[1] + rh * dl[1],
+                          iw = ow * st[2] - pd[2] + rw * dl[2];
+            dst[q] = (id >= 0 && id < in[0] && ih >= 0 && ih < in[1] && iw >= 0 && iw < in[2])
+                         ? xc[(id * in[1] + ih) * in[2] + iw]
+                         : T(0);
+          }
+        }, CK * pc > 16384);
+        gemm<T>(false, false, Fg, pc, CK, wg, CK, col.data(), pc, og + p0, P, false);
+      }
+    }
+  if (bias) {
+    parallel_for(N * F, [&](int64_t nf) {
+      T b = (*bias)[nf % F];
+      T* o = out.data() + nf * P;
+      for (int64_t p = 0; p < P; ++p) o[p] += b;
+    }, N * F * P > 65536);
+  }
+  return out;
+}
+
+/// numpy matmul with batch broadcasting.
+template <class T>
+Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b, const Shape& out_shape) {
+  const Shape &as = a.shape(), &bs = b.shape();
+  const int64_t M = as.size() >= 2 ? as[as.size() - 2] : 1, K = as.back();
+  const int64_t N = bs.size() >= 2 ? bs.back() : 1;
+  Shape ab = as.size() > 2 ? Shape(as.begin(), as.end() - 2) : Shape{};
+  Shape bb = bs.size() > 2 ? Shape(bs.begin(), bs.end() - 2) : Shape{};
+  Shape ob = broadcast_shapes(ab, bb, "MatMul");
+  Tensor<T> out(out_shape);
+  const int64_t batches = numel(ob);
+  auto run = [&](int64_t bi) {
+    Index o = unflatten(bi, ob);
+    int64_t aoff = ab.empty() ? 0 : flat_offset(broadcast_index(o, ab), ab);
+    int64_t boff = bb.empty() ? 0 : flat_offset(broadcast_index(o, bb), bb);
+    const T* A = a.data() + aoff * M * K;
+    const T* B = b.data() + boff * K * N;
+    T* C = out.data() + bi * M * N;
+    gemm<T>(false, false, M, N, K, A, K, B, bs.size() >= 2 ? N : 1, C, N, false);
+  };
+  // Many small products: parallel over the batch; one big product: Eigen's own threads.
+  parallel_for(batches, run, batches > 1 && M * N * K < (int64_t(1) << 22));
+  return out;
+}
+
+template <class T>
+Tensor<T> gemm_op(const ops::Gemm& op, const Tensor<T>& a, const Tensor<T>& b, const Tensor<T>* c, const Shape& out_shape) {
+  const int64_t M = out_shape[0], N = out_shape[1], K = op.trans_a ? a.shape()[0] : a.shape()[1];
+  Tensor<T> out(out_shape);
+  gemm<T>(op.trans_a, op.trans_b, M, N, K, a.data(), a.shape()[1], b.data(), b.shape()[1], out.data(), N, false);
+  const T alpha = lift_scalar<T>(op.alpha, "Gemm alpha"), beta = c ? lift_scalar<T>(op.beta, "Gemm beta") : T(0);
+  const Shape cs = c ? c->shape() : Shape{};
+  parallel_for(M, [&](int64_t i) {
+    T* o = out.data() + i * N;
+    for (int64_t j = 0; j < N; ++j) {
+      T v = alpha * o[j];
+      if (c) v += beta * c->at(broadcast_index(Index{i, j}, cs));
+      o[j] = v;
+    }
+  }, M * N > 65536);
+  return out;
+}
+
+/// Copies src (viewed with per-dim element strides over `shape`) into a contiguous dst.
+template <class E>
+void strided_copy(const E* src, E* dst, const Shape& shape, const std::vector<int64_t>& src_strides) {
+  const int r = int(shape.size());
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  const int64_t inner = shape.back(), rows = numel(shape) / std::max<int64_t>(inner, 1);
+  if (inner == 0) return;
+  Shape outer(shape.begin(), shape.end() - 1);
+  const int64_t sin = src_strides.back();
+  parallel_chunks(rows, std::max<int64_t>(1, 8192 / inner), [&](int64_t b, int64_t e) {
+    Index idx = unflatten(b, outer);
+    for (int64_t row = b; row < e; ++row) {
+      int64_t off = 0;
+      for (int i = 0; i < r - 1; ++i) off += idx[i] * src_strides[size_t(i)];
+      const E* s = src + off;
+      E* d = dst + row * inner;
+      if (sin == 1) std::copy(s, s + inner, d);
+      else
+        for (int64_t j = 0; j < inner; ++j) d[j] = s[j * sin];
+      next_index(idx, outer);
+    }
+  });
+}
+
+/// The R/T op (and Transpose, as R/T with split_shape = input shape) as one strided copy.
+template <class E>
+Tensor<E> rt_copy(const Tensor<E>& x, const Shape& split_shape, const std::vector<int64_t>& perm, const Shape& out_shape) {
+  std::vector<int64_t> st = strides_of(split_shape), tst;
+  Shape tshape;
+  for (int64_t p : perm) {
+    tshape.push_back(split_shape[size_t(p)]);
+    tst.push_back(st[size_t(p)]);
+  }
+  // Drop unit dims and merge dims that stay contiguous in the source, to keep rows long.
+  Shape ms;
+  std::vector<int64_t> mst;
+  for (size_t i = 0; i < tshape.size(); ++i) {
+    if (tshape[i] == 1) continue;
+    if (!ms.empty() && mst.back() == tst[i] * tshape[i]) {
+      ms.back() *= tshape[i];
+      mst.back() = tst[i];
+    } else {
+      ms.push_back(tshape[i]);
+      mst.push_back(tst[i]);
+    }
+  }
+  Tensor<E> out(out_shape);
+  if (out.size() == 0) return out;
+  if (ms.empty()) ms.push_back(1), mst.push_back(1);
+  strided_copy(x.data(), out.data(), ms, mst);
+  return out;
+}
+
+/// Element-wise binary op with broadcasting; all operands of element type E.
+template <class E, class Op2>
+Tensor<E> binary(const Op2& op, const Tensor<E>& a, const Tensor<E>& b, const Shape& out_shape) {
+  Tensor<E> out(out_shape);
+  const int r = int(out_shape.size());
+  auto bstrides = [&](const Shape& s) {
+    std::vector<int64_t> st(size_t(r), 0), own = strides_of(s);
+    int off = r - int(s.size());
+    for (int i = 0; i < int(s.size()); ++i) st[size_t(off + i)] = s[size_t(i)] == 1 ? 0 : own[size_t(i)];
+    return st;
+  };
+  const std::vector<int64_t> sa = bstrides(a.shape()), sb = bstrides(b.shape());
+  const int64_t inner = r ? out_shape.back() : 1, rows = inner ? out.size() / inner : 0;
+  const int64_t ia = r ? sa.back() : 0, ib = r ? sb.back() : 0;
+  Shape outer(out_shape.begin(), out_shape.end() - (r ? 1 : 0));
+  parallel_chunks(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t rb, int64_t re) {
+    Index idx = unflatten(rb, outer);
+    for (int64_t row = rb; row < re; ++row) {
+      int64_t oa = 0, ob = 0;
+      for (int i = 0; i < r - 1; ++i) oa += idx[i] * sa[size_t(i)], ob += idx[i] * sb[size_t(i)];
+      const E *pa = a.data() + oa, *pb = b.data() + ob;
+      E* po = out.data() + row * inner;
+      for (int64_t j = 0; j < inner; ++j) po[j] = op(pa[j * ia], pb[j * ib]);
+      next_index(idx, outer);
+    }
+  });
+  return out;
+}
+
+template <class E, class F>
+Tensor<E> unary(const Tensor<E>& x, F&& f) {
+  Tensor<E> out(x.shape());
+  const E* src = x.data();
+  E* dst = out.data();
+  parallel_chunks(x.size(), 16384, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = f(src[i]);
+  });
+  return out;
+}
+
+/// Softmax over the contiguous dims [axis, end) (rows of length L with stride `inner`).
+template <class T>
+Tensor<T> softmax(const ops::Softmax& op, const Tensor<T>& x) {
+  const Shape& s = x.shape();
+  const int end = op.row_end(int(s.size()));
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int i = 0; i < int(s.size()); ++i) (i < op.axis ? outer : i < end ? len : inner) *= s[size_t(i)];
+  Tensor<T> out(s);
+  parallel_for(outer * inner, [&](int64_t oi) {
+    const int64_t o = oi / inner, in = oi % inner;
+    const T* src = x.data() + o * len * inner + in;
+    T* dst = out.data() + o * len * inner + in;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < len; ++j) mx = std::max(mx, src[j * inner]);
+    T sum = 0;
+    for (int64_t j = 0; j < len; ++j) sum += dst[j * inner] = std::exp(src[j * inner] - mx);
+    for (int64_t j = 0; j < len; ++j) dst[j * inner] /= sum;
+  }, outer * inner * len > 16384);
+  return out;
+}
+
+/// LayerNormalization with optional Mean and InvStdDev outputs.
+template <class T>
+std::vector<Tensor<T>> layer_norm(const ops::LayerNormalization& op, const Tensor<T>& x, const Tensor<T>& scale,
+                                  const Tensor<T>* bias, InTypes out_types) {
+  const Shape& s = x.shape();
+  Shape norm(s.begin() + op.axis, s.end());
+  const int64_t len = numel(norm), rows = len ? x.size() / len : 0;
+  // Scale and B broadcast to the normalised shape once.
+  auto expand = [&](const Tensor<T>& t) {
+    std::vector<T> v(static_cast<size_t>(len));
+    Index i(int(norm.size()));
+    for (int64_t j = 0; j < len; ++j, next_index(i, norm)) v[size_t(j)] = t.at(broadcast_index(i, t.shape()));
+    return v;
+  };
+  const std::vector<T> sc = expand(scale), bi = bias ? expand(*bias) : std::vector<T>(size_t(len), T(0));
+  std::vector<Tensor<T>> out{Tensor<T>(s)};
+  for (size_t k = 1; k < out_types.size(); ++k) out.emplace_back(out_types[k].shape);
+  parallel_for(rows, [&](int64_t r) {
+    const T* src = x.data() + r * len;
+    T* dst = out[0].data() + r * len;
+    double sum = 0, sum2 = 0;
+    for (int64_t j = 0; j < len; ++j) sum += src[j];
+    const double mean = sum / double(len);
+    for (int64_t j = 0; j < len; ++j) sum2 += (src[j] - mean) * (src[j] - mean);
+    const double inv = 1.0 / std::sqrt(sum2 / double(len) + op.epsilon);
+    for (int64_t j = 0; j < len; ++j) dst[j] = T((src[j] - mean) * inv) * sc[size_t(j)] + bi[size_t(j)];
+    if (out.size() > 1) out[1][r] = T(mean);
+    if (out.size() > 2) out[2][r] = T(inv);
+  }, rows * len > 16384);
+  return out;
+}
+
+/// Inference BatchNormalization as a per-channel affine map.
+template <class T>
+Tensor<T> batch_norm(const ops::BatchNormalization& op, std::span<const Tensor<T>> in) {
+  const Tensor<T>& x = in[0];
+  const int64_t N = x.shape()[0], C = x.shape()[1], P = C ? x.size() / (N * C) : 0;
+  Tensor<T> out(x.shape());
+  parallel_for(N * C, [&](int64_t nc) {
+    const int64_t c = nc % C;
+    const T a = T(in[1][c] / std::sqrt(double(in[4][c]) + op.epsilon));
+    const T b = in[2][c] - a * in[3][c];
+    const T* src = x.data() + nc * P;
+    T* dst = out.data() + nc * P;
+    for (int64_t p = 0; p < P; ++p) dst[p] = a * src[p] + b;
+  }, x.size() > 16384);
+  return out;
+}
+
+}  // namespace pet::kernels

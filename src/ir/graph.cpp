@@ -1,0 +1,190 @@
+#include "pet/ir/graph.hpp"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/connected_components.hpp>
+#include <boost/graph/strong_components.hpp>
+#include <boost/graph/topological_sort.hpp>
+
+namespace pet {
+
+TensorId Graph::new_tensor(std::string name, TensorType type) {
+  if (name.empty()) throw InvalidInput("tensor names must not be empty");
+  if (by_name_.count(name)) throw InvalidInput(cat("tensor name '", name, "' is defined twice"));
+  numel(type.shape);  // rejects negative / absurd shapes
+  if (type.shape.size() > size_t(kMaxRank))
+    throw Unsupported(cat("tensor '", name, "' has rank ", type.shape.size(), "; pet supports up to ", kMaxRank));
+  TensorId id = TensorId(tensors_.size());
+  tensors_.push_back(TensorInfo{name, std::move(type), std::nullopt, -1, 0});
+  by_name_.emplace(std::move(name), id);
+  return id;
+}
+
+TensorId Graph::add_input(std::string name, TensorType type) {
+  TensorId id = new_tensor(std::move(name), std::move(type));
+  inputs_.push_back(id);
+  return id;
+}
+
+TensorId Graph::add_constant(std::string name, Tensor<float> value) {
+  return add_constant(std::move(name), DType::Float32, ConstValue(std::move(value)));
+}
+TensorId Graph::add_constant(std::string name, DType dtype, Tensor<int64_t> value) {
+  return add_constant(std::move(name), dtype, ConstValue(std::move(value)));
+}
+TensorId Graph::add_constant(std::string name, DType dtype, ConstValue value) {
+  bool f = std::holds_alternative<Tensor<float>>(value);
+  if (f != is_float(dtype))
+    throw InternalError(cat("constant '", name, "': storage does not match dtype ", dtype_name(dtype)));
+  Shape s = std::visit([](const auto& t) { return t.shape(); }, value);
+  TensorId id = new_tensor(std::move(name), {dtype, s});
+  tensors_[size_t(id)].value = std::move(value);
+  return id;
+}
+
+std::vector<TensorId> Graph::add_node(std::string name, Op op, std::vector<TensorId> inputs,
+                                      std::vector<std::string> output_names) {
+  Types in;
+  for (TensorId t : inputs) {
+    if (t < 0 || t >= num_tensors())
+      throw InternalError(cat(op_name(op), " '", name, "': input tensor id ", t, " does not exist"));
+    in.push_back(tensors_[size_t(t)].type);
+  }
+  Types out;
+  try {
+    out = infer_types(op, in);
+    for (const auto& t : out) numel(t.shape);
+  } catch (const InvalidInput& e) {
+    throw InvalidInput(cat(op_name(op), " '", name, "': ", e.what()));
+  } catch (const Unsupported& e) {
+    throw Unsupported(cat(op_name(op), " '", name, "': ", e.what()));
+  }
+  if (!output_names.empty() && output_names.size() != out.size())
+    throw InvalidInput(cat(op_name(op), " '", name, "': ", output_names.size(), " output names for ", out.size(), " outputs"));
+  NodeId nid = NodeId(nodes_.size());
+  std::vector<TensorId> outs;
+  for (size_t k = 0; k < out.size(); ++k) {
+    std::string oname = output_names.empty() ? (k == 0 ? name : cat(name, ":", k)) : output_names[k];
+    if (output_names.empty() && by_name_.count(oname)) oname = unique_name(oname);
+    TensorId t = new_tensor(oname, out[k]);
+    tensors_[size_t(t)].producer = nid;
+    tensors_[size_t(t)].output_index = int(k);
+    outs.push_back(t);
+  }
+  nodes_.push_back(Node{std::move(name), std::move(op), std::move(inputs), outs});
+  return outs;
+}
+
+void Graph::add_output(TensorId t) {
+  if (t < 0 || t >= num_tensors()) throw InternalError(cat("output tensor id ", t, " does not exist"));
+  outputs_.push_back(t);
+}
+
+std::optional<TensorId> Graph::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+Types Graph::input_types(NodeId n) const {
+  Types t;
+  for (TensorId x : node(n).inputs) t.push_back(type(x));
+  return t;
+}
+Types Graph::output_types(NodeId n) const {
+  Types t;
+  for (TensorId x : node(n).outputs) t.push_back(type(x));
+  return t;
+}
+
+std::vector<std::vector<NodeId>> Graph::consumers() const {
+  std::vector<std::vector<NodeId>> c(tensors_.size());
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    for (TensorId t : nodes_[n].inputs) c[size_t(t)].push_back(NodeId(n));
+  return c;
+}
+
+std::string Graph::unique_name(const std::string& prefix) const {
+  if (!by_name_.count(prefix)) return prefix;
+  for (size_t i = nodes_.size();; ++i) {
+    std::string s = cat(prefix, "_", i);
+    if (!by_name_.count(s)) return s;
+  }
+}
+
+std::vector<int> topological_order(int n, const std::vector<std::pair<int, int>>& edges, std::vector<int>* cycle) {
+  using G = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  G g(static_cast<size_t>(n));
+  for (auto [a, b] : edges) boost::add_edge(size_t(a), size_t(b), g);
+  std::vector<size_t> rev;
+  try {
+    boost::topological_sort(g, std::back_inserter(rev));
+  } catch (const boost::not_a_dag&) {
+    if (cycle) {
+      std::vector<int> comp(static_cast<size_t>(n));
+      int nc = boost::strong_components(g, comp.data());
+      std::vector<int> size(size_t(nc), 0);
+      for (int c : comp) ++size[size_t(c)];
+      cycle->clear();
+      for (int v = 0; v < n; ++v)
+        if (size[size_t(comp[size_t(v)])] > 1) cycle->push_back(v);
+      for (auto [a, b] : edges)
+        if (a == b) cycle->push_back(a);
+    }
+    return {};
+  }
+  return std::vector<int>(rev.rbegin(), rev.rend());
+}
+
+std::vector<NodeId> Graph::topo_order() const {
+  std::vector<std::pair<int, int>> edges;
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    for (TensorId t : nodes_[n].inputs) {
+      NodeId p = tensors_[size_t(t)].producer;
+      if (p >= 0) edges.emplace_back(p, int(n));
+    }
+  std::vector<int> cyc;
+  auto order = topological_order(num_nodes(), edges, &cyc);
+  if (order.size() != nodes_.size() && !nodes_.empty()) {
+    std::vector<std::string> names;
+    for (int v : cyc) names.push_back(nodes_[size_t(v)].name);
+    throw InvalidInput(cat("graph '", name, "' has a cycle through nodes ", names));
+  }
+  return order;
+}
+
+void Graph::validate() const {
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    for (TensorId t : nodes_[n].inputs)
+      PET_CHECK(t >= 0 && t < num_tensors(), "node ", nodes_[n].name, " reads tensor id ", t);
+    for (TensorId t : nodes_[n].outputs)
+      PET_CHECK(tensors_[size_t(t)].producer == NodeId(n), "tensor ", tensors_[size_t(t)].name, " producer mismatch");
+  }
+  for (TensorId t : outputs_) PET_CHECK(t >= 0 && t < num_tensors(), "graph output id ", t);
+  topo_order();
+}
+
+std::vector<std::vector<NodeId>> multilinear_subprograms(const Graph& g) {
+  using U = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
+  U u(static_cast<size_t>(g.num_nodes()));
+  std::vector<bool> ml(size_t(g.num_nodes()));
+  for (NodeId n = 0; n < g.num_nodes(); ++n) ml[size_t(n)] = is_multilinear(g.node(n).op);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (!ml[size_t(n)]) continue;
+    for (TensorId t : g.node(n).inputs) {
+      NodeId p = g.tensor(t).producer;
+      if (p >= 0 && ml[size_t(p)]) boost::add_edge(size_t(p), size_t(n), u);
+    }
+  }
+  std::vector<int> comp(static_cast<size_t>(g.num_nodes()));
+  int nc = g.num_nodes() ? boost::connected_components(u, comp.data()) : 0;
+  std::vector<std::vector<NodeId>> groups(static_cast<size_t>(nc));
+  for (NodeId n : g.topo_order())
+    if (ml[size_t(n)]) groups[size_t(comp[size_t(n)])].push_back(n);
+  std::vector<std::vector<NodeId>> out;
+  for (auto& gr : groups)
+    if (!gr.empty()) out.push_back(std::move(gr));
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
+  return out;
+}
+
+}  // namespace pet

@@ -1,0 +1,308 @@
+// ONNX import: parse, bind shapes, order nodes, map ops, fold shape arithmetic.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "op_mapping.hpp"
+#include "pet/eval/interpreter.hpp"
+
+namespace pet::onnx {
+
+using namespace detail;
+
+namespace {
+
+/// Largest constant-folded tensor (elements); bigger results stay as nodes.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+
+struct Importer {
+  const ImportOptions& opt;
+  std::string label, base_dir;
+  Model m;
+  std::map<std::string, std::pair<DType, ConstValue>> consts;  // by ONNX name
+  std::map<std::string, TensorId> ids;                         // ONNX name -> pet tensor
+  std::set<std::string> bound_inputs;
+  std::map<std::string, std::pair<DType, ConstValue>> values;  // known input values by name
+
+  [[noreturn]] void fail_invalid(const std::string& msg) { throw InvalidInput(cat(label, ": ", msg)); }
+
+  Shape bind_shape(const ::onnx::ValueInfoProto& vi) {
+    const std::string& name = vi.name();
+    if (auto it = opt.input_shapes.find(name); it != opt.input_shapes.end()) return it->second;
+    if (auto it = values.find(name); it != values.end())
+      return std::visit([](const auto& t) { return t.shape(); }, it->second.second);
+    const auto& tt = vi.type().tensor_type();
+    if (!tt.has_shape()) fail_invalid(cat("input '", name, "' has no declared shape; pass its shape explicitly"));
+    Shape s;
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) fail_invalid(cat("input '", name, "' has the negative dimension ", d.dim_value()));
+        s.push_back(d.dim_value());
+      } else {
+        std::string p = d.has_dim_param() ? d.dim_param() : "";
+        auto it = p.empty() ? opt.dims.end() : opt.dims.find(p);
+        int64_t v = it != opt.dims.end() ? it->second : opt.default_dim;
+        if (it == opt.dims.end())
+          m.notes.push_back(cat("input '", name, "' dimension ", s.size(), p.empty() ? "" : cat(" ('", p, "')"), " set to ", v));
+        s.push_back(v);
+      }
+    }
+    return s;
+  }
+
+  void add_graph_inputs(const ::onnx::GraphProto& g) {
+    values = opt.input_values;
+    size_t declared = 0;
+    for (const auto& vi : g.input()) {
+      const std::string& name = vi.name();
+      if (name.empty()) fail_invalid("a graph input has an empty name");
+      if (consts.count(name)) continue;  // an initializer listed as input (IR < 4): a constant
+      if (declared < opt.ordered_input_values.size()) values[name] = opt.ordered_input_values[declared];
+      m.declared_inputs.push_back(name);
+      ++declared;
+      if (ids.count(name)) fail_invalid(cat("graph input '", name, "' is declared twice"));
+      if (!vi.type().has_tensor_type()) throw Unsupported(cat(label, ": input '", name, "' is not a tensor"));
+      DType dt = dtype_from_onnx(vi.type().tensor_type().elem_type(), cat(label, ": input '", name, "'"));
+      Shape s = bind_shape(vi);
+      if (auto it = values.find(name); it != values.end() && it->second.first != dt)
+        fail_invalid(cat("input '", name, "' is ", dtype_name(dt), " but the given value is ", dtype_name(it->second.first)));
+      ids[name] = m.graph.add_input(name, {dt, s});
+    }
+    if (opt.ordered_input_values.size() > declared)
+      fail_invalid(cat(opt.ordered_input_values.size(), " input values were given but the model declares ", declared, " inputs"));
+  }
+
+  /// Constant value of an ONNX tensor name: initializer, folded, or a bound graph input.
+  const std::pair<DType, ConstValue>* constant(const std::string& name) {
+    if (auto it = consts.find(name); it != consts.end()) return &it->second;
+    if (auto it = values.find(name); it != values.end() && ids.count(name)) {
+      bound_inputs.insert(name);
+      return &it->second;
+    }
+    return nullptr;
+  }
+
+  TensorId tensor_id(const std::string& name) {
+    if (auto it = ids.find(name); it != ids.end()) {
+      if (bound_inputs.count(name)) return constant_id(name);
+      return it->second;
+    }
+    return constant_id(name);
+  }
+  /// Materialises a constant as a graph tensor on first use as data.
+  TensorId constant_id(const std::string& name) {
+    std::string key = "const:" + name;
+    if (auto it = ids.find(key); it != ids.end()) return it->second;
+    const auto* c = constant(name);
+    PET_CHECK(c, "no value for '", name, "'");
+    std::string gname = m.graph.find(name) ? m.graph.unique_name(name + "_const") : name;
+    TensorId id = m.graph.add_constant(gname, c->first, c->second);
+    ids[key] = id;
+    return id;
+  }
+
+  /// ONNX nodes in dependency order (Boost.Graph); dangling inputs and cycles are errors.
+  std::vector<int> order_nodes(const ::onnx::GraphProto& g) {
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < g.node_size(); ++i)
+      for (const auto& o : g.node(i).output()) {
+        if (o.empty()) continue;
+        if (producer.count(o) || consts.count(o) || ids.count(o))
+          fail_invalid(cat("tensor '", o, "' is defined twice (again by node '", g.node(i).name(), "')"));
+        producer[o] = i;
+      }
+    std::vector<std::pair<int, int>> edges;
+    for (int i = 0; i < g.node_size(); ++i)
+      for (const auto& in : g.node(i).input()) {
+        if (in.empty()) continue;
+        if (auto it = producer.find(in); it != producer.end()) edges.emplace_back(it->second, i);
+        else if (!consts.count(in) && !ids.count(in))
+          fail_invalid(cat("node '", g.node(i).name(), "' (", g.node(i).op_type(), ") reads tensor '", in,
+                           "', which no node, graph input or initializer defines"));
+      }
+    std::vector<int> cycle;
+    auto order = topological_order(g.node_size(), edges, &cycle);
+    if (int(order.size()) != g.node_size()) {
+      std::vector<std::string> names;
+      for (int v : cycle) names.push_back(g.node(v).name().empty() ? g.node(v).op_type() : g.node(v).name());
+      fail_invalid(cat("the graph has a cycle through nodes ", names));
+    }
+    return order;
+  }
+
+  void import_node(const ::onnx::NodeProto& node, int index) {
+    const std::string name = node.name().empty() ? cat(node.op_type(), "_", index) : node.name();
+    const std::string who = cat(label, ": node '", name, "' (", node.op_type(), ", opset ", m.opset, "): ");
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      throw Unsupported(cat(who, "domain '", node.domain(), "' is not supported (only the default ONNX domain)"));
+    const auto& table = import_table();
+    auto it = table.find(node.op_type());
+    if (it == table.end())
+      throw Unsupported(cat(who, "op '", node.op_type(), "' is not supported"));
+    NodeCtx ctx{node, m.opset, [&](int i) -> const std::pair<DType, ConstValue>* {
+                  return ctx_present(node, i) ? constant(node.input(i)) : nullptr;
+                }};
+    try {
+      Mapped mp = it->second(ctx);
+      std::vector<TensorId> inputs;
+      for (int i : mp.data_inputs) {
+        if (!ctx.present(i)) throw InvalidInput(cat("required input ", i, " is missing"));
+        inputs.push_back(tensor_id(node.input(i)));
+      }
+      Types in_types;
+      for (TensorId t : inputs) in_types.push_back(m.graph.type(t));
+      Types out_types = infer_types(mp.op, in_types);  // errors get the node prefix below
+      if (try_fold(node, mp.op, inputs, out_types)) return;
+      std::vector<std::string> out_names;
+      for (size_t k = 0; k < out_types.size(); ++k) {
+        std::string o = int(k) < node.output_size() ? node.output(int(k)) : "";
+        out_names.push_back(o.empty() || m.graph.find(o) ? m.graph.unique_name(cat(name, ":unused", k)) : o);
+      }
+      auto outs = m.graph.add_node(name, mp.op, inputs, out_names);
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (int(k) < node.output_size() && !node.output(int(k)).empty()) ids[node.output(int(k))] = outs[k];
+      for (int k = int(outs.size()); k < node.output_size(); ++k)
+        if (!node.output(k).empty())
+          throw Unsupported(cat("output ", k, " ('", node.output(k), "') is not produced by pet's ", node.op_type()));
+    } catch (const InvalidInput& e) {
+      throw InvalidInput(who + e.what());
+    } catch (const Unsupported& e) {
+      throw Unsupported(who + e.what());
+    }
+  }
+  static bool ctx_present(const ::onnx::NodeProto& n, int i) { return i < n.input_size() && !n.input(i).empty(); }
+
+  /// Folds shape arithmetic: Shape of a static tensor, Constant, and integer-typed nodes
+  /// whose inputs are all constant.
+  bool try_fold(const ::onnx::NodeProto& node, const Op& op, const std::vector<TensorId>& inputs, const Types& out_types) {
+    if (!opt.fold_constants) return false;
+    if (const auto* shape = std::get_if<ops::ShapeOf>(&op)) {  // reads only the static shape
+      const Shape& s = m.graph.type(inputs[0]).shape;
+      std::vector<int64_t> part(s.begin() + shape->start, s.begin() + std::max(shape->start, shape->end));
+      store(node, 0, DType::Int64, Tensor<int64_t>({int64_t(part.size())}, part));
+      return true;
+    }
+    bool all_const = true, any_int = false;
+    for (TensorId t : inputs) {
+      all_const = all_const && m.graph.tensor(t).is_constant();
+      any_int = any_int || !is_float(m.graph.type(t).dtype);
+    }
+    for (const auto& t : out_types) any_int = any_int || !is_float(t.dtype);
+    if (!(all_const && (any_int || std::holds_alternative<ops::Constant>(op)))) return false;
+    int64_t total = 0;
+    for (const auto& t : out_types) total += numel(t.shape);
+    if (total > kMaxFoldElements) return false;
+    std::vector<Value<float>> vals;
+    for (TensorId t : inputs)
+      vals.push_back(std::visit([](const auto& v) { return Value<float>(v); }, *m.graph.tensor(t).value));
+    auto outs = evaluate_op<float>(op, vals, out_types);
+    for (size_t k = 0; k < outs.size(); ++k)
+      store(node, int(k), out_types[k].dtype, std::visit([](const auto& v) { return ConstValue(v); }, outs[k]));
+    return true;
+  }
+  void store(const ::onnx::NodeProto& node, int k, DType dt, ConstValue v) {
+    if (k < node.output_size() && !node.output(k).empty()) consts[node.output(k)] = {dt, std::move(v)};
+  }
+
+  void run(const ::onnx::ModelProto& model) {
+    m.opset = -1;
+    for (const auto& os : model.opset_import())
+      if (os.domain().empty() || os.domain() == "ai.onnx") m.opset = os.version();
+    if (m.opset < 0) fail_invalid("the model imports no version of the default ONNX opset");
+    if (m.opset > 17) throw Unsupported(cat(label, ": opset ", m.opset, " is newer than pet supports (7 to 17)"));
+    if (m.opset < 7) throw Unsupported(cat(label, ": opset ", m.opset, " is older than pet supports (7 to 17)"));
+    if (!model.has_graph()) fail_invalid("the model has no graph");
+    const auto& g = model.graph();
+    m.graph.name = g.name().empty() ? "model" : g.name();
+    for (const auto& init : g.initializer()) {
+      if (init.name().empty()) fail_invalid("an initializer has an empty name");
+      if (consts.count(init.name())) fail_invalid(cat("initializer '", init.name(), "' is defined twice"));
+      try {
+        consts[init.name()] = tensor_from_proto(init, base_dir, "initializer");
+      } catch (const InvalidInput& e) {
+        fail_invalid(e.what());
+      } catch (const Unsupported& e) {
+        throw Unsupported(cat(label, ": ", e.what()));
+      }
+    }
+    if (g.sparse_initializer_size()) throw Unsupported(cat(label, ": sparse initializers"));
+    add_graph_inputs(g);
+    for (int i : order_nodes(g)) import_node(g.node(i), i);
+    if (g.output_size() == 0) fail_invalid("the graph has no outputs");
+    for (const auto& o : g.output()) {
+      if (!ids.count(o.name()) && !consts.count(o.name()))
+        fail_invalid(cat("graph output '", o.name(), "' is not produced by any node"));
+      m.graph.add_output(tensor_id(o.name()));
+    }
+    remove_bound_inputs();
+    m.graph.validate();
+  }
+
+  /// Bound inputs became constants; the graph no longer takes them.
+  void remove_bound_inputs() {
+    if (bound_inputs.empty()) return;
+    Graph g2;
+    g2.name = m.graph.name;
+    std::vector<TensorId> remap(size_t(m.graph.num_tensors()), -1);
+    const Graph& g = m.graph;
+    auto uses = g.consumers();
+    for (TensorId t : g.inputs()) {
+      const auto& info = g.tensor(t);
+      if (bound_inputs.count(info.name) && uses[size_t(t)].empty()) {
+        m.notes.push_back(cat("input '", info.name, "' bound to its given value (an attribute of the model)"));
+        continue;
+      }
+      remap[size_t(t)] = g2.add_input(info.name, info.type);
+    }
+    for (TensorId t = 0; t < g.num_tensors(); ++t)
+      if (g.tensor(t).is_constant()) remap[size_t(t)] = g2.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
+    for (NodeId n : g.topo_order()) {
+      const Node& node = g.node(n);
+      std::vector<TensorId> in;
+      std::vector<std::string> names;
+      for (TensorId t : node.inputs) in.push_back(remap[size_t(t)]);
+      for (TensorId t : node.outputs) names.push_back(g.tensor(t).name);
+      auto outs = g2.add_node(node.name, node.op, in, names);
+      for (size_t k = 0; k < outs.size(); ++k) remap[size_t(node.outputs[k])] = outs[k];
+    }
+    for (TensorId t : g.outputs()) {
+      PET_CHECK(remap[size_t(t)] >= 0, "output '", g.tensor(t).name, "' lost while removing bound inputs");
+      g2.add_output(remap[size_t(t)]);
+    }
+    m.graph = std::move(g2);
+  }
+};
+
+}  // namespace
+
+Model import_bytes(std::string_view bytes, const std::string& label, const ImportOptions& opt, const std::string& base_dir) {
+  ::onnx::ModelProto model;
+  if (bytes.size() > size_t(INT32_MAX))
+    throw Unsupported(cat(label, ": ", bytes.size(), " bytes exceed protobuf's 2 GiB limit"));
+  if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
+    throw InvalidInput(cat(label, ": not a valid ONNX model (the protobuf message could not be parsed)"));
+  Importer im{opt, label, base_dir, {}, {}, {}, {}, {}};
+  im.run(model);
+  return std::move(im.m);
+}
+
+Model import_file(const std::string& path, const ImportOptions& opt) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw InvalidInput(cat(path, ": no such model file"));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InvalidInput(cat(path, ": cannot open the model file"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  std::string base = std::filesystem::path(path).parent_path().string();
+  return import_bytes(bytes, path, opt, base.empty() ? "." : base);
+}
+
+std::vector<std::string> supported_ops() {
+  std::vector<std::string> v;
+  for (const auto& [k, _] : import_table()) v.push_back(k);
+  return v;
+}
+
+}  // namespace pet::onnx

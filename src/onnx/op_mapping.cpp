@@ -1,0 +1,574 @@
+// ONNX <-> pet op mapping, one block per op family (import left, export right).
+#include "op_mapping.hpp"
+
+#include <cmath>
+
+namespace pet::onnx::detail {
+
+using ::onnx::AttributeProto;
+using ::onnx::NodeProto;
+
+// ---------------------------------------------------------------- NodeCtx
+int NodeCtx::num_outputs() const {
+  int n = node.output_size();
+  while (n > 0 && node.output(n - 1).empty()) --n;
+  return n;
+}
+
+const AttributeProto* NodeCtx::attr(std::string_view name) const {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+namespace {
+void expect_attr_type(const AttributeProto& a, AttributeProto::AttributeType t, std::string_view what) {
+  if (a.type() != t && !(a.type() == AttributeProto::UNDEFINED))
+    throw InvalidInput(cat("attribute '", a.name(), "' must be ", what, " but has type ",
+                           AttributeProto::AttributeType_Name(a.type())));
+}
+}  // namespace
+
+int64_t NodeCtx::i(std::string_view name, int64_t def) const {
+  const auto* a = attr(name);
+  if (!a) return def;
+  expect_attr_type(*a, AttributeProto::INT, "an int");
+  return a->i();
+}
+float NodeCtx::f(std::string_view name, float def) const {
+  const auto* a = attr(name);
+  if (!a) return def;
+  expect_attr_type(*a, AttributeProto::FLOAT, "a float");
+  return a->f();
+}
+std::string NodeCtx::s(std::string_view name, const std::string& def) const {
+  const auto* a = attr(name);
+  if (!a) return def;
+  expect_attr_type(*a, AttributeProto::STRING, "a string");
+  return a->s();
+}
+std::vector<int64_t> NodeCtx::ints(std::string_view name, std::vector<int64_t> def) const {
+  const auto* a = attr(name);
+  if (!a) return def;
+  expect_attr_type(*a, AttributeProto::INTS, "a list of ints");
+  return {a->ints().begin(), a->ints().end()};
+}
+std::vector<int64_t> NodeCtx::const_ints(int idx, std::string_view what) const {
+  const auto* c = constant(idx);
+  if (!c)
+    throw Unsupported(cat(what, " (input ", idx, " '", node.input(idx),
+                          "') must be a constant: pet needs static shapes and attributes"));
+  if (is_float(c->first)) throw InvalidInput(cat(what, " (input ", idx, ") must be an integer tensor"));
+  const auto& t = std::get<Tensor<int64_t>>(c->second);
+  if (t.rank() > 1) throw InvalidInput(cat(what, " (input ", idx, ") must be 1-D, got shape ", t.shape()));
+  return t.vec();
+}
+double NodeCtx::const_scalar(int idx, std::string_view what) const {
+  const auto* c = constant(idx);
+  if (!c)
+    throw Unsupported(cat(what, " (input ", idx, " '", node.input(idx), "') must be a constant"));
+  return std::visit([&](const auto& t) -> double {
+    if (t.size() != 1) throw InvalidInput(cat(what, " (input ", idx, ") must hold one value, got shape ", t.shape()));
+    return double(t[0]);
+  }, c->second);
+}
+
+// ---------------------------------------------------------------- ExportCtx
+std::string ExportCtx::unique(const std::string& base) {
+  std::string n = base;
+  for (int i = 1; names->count(n); ++i) n = cat(base, "_", i);
+  names->insert(n);
+  return n;
+}
+std::string ExportCtx::initializer(const std::string& base, DType dtype, const ConstValue& v) {
+  auto* t = g->add_initializer();
+  t->set_name(unique(base));
+  tensor_to_proto(dtype, v, t);
+  return t->name();
+}
+std::string ExportCtx::ints(const std::string& base, const std::vector<int64_t>& v) {
+  return initializer(base, DType::Int64, Tensor<int64_t>({int64_t(v.size())}, v));
+}
+std::string ExportCtx::scalar(const std::string& base, float v) {
+  return initializer(base, DType::Float32, Tensor<float>(Shape{}, std::vector<float>{v}));
+}
+NodeProto* ExportCtx::add(std::string_view op_type, const std::string& name, const std::vector<std::string>& in,
+                          const std::vector<std::string>& out) {
+  auto* n = g->add_node();
+  n->set_op_type(std::string(op_type));
+  n->set_name(name);
+  for (const auto& s : in) n->add_input(s);
+  for (const auto& s : out) n->add_output(s);
+  return n;
+}
+
+namespace {
+void set(NodeProto* n, const char* name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::INT);
+  a->set_i(v);
+}
+void set(NodeProto* n, const char* name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::FLOAT);
+  a->set_f(v);
+}
+void set(NodeProto* n, const char* name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::STRING);
+  a->set_s(v);
+}
+void set(NodeProto* n, const char* name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+AutoPad auto_pad_of(const NodeCtx& c) {
+  std::string s = c.s("auto_pad", "NOTSET");
+  if (s == "NOTSET") return AutoPad::NotSet;
+  if (s == "SAME_UPPER") return AutoPad::SameUpper;
+  if (s == "SAME_LOWER") return AutoPad::SameLower;
+  if (s == "VALID") return AutoPad::Valid;
+  throw InvalidInput(cat("auto_pad '", s, "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID"));
+}
+
+std::vector<int> first_inputs(const NodeCtx& c, int n) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i)
+    if (c.present(i)) v.push_back(i);
+  return v;
+}
+std::vector<int> all_inputs(const NodeCtx& c) { return first_inputs(c, c.node.input_size()); }
+
+template <class W>
+void import_window(const NodeCtx& c, W& w) {
+  w.kernel_shape = c.ints("kernel_shape");
+  w.strides = c.ints("strides");
+  w.pads = c.ints("pads");
+  w.dilations = c.ints("dilations");
+  w.auto_pad = auto_pad_of(c);
+  w.ceil_mode = c.i("ceil_mode", 0) != 0;
+}
+
+DType cast_target(int64_t to) {
+  if (to < INT32_MIN || to > INT32_MAX) throw InvalidInput(cat("Cast 'to' = ", to, " is not an ONNX type"));
+  return dtype_from_onnx(int32_t(to), "Cast target");
+}
+
+template <class R>
+Mapped import_reduce(const NodeCtx& c, bool axes_as_input) {
+  R r;
+  r.keepdims = c.i("keepdims", 1) != 0;
+  if (axes_as_input) {
+    r.noop_with_empty_axes = c.i("noop_with_empty_axes", 0) != 0;
+    if (c.present(1)) r.axes = c.const_ints(1, "axes");
+  } else {
+    r.axes = c.ints("axes");
+  }
+  return {r, {0}};
+}
+
+std::map<std::string, ImportFn, std::less<>> make_table() {
+  std::map<std::string, ImportFn, std::less<>> t;
+  t["Conv"] = [](const NodeCtx& c) {
+    ops::Conv o;
+    o.kernel_shape = c.ints("kernel_shape");
+    o.strides = c.ints("strides");
+    o.pads = c.ints("pads");
+    o.dilations = c.ints("dilations");
+    o.group = c.i("group", 1);
+    o.auto_pad = auto_pad_of(c);
+    return Mapped{o, first_inputs(c, 3)};
+  };
+  t["MatMul"] = [](const NodeCtx& c) { return Mapped{ops::MatMul{}, {0, 1}}; };
+  t["Gemm"] = [](const NodeCtx& c) {
+    ops::Gemm o;
+    o.alpha = c.f("alpha", 1.0f);
+    o.beta = c.f("beta", 1.0f);
+    o.trans_a = c.i("transA", 0) != 0;
+    o.trans_b = c.i("transB", 0) != 0;
+    if (c.opset < 7 && c.i("broadcast", 0) == 0) throw Unsupported("Gemm before opset 7 without broadcast");
+    return Mapped{o, first_inputs(c, 3)};
+  };
+  auto binary = [](Op op) {
+    return [op](const NodeCtx& c) {
+      if (c.attr("axis")) throw Unsupported("legacy broadcasting with an 'axis' attribute (opset < 7)");
+      return Mapped{op, {0, 1}};
+    };
+  };
+  t["Add"] = binary(ops::Add{});
+  t["Sub"] = binary(ops::Sub{});
+  t["Mul"] = binary(ops::Mul{});
+  t["Div"] = binary(ops::Div{});
+  t["Pow"] = binary(ops::Pow{});
+  auto unary = [](Op op) { return [op](const NodeCtx&) { return Mapped{op, {0}}; }; };
+  t["Sqrt"] = unary(ops::Sqrt{});
+  t["Erf"] = unary(ops::Erf{});
+  t["Exp"] = unary(ops::Exp{});
+  t["Neg"] = unary(ops::Neg{});
+  t["Relu"] = unary(ops::Relu{});
+  t["Sigmoid"] = unary(ops::Sigmoid{});
+  t["Tanh"] = unary(ops::Tanh{});
+  t["Identity"] = unary(ops::Identity{});
+  t["LeakyRelu"] = [](const NodeCtx& c) { return Mapped{ops::LeakyRelu{.alpha = c.f("alpha", 0.01f)}, {0}}; };
+  t["Clip"] = [](const NodeCtx& c) {
+    ops::Clip o;
+    if (c.opset < 11) {
+      o.min = c.f("min", -INFINITY);
+      o.max = c.f("max", INFINITY);
+    } else {
+      if (c.present(1)) o.min = c.const_scalar(1, "min");
+      if (c.present(2)) o.max = c.const_scalar(2, "max");
+    }
+    return Mapped{o, {0}};
+  };
+  t["Where"] = [](const NodeCtx&) { return Mapped{ops::Where{}, {0, 1, 2}}; };
+  t["Cast"] = [](const NodeCtx& c) {
+    if (!c.attr("to")) throw InvalidInput("attribute 'to' is required");
+    return Mapped{ops::Cast{.to = cast_target(c.i("to", 0))}, {0}};
+  };
+  t["Dropout"] = [](const NodeCtx& c) {
+    ops::Dropout o;
+    o.num_outputs = std::max(1, c.num_outputs());
+    if (c.opset < 12) {
+      o.ratio = c.f("ratio", 0.5f);
+      if (c.opset < 7 && c.i("is_test", 0) == 0) throw Unsupported("Dropout before opset 7 without is_test");
+    } else {
+      if (c.present(1)) o.ratio = float(c.const_scalar(1, "ratio"));
+      if (c.present(2)) o.training_mode = c.const_scalar(2, "training_mode") != 0;
+    }
+    return Mapped{o, {0}};
+  };
+  t["Softmax"] = [](const NodeCtx& c) {
+    ops::Softmax o;
+    o.flatten_tail = c.opset < 13;
+    o.axis = c.i("axis", c.opset < 13 ? 1 : -1);
+    return Mapped{o, {0}};
+  };
+  t["BatchNormalization"] = [](const NodeCtx& c) {
+    ops::BatchNormalization o;
+    o.epsilon = c.f("epsilon", 1e-5f);
+    o.momentum = c.f("momentum", 0.9f);
+    if (c.opset < 9 && c.i("spatial", 1) == 0) throw Unsupported("BatchNormalization with spatial=0");
+    o.training_mode = c.opset >= 14 && c.i("training_mode", 0) != 0;
+    o.num_outputs = std::max(1, c.num_outputs());
+    if (!o.training_mode && o.num_outputs > 1)
+      throw Unsupported(cat("BatchNormalization with ", o.num_outputs, " outputs outside training_mode (opset ", c.opset, ")"));
+    return Mapped{o, {0, 1, 2, 3, 4}};
+  };
+  t["LayerNormalization"] = [](const NodeCtx& c) {
+    ops::LayerNormalization o;
+    o.axis = c.i("axis", -1);
+    o.epsilon = c.f("epsilon", 1e-5f);
+    o.num_outputs = std::max(1, c.num_outputs());
+    return Mapped{o, first_inputs(c, 3)};
+  };
+  t["MaxPool"] = [](const NodeCtx& c) {
+    ops::MaxPool o;
+    import_window(c, o);
+    o.storage_order = c.i("storage_order", 0);
+    o.num_outputs = std::max(1, c.num_outputs());
+    return Mapped{o, {0}};
+  };
+  t["AveragePool"] = [](const NodeCtx& c) {
+    ops::AveragePool o;
+    import_window(c, o);
+    o.count_include_pad = c.i("count_include_pad", 0) != 0;
+    return Mapped{o, {0}};
+  };
+  t["GlobalAveragePool"] = unary(ops::GlobalAveragePool{});
+  t["ReduceMean"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceMean>(c, c.opset >= 18); };
+  t["ReduceMax"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceMax>(c, c.opset >= 18); };
+  t["ReduceSum"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceSum>(c, c.opset >= 13); };
+  t["Transpose"] = [](const NodeCtx& c) { return Mapped{ops::Transpose{.perm = c.ints("perm")}, {0}}; };
+  t["Reshape"] = [](const NodeCtx& c) {
+    if (c.opset < 5) throw Unsupported("Reshape before opset 5 (shape as an attribute)");
+    return Mapped{ops::Reshape{.shape = c.const_ints(1, "shape"), .allowzero = c.i("allowzero", 0) != 0}, {0}};
+  };
+  t["Flatten"] = [](const NodeCtx& c) { return Mapped{ops::Flatten{.axis = c.i("axis", 1)}, {0}}; };
+  t["Squeeze"] = [](const NodeCtx& c) {
+    ops::Squeeze o;
+    if (c.opset < 13) o.axes = c.ints("axes");
+    else if (c.present(1)) o.axes = c.const_ints(1, "axes");
+    return Mapped{o, {0}};
+  };
+  t["Unsqueeze"] = [](const NodeCtx& c) {
+    ops::Unsqueeze o;
+    o.axes = c.opset < 13 ? c.ints("axes") : c.const_ints(1, "axes");
+    return Mapped{o, {0}};
+  };
+  t["Concat"] = [](const NodeCtx& c) {
+    if (!c.attr("axis")) throw InvalidInput("attribute 'axis' is required");
+    return Mapped{ops::Concat{.axis = c.i("axis", 0)}, all_inputs(c)};
+  };
+  t["Split"] = [](const NodeCtx& c) {
+    ops::Split o;
+    o.axis = c.i("axis", 0);
+    o.num_outputs = c.node.output_size();
+    if (c.opset < 13) o.split = c.ints("split");
+    else if (c.present(1)) o.split = c.const_ints(1, "split");
+    return Mapped{o, {0}};
+  };
+  t["Slice"] = [](const NodeCtx& c) {
+    ops::Slice o;
+    if (c.opset < 10) {
+      o.starts = c.ints("starts");
+      o.ends = c.ints("ends");
+      o.axes = c.ints("axes");
+    } else {
+      o.starts = c.const_ints(1, "starts");
+      o.ends = c.const_ints(2, "ends");
+      if (c.present(3)) o.axes = c.const_ints(3, "axes");
+      if (c.present(4)) o.steps = c.const_ints(4, "steps");
+    }
+    return Mapped{o, {0}};
+  };
+  t["Pad"] = [](const NodeCtx& c) {
+    ops::Pad o;
+    std::string mode = c.s("mode", "constant");
+    if (mode == "constant") o.mode = ops::PadMode::Constant;
+    else if (mode == "reflect") o.mode = ops::PadMode::Reflect;
+    else if (mode == "edge") o.mode = ops::PadMode::Edge;
+    else throw Unsupported(cat("Pad mode '", mode, "' (supported: constant, reflect, edge)"));
+    if (c.opset < 11) {
+      o.pads = c.ints("pads");
+      o.value = c.f("value", 0.0f);
+    } else {
+      o.pads = c.const_ints(1, "pads");
+      if (c.present(2)) o.value = c.const_scalar(2, "constant_value");
+      if (c.present(3)) throw Unsupported("Pad with an 'axes' input (opset 18)");
+    }
+    return Mapped{o, {0}};
+  };
+  t["Gather"] = [](const NodeCtx& c) { return Mapped{ops::Gather{.axis = c.i("axis", 0)}, {0, 1}}; };
+  t["Shape"] = [](const NodeCtx& c) {
+    ops::ShapeOf o;
+    o.start = c.i("start", 0);
+    o.end = c.i("end", std::numeric_limits<int64_t>::max());
+    return Mapped{o, {0}};
+  };
+  t["Expand"] = [](const NodeCtx& c) { return Mapped{ops::Expand{.shape = c.const_ints(1, "shape")}, {0}}; };
+  t["Constant"] = [](const NodeCtx& c) {
+    ops::Constant o;
+    if (c.node.attribute_size() != 1) throw InvalidInput("must have exactly one value attribute");
+    const auto& a = c.node.attribute(0);
+    if (a.name() == "value") {
+      expect_attr_type(a, AttributeProto::TENSOR, "a tensor");
+      auto [dt, v] = tensor_from_proto(a.t(), ".", "value");
+      o.dtype = dt;
+      o.value = std::move(v);
+    } else if (a.name() == "value_float") {
+      o.value = Tensor<float>(Shape{}, std::vector<float>{c.f("value_float", 0)});
+    } else if (a.name() == "value_floats") {
+      expect_attr_type(a, AttributeProto::FLOATS, "a list of floats");
+      o.value = Tensor<float>({a.floats_size()}, std::vector<float>(a.floats().begin(), a.floats().end()));
+    } else if (a.name() == "value_int") {
+      o.dtype = DType::Int64;
+      o.value = Tensor<int64_t>(Shape{}, std::vector<int64_t>{c.i("value_int", 0)});
+    } else if (a.name() == "value_ints") {
+      o.dtype = DType::Int64;
+      auto v = c.ints("value_ints");
+      o.value = Tensor<int64_t>({int64_t(v.size())}, v);
+    } else {
+      throw Unsupported(cat("Constant with attribute '", a.name(), "'"));
+    }
+    return Mapped{o, {}};
+  };
+  return t;
+}
+}  // namespace
+
+const std::map<std::string, ImportFn, std::less<>>& import_table() {
+  static const auto t = make_table();
+  return t;
+}
+
+// ---------------------------------------------------------------- export
+namespace {
+struct Exporter {
+  const Graph& g;
+  const Node& n;
+  ExportCtx& ctx;
+
+  std::vector<std::string> in() const {
+    std::vector<std::string> v;
+    for (TensorId t : n.inputs) v.push_back(g.tensor(t).name);
+    return v;
+  }
+  std::vector<std::string> out() const {
+    std::vector<std::string> v;
+    for (TensorId t : n.outputs) v.push_back(g.tensor(t).name);
+    return v;
+  }
+  NodeProto* simple(std::string_view type) { return ctx.add(type, n.name, in(), out()); }
+  /// Data inputs followed by extra (attribute-carrying) inputs.
+  NodeProto* with_inputs(std::string_view type, std::vector<std::string> extra) {
+    auto v = in();
+    v.insert(v.end(), extra.begin(), extra.end());
+    return ctx.add(type, n.name, v, out());
+  }
+  std::string ints(const char* what, const std::vector<int64_t>& v) { return ctx.ints(n.name + "_" + what, v); }
+
+  template <class W>
+  void window(NodeProto* p, const W& w) {
+    set(p, "kernel_shape", w.kernel_shape);
+    set(p, "strides", w.strides);
+    set(p, "pads", w.pads);
+    if (w.ceil_mode) set(p, "ceil_mode", int64_t(1));
+  }
+
+  void operator()(const ops::Conv& o) {
+    auto* p = simple("Conv");
+    set(p, "kernel_shape", o.kernel_shape);
+    set(p, "strides", o.strides);
+    set(p, "pads", o.pads);
+    set(p, "dilations", o.dilations);
+    set(p, "group", o.group);
+  }
+  void operator()(const ops::MatMul&) { simple("MatMul"); }
+  void operator()(const ops::Gemm& o) {
+    auto* p = simple("Gemm");
+    set(p, "alpha", o.alpha);
+    set(p, "beta", o.beta);
+    set(p, "transA", int64_t(o.trans_a));
+    set(p, "transB", int64_t(o.trans_b));
+  }
+  void operator()(const ops::LeakyRelu& o) { set(simple("LeakyRelu"), "alpha", o.alpha); }
+  void operator()(const ops::Clip& o) {
+    std::string lo = std::isinf(o.min) ? "" : ctx.scalar(n.name + "_min", float(o.min));
+    std::string hi = std::isinf(o.max) ? "" : ctx.scalar(n.name + "_max", float(o.max));
+    std::vector<std::string> extra{lo};
+    if (!hi.empty()) extra.push_back(hi);
+    if (lo.empty() && hi.empty()) extra.clear();
+    with_inputs("Clip", extra);
+  }
+  void operator()(const ops::Cast& o) { set(simple("Cast"), "to", int64_t(dtype_to_onnx(o.to))); }
+  void operator()(const ops::Dropout& o) {
+    std::vector<std::string> extra{ctx.scalar(n.name + "_ratio", o.ratio)};
+    if (o.training_mode)
+      extra.push_back(ctx.initializer(n.name + "_training", DType::Bool, Tensor<int64_t>(Shape{}, std::vector<int64_t>{1})));
+    with_inputs("Dropout", extra);
+  }
+  void operator()(const ops::Softmax& o) {
+    const Shape& s = g.type(n.inputs[0]).shape;
+    if (!o.flatten_tail || o.axis == int64_t(s.size()) - 1) {
+      set(simple("Softmax"), "axis", o.axis);
+      return;
+    }
+    // Opset < 13 semantics (one row over dims [axis, rank)) as Reshape -> Softmax -> Reshape.
+    int64_t outer = 1, row = 1;
+    for (size_t i = 0; i < s.size(); ++i) (int64_t(i) < o.axis ? outer : row) *= s[i];
+    std::string a = ctx.unique(n.name + "_2d"), b = ctx.unique(n.name + "_sm");
+    ctx.add("Reshape", ctx.unique(n.name + "_flat"), {in()[0], ints("rows", {outer, row})}, {a});
+    set(ctx.add("Softmax", ctx.unique(n.name + "_rows"), {a}, {b}), "axis", int64_t(1));
+    ctx.add("Reshape", n.name, {b, ints("shape", s)}, out());
+  }
+  void operator()(const ops::BatchNormalization& o) {
+    auto* p = simple("BatchNormalization");
+    set(p, "epsilon", o.epsilon);
+    set(p, "momentum", o.momentum);
+    if (o.training_mode) set(p, "training_mode", int64_t(1));
+  }
+  void operator()(const ops::LayerNormalization& o) {
+    auto* p = simple("LayerNormalization");
+    set(p, "axis", o.axis);
+    set(p, "epsilon", o.epsilon);
+  }
+  void operator()(const ops::MaxPool& o) {
+    auto* p = simple("MaxPool");
+    window(p, o);
+    set(p, "dilations", o.dilations);
+    if (o.storage_order) set(p, "storage_order", o.storage_order);
+  }
+  void operator()(const ops::AveragePool& o) {
+    for (int64_t d : o.dilations)
+      if (d != 1) throw Unsupported(cat("AveragePool '", n.name, "' with dilations ", o.dilations, " has no opset-17 form"));
+    auto* p = simple("AveragePool");
+    window(p, o);
+    if (o.count_include_pad) set(p, "count_include_pad", int64_t(1));
+  }
+  template <class R>
+  void reduce(const char* type, const R& o, bool axes_input) {
+    NodeProto* p;
+    if (axes_input) {
+      p = o.axes.empty() ? simple(type) : with_inputs(type, {ints("axes", o.axes)});
+      if (o.axes.empty()) set(p, "noop_with_empty_axes", int64_t(1));
+    } else {
+      p = simple(type);
+      set(p, "axes", o.axes);  // never empty here: empty axes means no-op only for ReduceSum
+    }
+    set(p, "keepdims", int64_t(o.keepdims));
+  }
+  void operator()(const ops::ReduceMean& o) {
+    if (o.axes.empty()) return void(simple("Identity"));
+    reduce("ReduceMean", o, false);
+  }
+  void operator()(const ops::ReduceMax& o) {
+    if (o.axes.empty()) return void(simple("Identity"));
+    reduce("ReduceMax", o, false);
+  }
+  void operator()(const ops::ReduceSum& o) { reduce("ReduceSum", o, true); }
+  void operator()(const ops::Transpose& o) { set(simple("Transpose"), "perm", o.perm); }
+  void operator()(const ops::Reshape& o) { with_inputs("Reshape", {ints("shape", o.shape)}); }
+  void operator()(const ops::Flatten& o) { set(simple("Flatten"), "axis", o.axis); }
+  void operator()(const ops::Squeeze& o) { with_inputs("Squeeze", {ints("axes", o.axes)}); }
+  void operator()(const ops::Unsqueeze& o) { with_inputs("Unsqueeze", {ints("axes", o.axes)}); }
+  void operator()(const ops::RT& o) {
+    std::string a = ctx.unique(n.name + "_split"), b = ctx.unique(n.name + "_perm");
+    ctx.add("Reshape", ctx.unique(n.name + "_r1"), {in()[0], ints("split_shape", o.split_shape)}, {a});
+    set(ctx.add("Transpose", ctx.unique(n.name + "_t"), {a}, {b}), "perm", o.perm);
+    ctx.add("Reshape", n.name, {b, ints("out_shape", o.out_shape)}, out());
+  }
+  void operator()(const ops::Expand& o) { with_inputs("Expand", {ints("shape", o.shape)}); }
+  void operator()(const ops::Concat& o) { set(simple("Concat"), "axis", o.axis); }
+  void operator()(const ops::Split& o) { set(with_inputs("Split", {ints("split", o.split)}), "axis", o.axis); }
+  void operator()(const ops::Slice& o) {
+    const Shape& os = g.type(n.outputs[0]).shape;
+    std::vector<int64_t> starts, ends, axes, steps;
+    for (size_t d = 0; d < o.begin.size(); ++d) {
+      int64_t e = o.begin[d] + os[d] * o.step[d];
+      if (e < 0) e = std::numeric_limits<int64_t>::min();  // "through index 0" for negative steps
+      starts.push_back(o.begin[d]);
+      ends.push_back(e);
+      axes.push_back(int64_t(d));
+      steps.push_back(o.step[d]);
+    }
+    with_inputs("Slice", {ints("starts", starts), ints("ends", ends), ints("axes", axes), ints("steps", steps)});
+  }
+  void operator()(const ops::Pad& o) {
+    const char* mode = o.mode == ops::PadMode::Constant ? "constant" : o.mode == ops::PadMode::Reflect ? "reflect" : "edge";
+    std::vector<std::string> extra{ints("pads", o.pads)};
+    if (o.value != 0.0) {
+      DType dt = g.type(n.inputs[0]).dtype;
+      extra.push_back(is_float(dt) ? ctx.scalar(n.name + "_value", float(o.value))
+                                   : ctx.initializer(n.name + "_value", dt, Tensor<int64_t>(Shape{}, std::vector<int64_t>{int64_t(o.value)})));
+    }
+    set(with_inputs("Pad", extra), "mode", std::string(mode));
+  }
+  void operator()(const ops::Gather& o) { set(simple("Gather"), "axis", o.axis); }
+  void operator()(const ops::ShapeOf& o) {
+    auto* p = simple("Shape");
+    set(p, "start", o.start);
+    set(p, "end", o.end);
+  }
+  void operator()(const ops::Constant& o) {
+    auto* p = simple("Constant");
+    auto* a = p->add_attribute();
+    a->set_name("value");
+    a->set_type(AttributeProto::TENSOR);
+    tensor_to_proto(o.dtype, o.value, a->mutable_t());
+  }
+  /// Ops whose ONNX form has no attributes.
+  template <class O>
+  void operator()(const O& o) { simple(O::name); }
+};
+}  // namespace
+
+void export_node(const Graph& g, const Node& n, ExportCtx& ctx) { std::visit(Exporter{g, n, ctx}, n.op); }
+
+}  // namespace pet::onnx::detail

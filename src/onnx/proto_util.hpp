@@ -1,0 +1,19 @@
+#pragma once
+// TensorProto <-> pet tensors (private to src/onnx).
+#include <onnx/onnx_pb.h>
+
+#include "pet/onnx/onnx.hpp"
+
+namespace pet::onnx::detail {
+
+/// ONNX element type -> DType; Unsupported for types pet does not handle.
+DType dtype_from_onnx(int32_t t, std::string_view who);
+int32_t dtype_to_onnx(DType t);
+std::string_view onnx_type_name(int32_t t);
+
+/// Decodes a TensorProto (raw_data, typed fields or external data under base_dir).
+std::pair<DType, ConstValue> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& base_dir,
+                                               std::string_view who);
+void tensor_to_proto(DType dtype, const ConstValue& v, ::onnx::TensorProto* p);
+
+}  // namespace pet::onnx::detail

@@ -1,0 +1,195 @@
+// TensorProto conversion and the ONNX backend-test file layout (input_N.pb / output_N.pb).
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "proto_util.hpp"
+
+namespace pet::onnx {
+namespace detail {
+
+using ::onnx::TensorProto;
+
+DType dtype_from_onnx(int32_t t, std::string_view who) {
+  switch (t) {
+    case TensorProto::FLOAT: return DType::Float32;
+    case TensorProto::INT64: return DType::Int64;
+    case TensorProto::INT32: return DType::Int32;
+    case TensorProto::BOOL: return DType::Bool;
+    default:
+      throw Unsupported(cat(who, " has element type ", onnx_type_name(t),
+                            "; pet supports float32, int64, int32 and bool"));
+  }
+}
+
+int32_t dtype_to_onnx(DType t) {
+  switch (t) {
+    case DType::Float32: return TensorProto::FLOAT;
+    case DType::Int64: return TensorProto::INT64;
+    case DType::Int32: return TensorProto::INT32;
+    case DType::Bool: return TensorProto::BOOL;
+  }
+  return TensorProto::UNDEFINED;
+}
+
+std::string_view onnx_type_name(int32_t t) {
+  if (::onnx::TensorProto_DataType_IsValid(t))
+    return ::onnx::TensorProto_DataType_Name(static_cast<TensorProto::DataType>(t));
+  return "an invalid type";
+}
+
+namespace {
+/// Reads external data (ONNX "location"/"offset"/"length" entries) relative to base_dir.
+std::string external_bytes(const TensorProto& p, const std::string& base_dir, std::string_view who) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& e : p.external_data()) {
+    try {
+      if (e.key() == "location") location = e.value();
+      else if (e.key() == "offset") offset = std::stoll(e.value());
+      else if (e.key() == "length") length = std::stoll(e.value());
+    } catch (const std::exception&) {
+      throw InvalidInput(cat(who, ": external data entry '", e.key(), "' has the non-numeric value '", e.value(), "'"));
+    }
+  }
+  if (location.empty()) throw InvalidInput(cat(who, " is stored externally but names no location"));
+  std::filesystem::path path = std::filesystem::path(base_dir) / location;
+  if (location.find("..") != std::string::npos || std::filesystem::path(location).is_absolute())
+    throw InvalidInput(cat(who, ": external data location '", location, "' must stay inside the model's folder"));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InvalidInput(cat(who, ": external data file '", path.string(), "' cannot be opened"));
+  f.seekg(0, std::ios::end);
+  int64_t size = int64_t(f.tellg());
+  if (length < 0) length = size - offset;
+  if (offset < 0 || length < 0 || offset > size || length > size - offset)
+    throw InvalidInput(cat(who, ": external data [", offset, ", +", length, ") lies outside '", path.string(),
+                           "' (", size, " bytes)"));
+  std::string buf(size_t(length), '\0');
+  f.seekg(offset);
+  f.read(buf.data(), length);
+  return buf;
+}
+
+template <class E, class Field>
+std::vector<E> from_field(const Field& f) {
+  return std::vector<E>(f.begin(), f.end());
+}
+}  // namespace
+
+std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::string& base_dir, std::string_view who_in) {
+  std::string who = cat(who_in.empty() ? "tensor" : who_in, p.name().empty() ? "" : cat(" '", p.name(), "'"));
+  DType dt = dtype_from_onnx(p.data_type(), who);
+  Shape shape(p.dims().begin(), p.dims().end());
+  if (shape.size() > size_t(kMaxRank)) throw Unsupported(cat(who, " has rank ", shape.size(), "; pet supports up to ", kMaxRank));
+  int64_t n;
+  try {
+    n = numel(shape);
+  } catch (const InvalidInput& e) {
+    throw InvalidInput(cat(who, ": ", e.what()));
+  }
+  if (p.has_segment()) throw Unsupported(cat(who, " is segmented; pet reads whole tensors only"));
+  const bool external = p.data_location() == TensorProto::EXTERNAL;
+  std::string ext;
+  const std::string* raw = nullptr;
+  if (external) {
+    ext = external_bytes(p, base_dir, who);
+    raw = &ext;
+  } else if (p.has_raw_data()) {
+    raw = &p.raw_data();
+  }
+  const size_t esize = dt == DType::Float32 || dt == DType::Int32 ? 4 : dt == DType::Int64 ? 8 : 1;
+  if (raw) {
+    if (raw->size() != size_t(n) * esize)
+      throw InvalidInput(cat(who, " of shape ", shape, " needs ", size_t(n) * esize, " bytes of data but has ", raw->size()));
+    if (dt == DType::Float32) {
+      std::vector<float> v(static_cast<size_t>(n));
+      if (n) std::memcpy(v.data(), raw->data(), raw->size());
+      return {dt, Tensor<float>(shape, std::move(v))};
+    }
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const char* b = raw->data() + size_t(i) * esize;
+      if (dt == DType::Int64) std::memcpy(&v[size_t(i)], b, 8);
+      else if (dt == DType::Int32) {
+        int32_t x;
+        std::memcpy(&x, b, 4);
+        v[size_t(i)] = x;
+      } else v[size_t(i)] = *b != 0;
+    }
+    return {dt, Tensor<int64_t>(shape, std::move(v))};
+  }
+  auto check = [&](int64_t have) {
+    if (have != n) throw InvalidInput(cat(who, " of shape ", shape, " has ", have, " values instead of ", n));
+  };
+  if (dt == DType::Float32) {
+    check(p.float_data_size());
+    return {dt, Tensor<float>(shape, from_field<float>(p.float_data()))};
+  }
+  if (dt == DType::Int64) {
+    check(p.int64_data_size());
+    return {dt, Tensor<int64_t>(shape, from_field<int64_t>(p.int64_data()))};
+  }
+  check(p.int32_data_size());  // int32 and bool are stored in int32_data
+  std::vector<int64_t> v = from_field<int64_t>(p.int32_data());
+  if (dt == DType::Bool)
+    for (auto& x : v) x = x != 0;
+  return {dt, Tensor<int64_t>(shape, std::move(v))};
+}
+
+void tensor_to_proto(DType dtype, const ConstValue& v, TensorProto* p) {
+  p->set_data_type(dtype_to_onnx(dtype));
+  const Shape& s = std::visit([](const auto& t) -> const Shape& { return t.shape(); }, v);
+  p->clear_dims();
+  for (int64_t d : s) p->add_dims(d);
+  std::string raw;
+  if (const auto* f = std::get_if<Tensor<float>>(&v)) {
+    raw.assign(reinterpret_cast<const char*>(f->data()), size_t(f->size()) * 4);
+  } else {
+    const auto& t = std::get<Tensor<int64_t>>(v);
+    for (int64_t i = 0; i < t.size(); ++i) {
+      int64_t x = t[i];
+      if (dtype == DType::Int64) raw.append(reinterpret_cast<const char*>(&x), 8);
+      else if (dtype == DType::Int32) {
+        int32_t y = int32_t(x);
+        raw.append(reinterpret_cast<const char*>(&y), 4);
+      } else raw.push_back(char(x != 0));
+    }
+  }
+  p->set_raw_data(std::move(raw));
+}
+
+}  // namespace detail
+
+NamedTensor read_tensor_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InvalidInput(cat("cannot open tensor file '", path, "'"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  ::onnx::TensorProto p;
+  if (!p.ParseFromString(bytes)) throw InvalidInput(cat("'", path, "' is not a serialized ONNX TensorProto"));
+  auto [dt, v] = detail::tensor_from_proto(p, std::filesystem::path(path).parent_path().string(), path);
+  return {p.name(), dt, std::move(v)};
+}
+
+void write_tensor_file(const std::string& path, const NamedTensor& t) {
+  ::onnx::TensorProto p;
+  p.set_name(t.name);
+  detail::tensor_to_proto(t.dtype, t.value, &p);
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !p.SerializeToOstream(&f)) throw InvalidInput(cat("cannot write tensor file '", path, "'"));
+}
+
+std::vector<NamedTensor> read_test_data(const std::string& dir, const std::string& prefix) {
+  if (!std::filesystem::is_directory(dir)) throw InvalidInput(cat("test-data folder '", dir, "' does not exist"));
+  std::vector<NamedTensor> v;
+  for (int i = 0;; ++i) {
+    auto p = std::filesystem::path(dir) / cat(prefix, "_", i, ".pb");
+    if (!std::filesystem::exists(p)) break;
+    v.push_back(read_tensor_file(p.string()));
+  }
+  return v;
+}
+
+}  // namespace pet::onnx

@@ -1,0 +1,96 @@
+// pet info MODEL: inputs, outputs, op counts, FLOPs, parameters, multilinear subprograms.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+
+namespace pet::cli {
+
+int cmd_info(const std::vector<std::string>& argv) {
+  Args a("info", argv, {"json", "shape", "dim", "default-dim", "quiet!"});
+  if (a.positional.size() != 1) throw InvalidInput("usage: pet info MODEL.onnx [--json FILE] [--shape NAME=AxB..] [--dim NAME=N]");
+  const std::string path = a.positional[0];
+  onnx::Model m = onnx::import_file(path, import_options(a));
+  const Graph& g = m.graph;
+
+  std::map<std::string, int> op_counts;
+  int64_t flops = 0, params = 0, param_bytes = 0;
+  std::vector<int64_t> node_flops(size_t(g.num_nodes()));
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    op_counts[std::string(op_name(g.node(n).op))]++;
+    node_flops[size_t(n)] = op_flops(g.node(n).op, g.input_types(n), g.output_types(n));
+    flops += node_flops[size_t(n)];
+  }
+  int constants = 0;
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).is_constant()) {
+      ++constants;
+      int64_t n = numel(g.type(t).shape);
+      if (is_float(g.type(t).dtype)) params += n;
+      param_bytes += n * (is_float(g.type(t).dtype) || g.type(t).dtype == DType::Int32 ? 4 : g.type(t).dtype == DType::Bool ? 1 : 8);
+    }
+  auto subs = multilinear_subprograms(g);
+
+  nlohmann::json j;
+  j["model"] = path;
+  j["graph"] = g.name;
+  j["opset"] = m.opset;
+  for (TensorId t : g.inputs()) j["inputs"].push_back({{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}});
+  for (TensorId t : g.outputs()) j["outputs"].push_back({{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}});
+  j["nodes"] = g.num_nodes();
+  j["constants"] = constants;
+  j["parameters"] = params;
+  j["flops"] = flops;
+  j["op_counts"] = op_counts;
+  j["notes"] = m.notes;
+  j["multilinear_subprograms"] = nlohmann::json::array();
+  for (const auto& s : subs) {
+    nlohmann::json sj;
+    int64_t f = 0;
+    for (NodeId n : s) {
+      sj["nodes"].push_back(g.node(n).name);
+      sj["ops"].push_back(std::string(op_name(g.node(n).op)));
+      f += node_flops[size_t(n)];
+    }
+    sj["flops"] = f;
+    j["multilinear_subprograms"].push_back(sj);
+  }
+
+  if (auto jf = a.get("json")) {
+    std::ofstream f(*jf);
+    if (!f) throw InvalidInput(cat("cannot write '", *jf, "'"));
+    f << j.dump(2) << "\n";
+  }
+  if (a.flag("quiet")) return 0;
+
+  std::printf("model    %s (graph '%s', opset %lld)\n", path.c_str(), g.name.c_str(), (long long)m.opset);
+  for (TensorId t : g.inputs()) std::printf("input    %-24s %s\n", g.tensor(t).name.c_str(), to_string(g.type(t)).c_str());
+  for (TensorId t : g.outputs()) std::printf("output   %-24s %s\n", g.tensor(t).name.c_str(), to_string(g.type(t)).c_str());
+  for (const auto& note : m.notes) std::printf("note     %s\n", note.c_str());
+  std::printf("nodes    %d\n", g.num_nodes());
+  std::printf("params   %s (%s bytes in %d constants)\n", format_count(double(params)).c_str(), format_count(double(param_bytes)).c_str(), constants);
+  std::printf("FLOPs    %s\n", format_count(double(flops)).c_str());
+  std::string ops;
+  std::vector<std::pair<int, std::string>> sorted;
+  for (const auto& [k, v] : op_counts) sorted.emplace_back(-v, k);
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& [v, k] : sorted) ops += cat(ops.empty() ? "" : ", ", k, " ", -v);
+  std::printf("ops      %s\n", ops.c_str());
+  std::printf("multilinear subprograms (cut at non-linear ops): %zu\n", subs.size());
+  for (size_t i = 0; i < subs.size(); ++i) {
+    std::string list;
+    int64_t f = 0;
+    for (size_t k = 0; k < subs[i].size(); ++k) {
+      if (k < 6) list += cat(k ? ", " : "", op_name(g.node(subs[i][k]).op));
+      f += node_flops[size_t(subs[i][k])];
+    }
+    if (subs[i].size() > 6) list += cat(", ... (", subs[i].size(), " ops)");
+    std::printf("  #%-3zu %-44s %9s FLOPs  first node '%s'\n", i + 1, list.c_str(), format_count(double(f)).c_str(),
+                g.node(subs[i][0]).name.c_str());
+  }
+  return 0;
+}
+
+}  // namespace pet::cli

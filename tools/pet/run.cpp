@@ -1,0 +1,142 @@
+// pet run MODEL: execute (and time, and check) a model on a backend.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "pet/core/parallel.hpp"
+#include "pet/core/rng.hpp"
+#include "pet/eval/compare.hpp"
+#include "pet/eval/interpreter.hpp"
+
+namespace pet::cli {
+
+namespace {
+Value<float> random_value(const TensorType& t, Rng& rng) {
+  if (is_float(t.dtype)) {
+    Tensor<float> x(t.shape);
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = float(rng.uniform(-1.0, 1.0));
+    return x;
+  }
+  return Tensor<int64_t>(t.shape, int64_t(0));
+}
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& argv) {
+  Args a("run", argv, {"backend", "inputs", "check", "repeat", "json", "seed", "threads", "save", "shape", "dim",
+                       "default-dim", "atol", "rtol"});
+  if (a.positional.size() != 1)
+    throw InvalidInput("usage: pet run MODEL.onnx [--backend reference] [--inputs DIR] [--check DIR] [--repeat N] [--json FILE]");
+  const std::string path = a.positional[0];
+  const std::string backend = a.get("backend").value_or("reference");
+  if (backend != "reference") {
+    if (backend == "cpu" || backend == "cuda")
+      throw Unsupported(cat("backend '", backend, "' is not available in this build (available: reference)"));
+    throw InvalidInput(cat("unknown backend '", backend, "' (choose reference, cpu or cuda)"));
+  }
+  const int64_t repeat = a.get_int("repeat", 1);
+  if (repeat < 1) throw InvalidInput("--repeat needs a positive count");
+  if (auto t = a.get_int("threads", 0); t > 0) set_num_threads(int(t));
+  else if (t < 0) throw InvalidInput("--threads needs a positive count");
+  const double atol = a.get("atol") ? std::stod(*a.get("atol")) : 1e-4, rtol = a.get("rtol") ? std::stod(*a.get("rtol")) : 1e-3;
+
+  auto check_dir = a.get("check");
+  auto inputs_dir = a.get("inputs");
+  if (check_dir && !inputs_dir) inputs_dir = check_dir;
+  onnx::ImportOptions opt = import_options(a);
+  std::vector<onnx::NamedTensor> given;
+  if (inputs_dir) {
+    given = onnx::read_test_data(*inputs_dir, "input");
+    for (const auto& t : given) opt.ordered_input_values.push_back({t.dtype, t.value});
+  }
+  onnx::Model m = onnx::import_file(path, opt);
+  const Graph& g = m.graph;
+  if (inputs_dir && given.size() != m.declared_inputs.size())
+    throw InvalidInput(cat(*inputs_dir, " holds ", given.size(), " inputs but ", path, " declares ", m.declared_inputs.size()));
+
+  std::vector<Value<float>> inputs;
+  Rng rng(uint64_t(a.get_int("seed", 1)));
+  for (TensorId t : g.inputs()) {
+    const std::string& name = g.tensor(t).name;
+    if (inputs_dir) {
+      auto pos = std::find(m.declared_inputs.begin(), m.declared_inputs.end(), name) - m.declared_inputs.begin();
+      inputs.push_back(given[size_t(pos)].value);
+    } else {
+      inputs.push_back(random_value(g.type(t), rng));
+    }
+  }
+
+  Interpreter<float> interp(g);
+  std::vector<double> times;
+  std::vector<Value<float>> outputs;
+  using clock = std::chrono::steady_clock;
+  if (repeat > 1) outputs = interp.run(inputs);  // warm-up
+  for (int64_t r = 0; r < repeat; ++r) {
+    auto t0 = clock::now();
+    outputs = interp.run(inputs);
+    times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+
+  for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  std::printf("%s on %s: median %.3f ms, min %.3f ms over %lld run%s (%d threads)\n", path.c_str(), backend.c_str(), median,
+              sorted.front(), (long long)repeat, repeat == 1 ? "" : "s", num_threads());
+  nlohmann::json j;
+  j["model"] = path;
+  j["backend"] = backend;
+  j["median_ms"] = median;
+  j["min_ms"] = sorted.front();
+  j["runs"] = repeat;
+  j["times_ms"] = times;
+  j["threads"] = num_threads();
+  j["outputs"] = nlohmann::json::array();
+  for (size_t k = 0; k < outputs.size(); ++k)
+    j["outputs"].push_back({{"name", g.tensor(g.outputs()[k]).name}, {"shape", value_shape(outputs[k])}});
+
+  bool ok = true;
+  j["check"] = nullptr;
+  if (check_dir) {
+    auto refs = onnx::read_test_data(*check_dir, "output");
+    if (refs.size() != outputs.size())
+      throw InvalidInput(cat(*check_dir, " holds ", refs.size(), " reference outputs but the model has ", outputs.size()));
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      Comparison c = compare(outputs[k], refs[k].value, atol, rtol);
+      const std::string& name = g.tensor(g.outputs()[k]).name;
+      if (!c.problem.empty())
+        std::printf("check %-20s FAIL: %s\n", name.c_str(), c.problem.c_str());
+      else
+        std::printf("check %-20s %s  max|out-ref| %.3g  max|ref| %.3g  tolerance %.3g%s\n", name.c_str(), c.pass ? "pass" : "FAIL",
+                    c.max_abs_err, c.max_abs_ref, atol + rtol * c.max_abs_ref,
+                    c.pass ? "" : cat("  (", c.mismatches, " elements outside)").c_str());
+      j["errors"].push_back({{"name", name}, {"max_abs_err", c.max_abs_err}, {"max_abs_ref", c.max_abs_ref}, {"pass", c.pass}});
+      ok = ok && c.pass;
+    }
+    j["check"] = ok ? "pass" : "fail";
+  }
+  if (auto dir = a.get("save")) {
+    std::filesystem::create_directories(*dir);
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      TensorId t = g.outputs()[k];
+      onnx::write_tensor_file((std::filesystem::path(*dir) / cat("output_", k, ".pb")).string(),
+                              {g.tensor(t).name, g.type(t).dtype, outputs[k]});
+    }
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      TensorId t = g.inputs()[k];
+      onnx::write_tensor_file((std::filesystem::path(*dir) / cat("input_", k, ".pb")).string(),
+                              {g.tensor(t).name, g.type(t).dtype, inputs[k]});
+    }
+  }
+  if (auto jf = a.get("json")) {
+    std::ofstream f(*jf);
+    if (!f) throw InvalidInput(cat("cannot write '", *jf, "'"));
+    f << j.dump(2) << "\n";
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace pet::cli
