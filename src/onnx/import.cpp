@@ -210,8 +210,8 @@ struct Importer {
     for (const auto& os : model.opset_import())
       if (os.domain().empty() || os.domain() == "ai.onnx") m.opset = os.version();
     if (m.opset < 0) fail_invalid("the model imports no version of the default ONNX opset");
-    if (m.opset > 17) throw Unsupported(cat(label, ": opset ", m.opset, " is newer than pet supports (7 to 17)"));
-    if (m.opset < 7) throw Unsupported(cat(label, ": opset ", m.opset, " is older than pet supports (7 to 17)"));
+    if (m.opset > 17) throw Unsupported(cat(label, ": opset ", m.opset, " is newer than pet supports (up to 17)"));
+    if (m.opset < 1) fail_invalid(cat("opset version ", m.opset, " is not a valid ONNX opset"));
     if (!model.has_graph()) fail_invalid("the model has no graph");
     const auto& g = model.graph();
     m.graph.name = g.name().empty() ? "model" : g.name();
@@ -290,11 +290,11 @@ Model import_bytes(std::string_view bytes, const std::string& label, const Impor
 Model import_file(const std::string& path, const ImportOptions& opt) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw InvalidInput(cat(path, ": no such model file"));
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) throw InvalidInput(cat(path, ": cannot open the model file"));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string bytes = ss.str();
+  std::string bytes(size_t(f.tellg()), '\0');
+  f.seekg(0);
+  if (!f.read(bytes.data(), std::streamsize(bytes.size()))) throw InvalidInput(cat(path, ": cannot read the model file"));
   std::string base = std::filesystem::path(path).parent_path().string();
   return import_bytes(bytes, path, opt, base.empty() ? "." : base);
 }

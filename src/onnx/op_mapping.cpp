@@ -303,8 +303,8 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     return Mapped{o, {0}};
   };
   t["Concat"] = [](const NodeCtx& c) {
-    if (!c.attr("axis")) throw InvalidInput("attribute 'axis' is required");
-    return Mapped{ops::Concat{.axis = c.i("axis", 0)}, all_inputs(c)};
+    if (c.opset >= 4 && !c.attr("axis")) throw InvalidInput("attribute 'axis' is required");
+    return Mapped{ops::Concat{.axis = c.i("axis", 1)}, all_inputs(c)};
   };
   t["Split"] = [](const NodeCtx& c) {
     ops::Split o;
@@ -336,6 +336,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     else if (mode == "edge") o.mode = ops::PadMode::Edge;
     else throw Unsupported(cat("Pad mode '", mode, "' (supported: constant, reflect, edge)"));
     if (c.opset < 11) {
+      if (c.opset < 2) throw Unsupported("Pad before opset 2 ('paddings' attribute)");
       o.pads = c.ints("pads");
       o.value = c.f("value", 0.0f);
     } else {

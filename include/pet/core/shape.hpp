@@ -116,6 +116,15 @@ inline Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view w
   return out;
 }
 
+/// Whether `from` broadcasts to exactly `to` (ONNX unidirectional broadcasting).
+inline bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  size_t off = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[i + off]) return false;
+  return true;
+}
+
 /// The index of a broadcast input of shape `in` that output position `out` reads.
 inline Index broadcast_index(const Index& out, const Shape& in) {
   Index r(int(in.size()));

@@ -1,7 +1,7 @@
 #pragma once
 /// ONNX import and export (libonnx's protobuf classes stay inside src/onnx).
 ///
-/// Import (opsets 7-17, the default domain): initializers and Constant nodes become graph
+/// Import (opsets 1-17 of the default domain; models from opset 11 on are the tested range): initializers and Constant nodes become graph
 /// constants; every symbolic input dimension is bound (ImportOptions), so all shapes are
 /// static; the shape-computation chains that exporters emit (Shape -> Gather -> Unsqueeze
 /// -> Concat -> Reshape) fold into constants; ONNX inputs that carry attributes (Reshape's

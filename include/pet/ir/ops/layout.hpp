@@ -76,7 +76,8 @@ struct Reshape {
     }
     if (numel(out) != n) throw InvalidInput(cat("cannot reshape ", x, " (", n, " elements) into ", shape));
     shape = out;
-    allowzero = false;
+    // The resolved shape is explicit; a 0 in it is a real zero-size dim from now on.
+    allowzero = std::find(out.begin(), out.end(), 0) != out.end();
     return {{in[0].dtype, out}};
   }
   template <class E, class R>

@@ -83,7 +83,7 @@ struct Gemm {
     Shape out{m, n};
     if (in.size() == 3) {
       const Shape& c = in[2].shape;
-      if (c.size() > 2 || broadcast_shapes(c, out, "C") != out)
+      if (!broadcasts_to(c, out))
         throw InvalidInput(cat("C of shape ", c, " cannot be broadcast to [", m, ",", n, "]"));
     }
     return {{DType::Float32, out}};

@@ -88,7 +88,7 @@ struct LayerNormalization {
     axis = normalize_axis(axis, int64_t(x.size()), "axis");
     Shape norm(x.begin() + axis, x.end());
     for (size_t i = 1; i < in.size(); ++i)
-      if (broadcast_shapes(in[i].shape, norm, i == 1 ? "Scale" : "B") != norm)
+      if (!broadcasts_to(in[i].shape, norm))
         throw InvalidInput(cat(i == 1 ? "Scale" : "B", " of shape ", in[i].shape,
                                " does not broadcast to the normalised shape ", norm));
     if (num_outputs < 1 || num_outputs > 3) throw InvalidInput(cat("has ", num_outputs, " outputs; 1 to 3 expected"));

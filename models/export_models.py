@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Exports the real test models with randomised weights, each with one reference
+input/output pair in ONNX's backend-test layout:
+
+    OUT/<name>/model.onnx
+    OUT/<name>/test_data_set_0/input_0.pb, output_0.pb
+
+Models: resnet18, inception_v3, r3d_18 (torchvision), csrnet (VGG-16 front end + six
+dilation-2 convs), bert_hand (hand-written BERT-base encoder layers) and bert_torch
+(nn.TransformerEncoder), the BERT variants at opsets 13 and 17, sequence 128.
+Run with Debian's interpreter: /usr/bin/python3 models/export_models.py OUT [names...]
+Exit code 77 when torch is not installed (the tests that need these models then skip).
+Existing models are kept (delete a folder to re-export it).
+"""
+import os
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+    import torchvision
+except ImportError as e:  # pragma: no cover
+    print(f"SKIPPED: {e} (apt install python3-torch python3-torchvision)")
+    sys.exit(77)
+
+from onnx import numpy_helper  # python3-onnx
+
+
+def randomise(model, seed):
+    """Random weights everywhere, including the ones torch initialises to constants
+    (norm scales and shifts, running statistics), so no two initializers coincide."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in list(model.named_parameters()) + list(model.named_buffers()):
+            if not p.dtype.is_floating_point:
+                continue
+            if name.endswith("running_var"):
+                p.copy_(torch.rand(p.shape, generator=g) + 0.5)
+            elif name.endswith("running_mean"):
+                p.copy_((torch.rand(p.shape, generator=g) - 0.5) * 0.2)
+            elif p.dim() <= 1:  # norm weights/biases and biases
+                base = 1.0 if name.endswith("weight") else 0.0
+                p.copy_(base + (torch.rand(p.shape, generator=g) - 0.5) * 0.2)
+            else:
+                fan_in = p[0].numel()
+                p.copy_((torch.rand(p.shape, generator=g) * 2 - 1) * (3.0 / fan_in) ** 0.5)
+    return model.eval()
+
+
+class CSRNet(nn.Module):
+    """CSRNet: VGG-16's first ten convs (three max-pools) + six 3x3 dilation-2 convs."""
+
+    def __init__(self):
+        super().__init__()
+        layers, c = [], 3
+        for v in [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512]:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2, 2))
+            else:
+                layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU(inplace=True)]
+                c = v
+        self.frontend = nn.Sequential(*layers)
+        back = []
+        for v in [512, 512, 512, 256, 128, 64]:
+            back += [nn.Conv2d(c, v, 3, padding=2, dilation=2), nn.ReLU(inplace=True)]
+            c = v
+        self.backend = nn.Sequential(*back)
+        self.output_layer = nn.Conv2d(64, 1, 1)
+
+    def forward(self, x):
+        return self.output_layer(self.backend(self.frontend(x)))
+
+
+class BertLayer(nn.Module):
+    """One BERT-base encoder layer written out op by op (Q/K/V projections, 12 heads of 64,
+    softmax(QK^T/8)V, output projection, residual + LayerNorm, GELU FFN 768->3072->768)."""
+
+    def __init__(self, d=768, heads=12, ff=3072):
+        super().__init__()
+        self.h, self.dk = heads, d // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ff1, self.ff2 = nn.Linear(d, ff), nn.Linear(ff, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        split = lambda t: t.view(b, s, self.h, self.dk).transpose(1, 2)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        att = torch.softmax(q @ k.transpose(-1, -2) / self.dk ** 0.5, dim=-1)
+        ctx = (att @ v).transpose(1, 2).reshape(b, s, d)
+        x = self.ln1(x + self.o(ctx))
+        return self.ln2(x + self.ff2(torch.nn.functional.gelu(self.ff1(x))))
+
+
+class BertHand(nn.Module):
+    def __init__(self, layers=12):
+        super().__init__()
+        self.layers = nn.ModuleList(BertLayer() for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def bert_torch(layers=12):
+    layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True)
+    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+
+MODELS = {
+    # name: (constructor, input shape, opset)
+    "resnet18": (lambda: torchvision.models.resnet18(), (1, 3, 224, 224), 13),
+    "inception_v3": (lambda: torchvision.models.inception_v3(aux_logits=False, init_weights=False), (1, 3, 299, 299), 13),
+    "r3d_18": (lambda: torchvision.models.video.r3d_18(), (1, 3, 16, 112, 112), 13),
+    "csrnet": (CSRNet, (1, 3, 224, 224), 13),
+    "bert_hand_op13": (BertHand, (1, 128, 768), 13),
+    "bert_hand_op17": (BertHand, (1, 128, 768), 17),
+    "bert_torch_op13": (bert_torch, (1, 128, 768), 13),
+    "bert_torch_op17": (bert_torch, (1, 128, 768), 17),
+}
+
+
+def save_pb(t, path, name):
+    proto = numpy_helper.from_array(t.detach().numpy(), name)
+    with open(path, "wb") as f:
+        f.write(proto.SerializeToString())
+
+
+def export(name, out_dir, seed):
+    ctor, shape, opset = MODELS[name]
+    d = os.path.join(out_dir, name)
+    if os.path.exists(os.path.join(d, "test_data_set_0", "output_0.pb")):
+        print(f"{name}: exists", file=sys.stderr)
+        return
+    t0 = time.time()
+    torch.manual_seed(seed)
+    model = randomise(ctor(), seed)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 1))
+    with torch.no_grad():
+        y = model(x)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    # Exported with grad enabled on purpose: nn.TransformerEncoderLayer's inference fast path
+    # (aten::_transformer_encoder_layer_fwd, no ONNX form) is skipped when weights need grad.
+    torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, do_constant_folding=True)
+    save_pb(x, os.path.join(d, "test_data_set_0", "input_0.pb"), "input")
+    save_pb(y, os.path.join(d, "test_data_set_0", "output_0.pb"), "output")
+    size = os.path.getsize(path) / 1e6
+    print(f"{name}: exported {size:.1f} MB in {time.time() - t0:.1f} s", file=sys.stderr)
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        sys.exit(2)
+    out = sys.argv[1]
+    names = sys.argv[2:] or list(MODELS)
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    for n in names:
+        if n not in MODELS:
+            sys.exit(f"unknown model '{n}' (known: {', '.join(MODELS)})")
+        export(n, out, 1000 + 17 * list(MODELS).index(n))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+// Runs ONNX's backend node tests (Debian's libonnx-testdata) through pet's importer and
+// reference interpreter. In scope: every test whose graph uses only the ops of pet's operator
+// list with float32/int64/int32/bool tensors (decided from the model file alone, not from
+// what pet accepts). Prints every in-scope failure with its reason and passes when at least
+// 95 % of the in-scope tests pass. Tolerance as in ONNX's runner: rtol 1e-3, atol 1e-7.
+// Exit: 0 pass, 1 below 95 %, 77 test data not installed.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "pet/eval/compare.hpp"
+#include "pet/eval/interpreter.hpp"
+#include "pet/onnx/onnx.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+const std::set<std::string> kOps = {
+    "Conv", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Erf", "Exp", "Neg", "Relu", "LeakyRelu",
+    "Sigmoid", "Tanh", "Clip", "Softmax", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split",
+    "Slice", "Pad", "Gather", "Shape", "Expand", "Where", "Cast", "Identity", "Constant", "Dropout", "MaxPool",
+    "AveragePool", "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
+    "LayerNormalization"};
+const std::set<int> kTypes = {onnx::TensorProto::FLOAT, onnx::TensorProto::INT64, onnx::TensorProto::INT32,
+                              onnx::TensorProto::BOOL};
+
+bool in_scope(const onnx::ModelProto& m) {
+  const auto& g = m.graph();
+  for (const auto& n : g.node()) {
+    if (!kOps.count(n.op_type()) || !(n.domain().empty() || n.domain() == "ai.onnx")) return false;
+    for (const auto& a : n.attribute()) {
+      if (a.type() == onnx::AttributeProto::TENSOR && !kTypes.count(a.t().data_type())) return false;
+      if (n.op_type() == "Cast" && a.name() == "to" && !kTypes.count(int(a.i()))) return false;
+    }
+  }
+  auto ok = [&](const auto& vis) {
+    for (const auto& v : vis)
+      if (!v.type().has_tensor_type() || !kTypes.count(v.type().tensor_type().elem_type())) return false;
+    return true;
+  };
+  for (const auto& t : g.initializer())
+    if (!kTypes.count(t.data_type())) return false;
+  return ok(g.input()) && ok(g.output()) && ok(g.value_info());
+}
+
+/// Runs one test; returns "" on success or the reason it failed.
+std::string run_test(const fs::path& dir) {
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return "no test_data_set folder";
+  for (const auto& s : sets) {
+    try {
+      auto ins = pet::onnx::read_test_data(s.string(), "input");
+      auto refs = pet::onnx::read_test_data(s.string(), "output");
+      pet::onnx::ImportOptions opt;
+      for (const auto& t : ins) opt.ordered_input_values.push_back({t.dtype, t.value});
+      auto m = pet::onnx::import_file((dir / "model.onnx").string(), opt);
+      std::vector<pet::Value<float>> values;
+      for (pet::TensorId t : m.graph.inputs()) {
+        auto pos = std::find(m.declared_inputs.begin(), m.declared_inputs.end(), m.graph.tensor(t).name) -
+                   m.declared_inputs.begin();
+        values.push_back(ins.at(size_t(pos)).value);
+      }
+      pet::Interpreter<float> interp(m.graph);
+      auto outs = interp.run(values);
+      if (outs.size() != refs.size()) return pet::cat(outs.size(), " outputs, expected ", refs.size());
+      for (size_t k = 0; k < outs.size(); ++k) {
+        auto c = pet::compare(outs[k], refs[k].value, 1e-7, 1e-3, pet::Tolerance::PerElement);
+        if (!c.problem.empty()) return pet::cat("output ", k, ": ", c.problem);
+        if (!c.pass)
+          return pet::cat("output ", k, ": ", c.mismatches, " elements differ (max abs error ", c.max_abs_err, ")");
+      }
+    } catch (const pet::Error& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return pet::cat("unexpected exception: ", e.what());
+    }
+  }
+  return "";
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !fs::is_directory(argv[1])) {
+    std::printf("SKIPPED: ONNX node test data not found (apt install libonnx-testdata)\n");
+    return 77;
+  }
+  std::vector<fs::path> tests;
+  for (const auto& e : fs::directory_iterator(argv[1]))
+    if (fs::exists(e.path() / "model.onnx")) tests.push_back(e.path());
+  std::sort(tests.begin(), tests.end());
+  int scoped = 0, passed = 0;
+  std::vector<std::pair<std::string, std::string>> failures;
+  for (const auto& t : tests) {
+    onnx::ModelProto m;
+    std::ifstream f(t / "model.onnx", std::ios::binary);
+    if (!m.ParseFromIstream(&f) || !in_scope(m)) continue;
+    ++scoped;
+    std::string why = run_test(t);
+    if (why.empty()) ++passed;
+    else failures.emplace_back(t.filename().string(), why);
+  }
+  double rate = scoped ? double(passed) / scoped : 0;
+  std::printf("ONNX node tests: %zu total, %d in scope, %d passed, %zu failed (%.1f %%)\n", tests.size(), scoped, passed,
+              failures.size(), 100 * rate);
+  for (const auto& [name, why] : failures) std::printf("  FAIL %s: %s\n", name.c_str(), why.c_str());
+  if (rate < 0.95) {
+    std::printf("pass rate below the required 95 %%\n");
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,419 @@
+// Per-operator tests: shape tables, every error message, fast kernel vs element formula,
+// float vs finite field, attribute edge cases.
+#include "op_testing.hpp"
+
+using namespace pet;
+using namespace pet::testing;
+using ops::AveragePool, ops::Conv, ops::MaxPool;
+
+TEST_CASE("Conv: shapes over 1-D, 2-D, 3-D, strides, pads, dilations, groups, auto_pad") {
+  struct C {
+    Conv op;
+    Shape x, w, out;
+  };
+  std::vector<C> cases = {
+      {Conv{}, {1, 3, 7, 7}, {4, 3, 3, 3}, {1, 4, 5, 5}},
+      {Conv{.pads = {1, 1, 1, 1}}, {1, 3, 7, 7}, {4, 3, 3, 3}, {1, 4, 7, 7}},
+      {Conv{.strides = {2, 2}, .pads = {1, 1, 1, 1}}, {2, 3, 7, 8}, {4, 3, 3, 3}, {2, 4, 4, 4}},
+      {Conv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}}, {1, 2, 9, 9}, {3, 2, 3, 3}, {1, 3, 9, 9}},
+      {Conv{.pads = {0, 1, 2, 0}}, {1, 2, 5, 6}, {3, 2, 3, 2}, {1, 3, 5, 6}},  // asymmetric
+      {Conv{.group = 2}, {2, 4, 5, 6}, {6, 2, 3, 1}, {2, 6, 3, 6}},
+      {Conv{.group = 4}, {1, 4, 6, 6}, {4, 1, 3, 3}, {1, 4, 4, 4}},  // depthwise
+      {Conv{.strides = {2}}, {1, 2, 9}, {3, 2, 4}, {1, 3, 3}},       // 1-D
+      {Conv{.pads = {1, 1, 1, 1, 1, 1}}, {1, 2, 4, 5, 6}, {3, 2, 2, 3, 3}, {1, 3, 5, 5, 6}},  // 3-D
+      {Conv{.strides = {2, 2}, .auto_pad = AutoPad::SameUpper}, {1, 1, 7, 6}, {1, 1, 3, 3}, {1, 1, 4, 3}},
+      {Conv{.auto_pad = AutoPad::SameLower}, {1, 1, 5, 5}, {1, 1, 2, 2}, {1, 1, 5, 5}},
+      {Conv{.strides = {3, 3}, .auto_pad = AutoPad::Valid}, {1, 1, 8, 8}, {1, 1, 2, 2}, {1, 1, 3, 3}},
+  };
+  uint64_t seed = 1;
+  for (const auto& c : cases) {
+    CAPTURE(c.x);
+    CAPTURE(c.w);
+    CHECK(out_shape(c.op, {f32(c.x), f32(c.w)}) == c.out);
+    check_op(c.op, {f32(c.x), f32(c.w)}, seed++);
+    check_op(c.op, {f32(c.x), f32(c.w), f32({c.w[0]})}, seed++);  // with bias
+  }
+}
+
+TEST_CASE("Conv: auto_pad resolves to explicit pads (SAME_UPPER puts the extra at the end)") {
+  auto [op, out] = resolve(Conv{.strides = {2, 2}, .auto_pad = AutoPad::SameUpper}, {f32({1, 1, 6, 6}), f32({1, 1, 3, 3})});
+  CHECK(std::get<Conv>(op).pads == std::vector<int64_t>{0, 0, 1, 1});
+  auto [op2, out2] = resolve(Conv{.strides = {2, 2}, .auto_pad = AutoPad::SameLower}, {f32({1, 1, 6, 6}), f32({1, 1, 3, 3})});
+  CHECK(std::get<Conv>(op2).pads == std::vector<int64_t>{1, 1, 0, 0});
+}
+
+TEST_CASE("Conv: error messages") {
+  CHECK_THROWS_WITH_AS(infer(Conv{}, {f32({1, 3, 8, 8}), f32({8, 4, 3, 3})}),
+                       "Conv 'n': input has 3 channels but weight expects 4 (weight shape [8,4,3,3], group 1)", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{.group = 2}, {f32({1, 3, 8, 8}), f32({8, 1, 3, 3})}),
+                       "Conv 'n': input has 3 channels, not divisible by group 2", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{.group = 2}, {f32({1, 4, 8, 8}), f32({3, 2, 3, 3})}),
+                       "Conv 'n': weight has 3 filters, not divisible by group 2", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{}, {f32({1, 3, 8, 8}), f32({8, 3, 3, 3}), f32({4})}),
+                       "Conv 'n': bias shape [4] must be [8]", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{}, {f32({1, 3, 8, 8}), f32({8, 3, 3})}),
+                       "Conv 'n': weight shape [8,3,3] has rank 3 but input shape [1,3,8,8] has rank 4", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{}, {f32({1, 3, 2, 2}), f32({8, 3, 3, 3})}),
+                       "Conv 'n': output would be empty: spatial input [2,2] is smaller than the dilated kernel [3,3] with pads [0,0,0,0]",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{.pads = {1, 1}}, {f32({1, 3, 8, 8}), f32({8, 3, 3, 3})}),
+                       "Conv 'n': pads has 2 values but 4 are needed", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{.pads = {-1, 0, 0, 0}}, {f32({1, 3, 8, 8}), f32({8, 3, 3, 3})}),
+                       "Conv 'n': pads [-1,0,0,0] must be non-negative", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{.strides = {0, 1}}, {f32({1, 3, 8, 8}), f32({8, 3, 3, 3})}),
+                       "Conv 'n': strides [0,1] must be positive", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{.kernel_shape = {5, 5}}, {f32({1, 3, 8, 8}), f32({8, 3, 3, 3})}),
+                       "Conv 'n': kernel_shape [5,5] does not match weight shape [8,3,3,3]", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{}, {f32({1, 3}), f32({8, 3})}), "Conv 'n': input X must have rank 3 to 5, got shape [1,3]",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{}, {i64({1, 3, 8, 8}), f32({8, 3, 3, 3})}), "Conv 'n': input X must be float32, got int64",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Conv{}, {f32({1, 3, 8, 8})}), "Conv 'n': expects 2 to 3 inputs, got 1", InvalidInput);
+}
+
+TEST_CASE("MatMul: numpy broadcasting and 1-D operands") {
+  struct C {
+    Shape a, b, out;
+  };
+  std::vector<C> cases = {{{2, 3}, {3, 4}, {2, 4}},          {{3}, {3, 4}, {4}},
+                          {{2, 3}, {3}, {2}},                {{3}, {3}, {}},
+                          {{5, 1, 2, 3}, {4, 3, 2}, {5, 4, 2, 2}}, {{2, 7, 3, 5}, {5, 6}, {2, 7, 3, 6}},
+                          {{1, 4}, {2, 4, 3}, {2, 1, 3}}};
+  uint64_t seed = 100;
+  for (const auto& c : cases) {
+    CAPTURE(c.a);
+    CAPTURE(c.b);
+    CHECK(out_shape(ops::MatMul{}, {f32(c.a), f32(c.b)}) == c.out);
+    check_op(ops::MatMul{}, {f32(c.a), f32(c.b)}, seed++);
+  }
+  CHECK_THROWS_WITH_AS(infer(ops::MatMul{}, {f32({2, 3}), f32({4, 5})}),
+                       "MatMul 'n': A [2,3] has 3 columns but B [4,5] has 4 rows", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::MatMul{}, {f32({2, 2, 3}), f32({3, 3, 4})}),
+                       "MatMul 'n': batch dimensions: shapes [2] and [3] cannot be broadcast (dimension 0 is 2 vs 3)", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::MatMul{}, {f32({}), f32({3})}), "MatMul 'n': inputs must have rank >= 1, got [] and [3]",
+                       InvalidInput);
+}
+
+TEST_CASE("Gemm: transposes, alpha/beta, C broadcasting") {
+  using ops::Gemm;
+  uint64_t seed = 200;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Shape c : {Shape{}, Shape{5}, Shape{1, 5}, Shape{3, 1}, Shape{3, 5}}) {
+        Gemm op{.alpha = 2.0f, .beta = 3.0f, .trans_a = ta, .trans_b = tb};
+        Shape a = ta ? Shape{4, 3} : Shape{3, 4}, b = tb ? Shape{5, 4} : Shape{4, 5};
+        CHECK(out_shape(op, {f32(a), f32(b), f32(c)}) == Shape{3, 5});
+        check_op(op, {f32(a), f32(b), f32(c)}, seed++);
+      }
+  check_op(Gemm{}, {f32({3, 4}), f32({4, 5})}, seed++);
+  CHECK_THROWS_WITH_AS(infer(Gemm{.trans_a = true}, {f32({3, 4}), f32({4, 5})}),
+                       "Gemm 'n': A^T of shape [3,4] has 3 columns but B of shape [4,5] has 4 rows", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Gemm{}, {f32({3, 4}), f32({4, 5}), f32({2, 5})}),
+                       "Gemm 'n': C of shape [2,5] cannot be broadcast to [3,5]", InvalidInput);
+  // Non-integer alpha has no exact value in the field.
+  auto [op, out] = resolve(Gemm{.alpha = 0.5f}, {f32({2, 2}), f32({2, 2})});
+  std::vector<Value<F31>> in{Tensor<F31>({2, 2}, F31(1)), Tensor<F31>({2, 2}, F31(1))};
+  CHECK_THROWS_WITH_AS(evaluate_op<F31>(op, in, out), "Gemm alpha = 0.5 is not an integer and has no exact value in the finite field",
+                       Unsupported);
+}
+
+TEST_CASE("element-wise binary ops broadcast like numpy") {
+  uint64_t seed = 300;
+  for (Op op : {Op(ops::Add{}), Op(ops::Sub{}), Op(ops::Mul{}), Op(ops::Div{})}) {
+    CHECK(out_shape(op, {f32({2, 1, 4}), f32({3, 1})}) == Shape{2, 3, 4});
+    CHECK(out_shape(op, {f32({}), f32({3})}) == Shape{3});
+    InputSpec spec{.lo = 0.5, .hi = 2.0};
+    check_op(op, {f32({2, 1, 4}), f32({3, 1})}, seed++, spec);
+    check_op(op, {f32({5}), f32({})}, seed++, spec);
+    check_op(op, {f32({2, 3}), f32({2, 3})}, seed++, spec);
+  }
+  CHECK_THROWS_WITH_AS(infer(ops::Add{}, {f32({2, 3}), f32({4})}),
+                       "Add 'n': inputs: shapes [2,3] and [4] cannot be broadcast (dimension 1 is 3 vs 4)", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Mul{}, {f32({2}), i64({2})}), "Mul 'n': input 0 is float32 but input 1 is int64", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Add{}, {TensorType{DType::Bool, {2}}, TensorType{DType::Bool, {2}}}),
+                       "Add 'n': does not take bool inputs (got bool and bool)", InvalidInput);
+  // Integer arithmetic (shape computations) and its errors.
+  auto [div, out] = resolve(ops::Div{}, {i64({2}), i64({2})});
+  std::vector<Value<float>> in{Tensor<int64_t>({2}, {7, -7}), Tensor<int64_t>({2}, {2, 0})};
+  CHECK_THROWS_WITH_AS(evaluate_op<float>(div, in, out), "Div: integer division by zero", InvalidInput);
+  in[1] = Tensor<int64_t>({2}, {2, 2});
+  CHECK(std::get<Tensor<int64_t>>(evaluate_op<float>(div, in, out)[0]).vec() == std::vector<int64_t>{3, -3});
+}
+
+TEST_CASE("Pow: float and integer types; integer exponents in the field") {
+  check_fast_vs_formula(ops::Pow{}, {f32({3, 4}), f32({4})}, 400, {.lo = 0.5, .hi = 2});
+  auto [op, out] = resolve(ops::Pow{}, {f32({3}), i64({3})});
+  CHECK(out[0].dtype == DType::Float32);
+  std::vector<Value<F31>> in{Tensor<F31>({3}, {F31(2), F31(3), F31(-1)}), Tensor<int64_t>({3}, {3, 2, 5})};
+  auto y = std::get<Tensor<F31>>(evaluate_op<F31>(op, in, out)[0]);
+  CHECK(y.vec() == std::vector<F31>{F31(8), F31(9), F31(-1)});
+  in[1] = Tensor<int64_t>({3}, {1, -1, 1});
+  CHECK_THROWS_WITH_AS(evaluate_op<F31>(op, in, out), "Pow: exponent -1 has no meaning in the finite field", Unsupported);
+}
+
+TEST_CASE("unary ops: fast kernels agree with formulas; non-multilinear ones refuse the field") {
+  uint64_t seed = 500;
+  std::vector<Op> real_ops = {ops::Sqrt{}, ops::Erf{}, ops::Exp{}, ops::Relu{}, ops::LeakyRelu{.alpha = 0.2f},
+                              ops::Sigmoid{}, ops::Tanh{}, ops::Clip{.min = -0.3, .max = 0.4}, ops::Neg{}};
+  for (const Op& op : real_ops) {
+    CAPTURE(op_name(op));
+    InputSpec spec = std::holds_alternative<ops::Sqrt>(op) ? InputSpec{.lo = 0.0, .hi = 4.0} : InputSpec{};
+    check_fast_vs_formula(op, {f32({3, 5})}, seed++, spec);
+    if (!is_multilinear(op)) {
+      auto [r, out] = resolve(op, {f32({2})});
+      std::vector<Value<F31>> in{Tensor<F31>({2}, F31(1))};
+      CHECK_THROWS_WITH_AS(evaluate_op<F31>(r, in, out),
+                           cat(op_name(op), " is not multilinear and cannot be evaluated over a finite field").c_str(), Unsupported);
+    }
+  }
+  check_float_vs_field(ops::Neg{}, {f32({4})}, seed++);
+  CHECK_THROWS_WITH_AS(infer(ops::Sqrt{}, {i64({2})}), "Sqrt 'n': input must be float32, got int64", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Relu{}, {TensorType{DType::Bool, {2}}}), "Relu 'n': does not take bool input", InvalidInput);
+}
+
+TEST_CASE("Where, Cast, Identity, Dropout") {
+  Types t{TensorType{DType::Bool, {2, 1}}, f32({3}), f32({2, 3})};
+  CHECK(out_shape(ops::Where{}, t) == Shape{2, 3});
+  check_fast_vs_formula(ops::Where{}, t, 600);
+  CHECK_THROWS_WITH_AS(infer(ops::Where{}, {f32({2}), f32({2}), f32({2})}), "Where 'n': condition must be bool, got float32",
+                       InvalidInput);
+
+  auto [cast, out] = resolve(ops::Cast{.to = DType::Int64}, {f32({4})});
+  std::vector<Value<float>> in{Tensor<float>({4}, {1.7f, -1.7f, 0.0f, 3.0f})};
+  CHECK(std::get<Tensor<int64_t>>(evaluate_op<float>(cast, in, out)[0]).vec() == std::vector<int64_t>{1, -1, 0, 3});
+  auto [tobool, outb] = resolve(ops::Cast{.to = DType::Bool}, {f32({4})});
+  CHECK(outb[0].dtype == DType::Bool);
+  CHECK(std::get<Tensor<int64_t>>(evaluate_op<float>(tobool, in, outb)[0]).vec() == std::vector<int64_t>{1, 1, 0, 1});
+
+  check_op(ops::Identity{}, {f32({2, 3})}, 601);
+  check_op(ops::Dropout{.num_outputs = 2}, {f32({2, 3})}, 602);
+  CHECK(infer(ops::Dropout{.num_outputs = 2}, {f32({2, 3})})[1].dtype == DType::Bool);
+  CHECK_THROWS_WITH_AS(infer(ops::Dropout{.ratio = 0.5f, .training_mode = true}, {f32({2})}),
+                       "Dropout 'n': training mode with ratio 0.5 draws random numbers; pet executes inference graphs", Unsupported);
+  check_op(ops::Dropout{.ratio = 0.0f, .training_mode = true}, {f32({2, 3})}, 603);
+}
+
+TEST_CASE("pools: ceil_mode, pads, strides, dilations, count_include_pad, 1-D and 3-D") {
+  struct C {
+    Op op;
+    Shape x, out;
+  };
+  std::vector<C> cases = {
+      {MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .ceil_mode = true}}, {1, 2, 4, 4}, {1, 2, 2, 2}},
+      {MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}}}, {1, 2, 7, 7}, {1, 2, 4, 4}},
+      {MaxPool{{.kernel_shape = {2, 2}, .dilations = {2, 2}}}, {1, 1, 5, 5}, {1, 1, 3, 3}},
+      {MaxPool{{.kernel_shape = {2}}}, {1, 3, 7}, {1, 3, 6}},
+      {MaxPool{{.kernel_shape = {2, 2, 2}, .strides = {2, 2, 2}}}, {1, 2, 4, 5, 6}, {1, 2, 2, 2, 3}},
+      {MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .auto_pad = AutoPad::SameUpper}}, {1, 1, 5, 5}, {1, 1, 3, 3}},
+      {AveragePool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .ceil_mode = true}}, {1, 2, 6, 6}, {1, 2, 3, 3}},
+      {AveragePool{{.kernel_shape = {3, 3}, .pads = {1, 0, 2, 1}}}, {1, 2, 5, 5}, {1, 2, 6, 4}},
+      {AveragePool{{.kernel_shape = {3, 3}, .pads = {1, 1, 1, 1}}, true}, {1, 2, 5, 5}, {1, 2, 5, 5}},
+      {AveragePool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}, .ceil_mode = true}, true}, {1, 1, 6, 6}, {1, 1, 4, 4}},
+      {AveragePool{{.kernel_shape = {2, 3, 2}}}, {1, 1, 3, 4, 5}, {1, 1, 2, 2, 4}},
+      {ops::GlobalAveragePool{}, {2, 3, 4, 5}, {2, 3, 1, 1}},
+      {ops::GlobalAveragePool{}, {1, 2, 3, 4, 2}, {1, 2, 1, 1, 1}},
+  };
+  uint64_t seed = 700;
+  for (const auto& c : cases) {
+    CAPTURE(op_name(c.op));
+    CAPTURE(c.x);
+    CHECK(out_shape(c.op, {f32(c.x)}) == c.out);
+    check_op(c.op, {f32(c.x)}, seed++);
+  }
+  // MaxPool's Indices output (row-major flat positions in X).
+  MaxPool mp{{.kernel_shape = {2, 2}, .strides = {2, 2}}};
+  mp.num_outputs = 2;
+  auto [op, out] = resolve(mp, {f32({1, 1, 2, 4})});
+  std::vector<Value<float>> in{Tensor<float>({1, 1, 2, 4}, {1, 9, 3, 4, 5, 6, 8, 7})};
+  auto y = evaluate_op<float>(op, in, out);
+  CHECK(std::get<Tensor<float>>(y[0]).vec() == std::vector<float>{9, 8});
+  CHECK(std::get<Tensor<int64_t>>(y[1]).vec() == std::vector<int64_t>{1, 6});
+  CHECK_THROWS_WITH_AS(infer(MaxPool{{.kernel_shape = {3}}}, {f32({1, 1, 5, 5})}),
+                       "MaxPool 'n': kernel_shape [3] must have 2 values for input shape [1,1,5,5]", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(AveragePool{{.kernel_shape = {6, 6}}}, {f32({1, 1, 5, 5})}),
+                       "AveragePool 'n': output would be empty for input [1,1,5,5] and kernel [6,6]", InvalidInput);
+}
+
+TEST_CASE("BatchNormalization, LayerNormalization, Softmax") {
+  Types bn{f32({2, 3, 4, 5}), f32({3}), f32({3}), f32({3}), f32({3})};
+  check_fast_vs_formula(ops::BatchNormalization{}, bn, 800, {.lo = 0.1, .hi = 2});
+  check_fast_vs_formula(ops::BatchNormalization{.training_mode = true, .num_outputs = 3}, bn, 801, {.lo = 0.1, .hi = 2});
+  CHECK_THROWS_WITH_AS(infer(ops::BatchNormalization{}, {f32({2, 3, 4}), f32({3}), f32({4}), f32({3}), f32({3})}),
+                       "BatchNormalization 'n': B has shape [4] but X has 3 channels", InvalidInput);
+
+  for (int64_t axis : {-1, 1, 0, -3}) {
+    ops::LayerNormalization ln{.axis = axis, .num_outputs = 3};
+    check_fast_vs_formula(ln, {f32({2, 3, 4}), f32({4}), f32({4})}, 810 + uint64_t(axis + 3));
+  }
+  check_fast_vs_formula(ops::LayerNormalization{.axis = 1}, {f32({2, 3, 4}), f32({3, 1})}, 815);
+  CHECK(infer(ops::LayerNormalization{.axis = 1, .num_outputs = 2}, {f32({2, 3, 4}), f32({3, 4})})[1].shape == Shape{2, 1, 1});
+  CHECK_THROWS_WITH_AS(infer(ops::LayerNormalization{}, {f32({2, 3, 4}), f32({3})}),
+                       "LayerNormalization 'n': Scale of shape [3] does not broadcast to the normalised shape [4]", InvalidInput);
+
+  for (int64_t axis : {-1, 0, 1, 2}) {
+    check_fast_vs_formula(ops::Softmax{.axis = axis}, {f32({2, 3, 4})}, 820 + uint64_t(axis + 1), {.lo = -5, .hi = 5});
+    check_fast_vs_formula(ops::Softmax{.axis = axis, .flatten_tail = true}, {f32({2, 3, 4})}, 830 + uint64_t(axis + 1));
+  }
+  CHECK_THROWS_WITH_AS(infer(ops::Softmax{.axis = 3}, {f32({2, 3, 4})}), "Softmax 'n': axis: axis 3 is out of range for rank 3",
+                       InvalidInput);
+}
+
+TEST_CASE("reductions: axes, keepdims, empty axes") {
+  uint64_t seed = 900;
+  for (Op op : {Op(ops::ReduceSum{}), Op(ops::ReduceMean{}), Op(ops::ReduceMax{})}) {
+    auto with = [&](std::vector<int64_t> axes, bool keep) {
+      return std::visit([&](auto o) -> Op {
+        if constexpr (requires { o.keepdims; }) {
+          o.axes = axes;
+          o.keepdims = keep;
+        }
+        return o;
+      }, op);
+    };
+    CHECK(out_shape(with({1}, true), {f32({2, 3, 4})}) == Shape{2, 1, 4});
+    CHECK(out_shape(with({-1, 0}, false), {f32({2, 3, 4})}) == Shape{3});
+    CHECK(out_shape(with({}, true), {f32({2, 3, 4})}) == Shape{1, 1, 1});
+    check_op(with({1}, true), {f32({2, 3, 4})}, seed++);
+    check_op(with({0, 2}, false), {f32({2, 3, 4})}, seed++);
+    check_op(with({}, false), {f32({2, 3})}, seed++);
+  }
+  ops::ReduceSum noop{{.noop_with_empty_axes = true}};
+  CHECK(out_shape(noop, {f32({2, 3})}) == Shape{2, 3});
+  CHECK_THROWS_WITH_AS(infer(ops::ReduceSum{{.axes = {1, -1}}}, {f32({2, 3})}), "ReduceSum 'n': axes: axis -1 is repeated in [1,-1]",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::ReduceMax{{.axes = {0}}}, {f32({0, 3})}), "ReduceMax 'n': cannot reduce the empty dimension 0 of shape [0,3]",
+                       InvalidInput);
+}
+
+TEST_CASE("layout ops: Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Expand") {
+  check_op(ops::Transpose{.perm = {2, 0, 1}}, {f32({2, 3, 4})}, 1000);
+  CHECK(out_shape(ops::Transpose{}, {f32({2, 3, 4})}) == Shape{4, 3, 2});
+  CHECK_THROWS_WITH_AS(infer(ops::Transpose{.perm = {0, 0, 1}}, {f32({2, 3, 4})}),
+                       "Transpose 'n': perm: axis 0 is repeated in [0,0,1]", InvalidInput);
+
+  CHECK(out_shape(ops::Reshape{.shape = {0, -1}}, {f32({2, 3, 4})}) == Shape{2, 12});
+  CHECK(out_shape(ops::Reshape{.shape = {4, 0, 0}, .allowzero = true}, {f32({0, 3, 4})}) == Shape{4, 0, 0});
+  check_op(ops::Reshape{.shape = {3, -1, 2}}, {f32({2, 3, 4})}, 1001);
+  CHECK_THROWS_WITH_AS(infer(ops::Reshape{.shape = {5, -1}}, {f32({2, 3, 4})}),
+                       "Reshape 'n': cannot reshape [2,3,4] (24 elements) into [5,-1]", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Reshape{.shape = {-1, -1}}, {f32({2, 3})}), "Reshape 'n': shape [-1,-1] has more than one -1",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Reshape{.shape = {0, 0, 0}}, {f32({6})}),
+                       "Reshape 'n': shape [0,0,0] copies dimension 1 which input [6] lacks", InvalidInput);
+
+  CHECK(out_shape(ops::Flatten{.axis = 0}, {f32({2, 3, 4})}) == Shape{1, 24});
+  CHECK(out_shape(ops::Flatten{.axis = -1}, {f32({2, 3, 4})}) == Shape{6, 4});
+  check_op(ops::Flatten{.axis = 2}, {f32({2, 3, 4})}, 1002);
+
+  CHECK(out_shape(ops::Squeeze{}, {f32({1, 3, 1, 4})}) == Shape{3, 4});
+  check_op(ops::Squeeze{.axes = {-2}}, {f32({1, 3, 1, 4})}, 1003);
+  CHECK_THROWS_WITH_AS(infer(ops::Squeeze{.axes = {1}}, {f32({1, 3})}), "Squeeze 'n': cannot squeeze dimension 1 of size 3 in shape [1,3]",
+                       InvalidInput);
+  CHECK(out_shape(ops::Unsqueeze{.axes = {0, -1}}, {f32({3, 4})}) == Shape{1, 3, 4, 1});
+  check_op(ops::Unsqueeze{.axes = {1, 3}}, {f32({3, 4})}, 1004);
+
+  CHECK(out_shape(ops::Expand{.shape = {2, 1, 4}}, {f32({3, 1})}) == Shape{2, 3, 4});
+  check_op(ops::Expand{.shape = {2, 3, 4}}, {f32({3, 1})}, 1005);
+  CHECK_THROWS_WITH_AS(infer(ops::Expand{.shape = {4}}, {f32({3})}),
+                       "Expand 'n': input and shape: shapes [3] and [4] cannot be broadcast (dimension 0 is 3 vs 4)", InvalidInput);
+}
+
+TEST_CASE("R/T composite op equals Reshape -> Transpose -> Reshape") {
+  // Regroup a 1x4x6x6 tensor by row/column parity into batch 4 (the dilated->dense layout).
+  ops::RT rt{.split_shape = {1, 4, 3, 2, 3, 2}, .perm = {3, 5, 0, 1, 2, 4}, .out_shape = {4, 4, 3, 3}};
+  Types in{f32({1, 4, 6, 6})};
+  check_op(rt, in, 1100);
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {1, 4, 6, 6});
+  TensorId a = b.add(ops::Reshape{.shape = {1, 4, 3, 2, 3, 2}}, {x});
+  TensorId t = b.add(ops::Transpose{.perm = {3, 5, 0, 1, 2, 4}}, {a});
+  TensorId chain = b.add(ops::Reshape{.shape = {4, 4, 3, 3}}, {t});
+  TensorId one = b.add(rt, {x});
+  b.output(chain);
+  b.output(one);
+  Rng rng(7);
+  auto xs = random_inputs({f32({1, 4, 6, 6})}, rng, {});
+  auto ys = Interpreter<float>(g).run(xs);
+  CHECK(std::get<Tensor<float>>(ys[0]).vec() == std::get<Tensor<float>>(ys[1]).vec());
+  CHECK_THROWS_WITH_AS(infer(ops::RT{.split_shape = {2, 2}, .perm = {1, 0}, .out_shape = {4}}, {f32({5})}),
+                       "PetRT 'n': split shape [2,2] does not hold the 5 elements of [5]", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::RT{.split_shape = {2, 2}, .perm = {1}, .out_shape = {4}}, {f32({4})}),
+                       "PetRT 'n': perm [1] has 1 entries for split shape [2,2]", InvalidInput);
+}
+
+TEST_CASE("Concat, Split, Slice, Pad, Gather") {
+  CHECK(out_shape(ops::Concat{.axis = -1}, {f32({2, 3}), f32({2, 1}), f32({2, 4})}) == Shape{2, 8});
+  check_op(ops::Concat{.axis = 1}, {f32({2, 3}), f32({2, 1}), f32({2, 4})}, 1200);
+  CHECK_THROWS_WITH_AS(infer(ops::Concat{.axis = 1}, {f32({2, 3}), f32({3, 1})}),
+                       "Concat 'n': input 1 has shape [3,1] but input 0 has [2,3] (only axis 1 may differ)", InvalidInput);
+
+  Types sp = infer(ops::Split{.axis = 1, .split = {1, 3}, .num_outputs = 2}, {f32({2, 4})});
+  CHECK(sp[0].shape == Shape{2, 1});
+  CHECK(sp[1].shape == Shape{2, 3});
+  CHECK(infer(ops::Split{.num_outputs = 3}, {f32({7})})[2].shape == Shape{1});
+  check_op(ops::Split{.axis = 1, .split = {1, 0, 3}, .num_outputs = 3}, {f32({2, 4})}, 1201);
+  CHECK_THROWS_WITH_AS(infer(ops::Split{.split = {1, 2}, .num_outputs = 2}, {f32({4})}),
+                       "Split 'n': split [1,2] sums to 3 but axis 0 of [4] has size 4", InvalidInput);
+
+  struct S {
+    ops::Slice op;
+    Shape x, out;
+  };
+  std::vector<S> slices = {
+      {{.starts = {1}, .ends = {3}}, {5, 2}, {2, 2}},
+      {{.starts = {-1}, .ends = {INT64_MIN}, .axes = {0}, .steps = {-1}}, {5}, {5}},  // full reverse
+      {{.starts = {20}, .ends = {0}, .axes = {1}, .steps = {-2}}, {2, 7}, {2, 3}},      // clamped start
+      {{.starts = {0, 1}, .ends = {INT64_MAX, -1}, .axes = {-1, 0}, .steps = {3, 1}}, {4, 8}, {2, 3}},
+      {{.starts = {10}, .ends = {20}}, {5}, {0}},
+  };
+  uint64_t seed = 1210;
+  for (const auto& s : slices) {
+    CAPTURE(s.x);
+    CHECK(out_shape(s.op, {f32(s.x)}) == s.out);
+    check_op(s.op, {f32(s.x)}, seed++);
+  }
+  CHECK_THROWS_WITH_AS(infer(ops::Slice{.starts = {0}, .ends = {1}, .axes = {0}, .steps = {0}}, {f32({3})}),
+                       "Slice 'n': steps [0] contain 0 or INT64_MIN", InvalidInput);
+
+  using ops::PadMode;
+  for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Edge}) {
+    ops::Pad p{.pads = {1, 2, 2, 0}, .mode = m, .value = m == PadMode::Constant ? 3.0 : 0.0};
+    CHECK(out_shape(p, {f32({3, 4})}) == Shape{6, 6});
+    check_op(p, {f32({3, 4})}, seed++);
+  }
+  check_op(ops::Pad{.pads = {-1, 1, 0, -2}}, {f32({3, 4})}, seed++);  // negative pads crop
+  CHECK_THROWS_WITH_AS(infer(ops::Pad{.pads = {1, 1}}, {f32({3, 4})}), "Pad 'n': pads [1,1] must have 4 values for input shape [3,4]",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Pad{.pads = {3, 0}, .mode = PadMode::Reflect}, {f32({3})}),
+                       "Pad 'n': reflect pads [3,0] must be smaller than dimension 0 (3)", InvalidInput);
+
+  CHECK(out_shape(ops::Gather{.axis = 1}, {f32({2, 5, 3}), i64({4, 2})}) == Shape{2, 4, 2, 3});
+  check_fast_vs_formula(ops::Gather{.axis = 1}, {f32({2, 5, 3}), i64({4, 2})}, seed++,
+                        {.ints = [](Rng& r) { return r.range(-5, 4); }});
+  auto [g, out] = resolve(ops::Gather{}, {f32({3}), i64({1})});
+  std::vector<Value<float>> in{Tensor<float>({3}, {1, 2, 3}), Tensor<int64_t>({1}, {3})};
+  CHECK_THROWS_WITH_AS(evaluate_op<float>(g, in, out), "Gather: index 3 is out of range for axis 0 of size 3", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Gather{}, {f32({3}), f32({1})}), "Gather 'n': indices must be int64 or int32, got float32",
+                       InvalidInput);
+}
+
+TEST_CASE("Shape and Constant") {
+  auto [s, out] = resolve(ops::ShapeOf{.start = 1, .end = -1}, {f32({2, 3, 4, 5})});
+  std::vector<Value<float>> in{Tensor<float>({2, 3, 4, 5})};
+  CHECK(std::get<Tensor<int64_t>>(evaluate_op<float>(s, in, out)[0]).vec() == std::vector<int64_t>{3, 4});
+  ops::Constant c{.dtype = DType::Float32, .value = Tensor<float>({2}, {1.5f, -2.0f})};
+  CHECK(out_shape(c, {}) == Shape{2});
+  CHECK_THROWS_WITH_AS(infer(ops::Constant{.dtype = DType::Int64, .value = Tensor<float>({1})}, {}),
+                       "Constant 'n': value storage does not match dtype int64", InvalidInput);
+}
+
+TEST_CASE("multilinear classification matches the paper's operator set") {
+  for (Op op : {Op(Conv{}), Op(ops::MatMul{}), Op(ops::Gemm{}), Op(ops::Add{}), Op(ops::Sub{}), Op(ops::Mul{}), Op(ops::Neg{}),
+                Op(ops::Transpose{}), Op(ops::Reshape{}), Op(ops::RT{}), Op(ops::Concat{}), Op(ops::Split{}), Op(ops::Slice{}),
+                Op(ops::Pad{}), Op(AveragePool{}), Op(ops::GlobalAveragePool{}), Op(ops::ReduceSum{}), Op(ops::ReduceMean{})})
+    CHECK_MESSAGE(is_multilinear(op), op_name(op));
+  for (Op op : {Op(ops::Relu{}), Op(ops::Sigmoid{}), Op(ops::Softmax{}), Op(MaxPool{}), Op(ops::LayerNormalization{}),
+                Op(ops::BatchNormalization{}), Op(ops::ReduceMax{}), Op(ops::Div{}), Op(ops::Exp{}), Op(ops::Where{})})
+    CHECK_MESSAGE(!is_multilinear(op), op_name(op));
+}
