@@ -178,8 +178,8 @@ std::vector<Value<T>> Interpreter<T>::run(std::span<const Value<T>> inputs) cons
     const Shape& s = value_shape(inputs[i]);
     bool data = std::holds_alternative<Tensor<T>>(inputs[i]);
     if (data != is_float(info.type.dtype))
-      throw InvalidInput(cat("input '", info.name, "' must be ", dtype_name(info.type.dtype), " but a ",
-                             data ? "float" : "integer", " tensor was given"));
+      throw InvalidInput(cat("input '", info.name, "' must be ", dtype_name(info.type.dtype), " but ",
+                             data ? "a float" : "an integer", " tensor was given"));
     if (s != info.type.shape)
       throw InvalidInput(cat("input '", info.name, "' has shape ", s, " but the model expects ", info.type.shape));
     vals[size_t(g_.inputs()[i])] = inputs[i];

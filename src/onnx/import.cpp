@@ -153,6 +153,9 @@ struct Importer {
       Types in_types;
       for (TensorId t : inputs) in_types.push_back(m.graph.type(t));
       Types out_types = infer_types(mp.op, in_types);  // errors get the node prefix below
+      for (int k = int(out_types.size()); k < node.output_size(); ++k)
+        if (!node.output(k).empty())
+          throw Unsupported(cat("output ", k, " ('", node.output(k), "') is not produced by pet's ", node.op_type()));
       if (try_fold(node, mp.op, inputs, out_types)) return;
       std::vector<std::string> out_names;
       for (size_t k = 0; k < out_types.size(); ++k) {
@@ -162,9 +165,6 @@ struct Importer {
       auto outs = m.graph.add_node(name, mp.op, inputs, out_names);
       for (size_t k = 0; k < outs.size(); ++k)
         if (int(k) < node.output_size() && !node.output(int(k)).empty()) ids[node.output(int(k))] = outs[k];
-      for (int k = int(outs.size()); k < node.output_size(); ++k)
-        if (!node.output(k).empty())
-          throw Unsupported(cat("output ", k, " ('", node.output(k), "') is not produced by pet's ", node.op_type()));
     } catch (const InvalidInput& e) {
       throw InvalidInput(who + e.what());
     } catch (const Unsupported& e) {

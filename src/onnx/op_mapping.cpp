@@ -54,6 +54,7 @@ std::vector<int64_t> NodeCtx::ints(std::string_view name, std::vector<int64_t> d
   return {a->ints().begin(), a->ints().end()};
 }
 std::vector<int64_t> NodeCtx::const_ints(int idx, std::string_view what) const {
+  if (!present(idx)) throw InvalidInput(cat(what, " (input ", idx, ") is missing"));
   const auto* c = constant(idx);
   if (!c)
     throw Unsupported(cat(what, " (input ", idx, " '", node.input(idx),
@@ -64,6 +65,7 @@ std::vector<int64_t> NodeCtx::const_ints(int idx, std::string_view what) const {
   return t.vec();
 }
 double NodeCtx::const_scalar(int idx, std::string_view what) const {
+  if (!present(idx)) throw InvalidInput(cat(what, " (input ", idx, ") is missing"));
   const auto* c = constant(idx);
   if (!c)
     throw Unsupported(cat(what, " (input ", idx, " '", node.input(idx), "') must be a constant"));

@@ -60,6 +60,14 @@ inline void default_list(std::vector<int64_t>& l, size_t n, int64_t v, std::stri
   if (l.empty()) l.assign(n, v);
   if (l.size() != n) throw InvalidInput(cat(what, " has ", l.size(), " values but ", n, " are needed"));
 }
+/// Largest value pet accepts for a stride, dilation, pad or window size (keeps all index
+/// arithmetic far from int64 overflow).
+inline constexpr int64_t kMaxAttr = int64_t(1) << 24;
+inline void expect_bounded(const std::vector<int64_t>& v, std::string_view what) {
+  for (int64_t x : v)
+    if (x > kMaxAttr || x < -kMaxAttr) throw InvalidInput(cat(what, " ", v, " has a value beyond +-2^24"));
+}
+
 /// Normalises a list of axes; rejects duplicates.
 inline std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank, std::string_view who) {
   std::vector<int64_t> r;

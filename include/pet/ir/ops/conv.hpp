@@ -44,6 +44,9 @@ inline void check_window_attrs(size_t k, std::vector<int64_t>& strides, std::vec
   default_list(strides, k, 1, "strides");
   default_list(dil, k, 1, "dilations");
   default_list(pads, 2 * k, 0, "pads");
+  expect_bounded(strides, "strides");
+  expect_bounded(dil, "dilations");
+  expect_bounded(pads, "pads");
   for (int64_t s : strides)
     if (s < 1) throw InvalidInput(cat("strides ", strides, " must be positive"));
   for (int64_t d : dil)

@@ -66,6 +66,7 @@ struct Reshape {
         continue;
       }
       if (out[i] < 0) throw InvalidInput(cat("shape ", shape, " has a negative dimension"));
+      if (out[i] > kMaxElements || known > kMaxElements) throw InvalidInput(cat("shape ", shape, " has more than 2^36 elements"));
       known *= out[i];
     }
     int64_t n = numel(x);

@@ -28,6 +28,7 @@ struct Window {
       throw InvalidInput(cat("kernel_shape ", kernel_shape, " must have ", k, " values for input shape ", x));
     for (int64_t v : kernel_shape)
       if (v < 1) throw InvalidInput(cat("kernel_shape ", kernel_shape, " must be positive"));
+    expect_bounded(kernel_shape, "kernel_shape");
     check_window_attrs(k, strides, dilations, pads);
     resolve_auto_pad(auto_pad, pads, Shape(x.begin() + 2, x.end()), kernel_shape, strides, dilations);
     Shape out{x[0], x[1]};

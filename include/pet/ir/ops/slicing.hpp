@@ -61,7 +61,7 @@ struct Split {
       throw InvalidInput(cat("split ", split, " has ", split.size(), " parts but the node has ", num_outputs, " outputs"));
     int64_t total = 0;
     for (int64_t s : split) {
-      if (s < 0) throw InvalidInput(cat("split ", split, " has a negative part"));
+      if (s < 0 || s > n) throw InvalidInput(cat("split ", split, " has a part outside [0, ", n, "]"));
       total += s;
     }
     if (total != n) throw InvalidInput(cat("split ", split, " sums to ", total, " but axis ", axis, " of ", x, " has size ", n));
@@ -155,6 +155,7 @@ struct Pad {
     const Shape& x = in[0].shape;
     size_t r = x.size();
     if (pads.size() != 2 * r) throw InvalidInput(cat("pads ", pads, " must have ", 2 * r, " values for input shape ", x));
+    pet::detail::expect_bounded(pads, "pads");
     Shape out = x;
     for (size_t i = 0; i < r; ++i) {
       out[i] = x[i] + pads[i] + pads[i + r];
