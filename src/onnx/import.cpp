@@ -205,7 +205,8 @@ struct Importer {
     if (k < node.output_size() && !node.output(k).empty()) consts[node.output(k)] = {dt, std::move(v)};
   }
 
-  void run(const ::onnx::ModelProto& model) {
+  /// Imports `model`, releasing each initializer's bytes once converted (peak memory).
+  void run(::onnx::ModelProto& model) {
     m.opset = -1;
     for (const auto& os : model.opset_import())
       if (os.domain().empty() || os.domain() == "ai.onnx") m.opset = os.version();
@@ -213,13 +214,14 @@ struct Importer {
     if (m.opset > 17) throw Unsupported(cat(label, ": opset ", m.opset, " is newer than pet supports (up to 17)"));
     if (m.opset < 1) fail_invalid(cat("opset version ", m.opset, " is not a valid ONNX opset"));
     if (!model.has_graph()) fail_invalid("the model has no graph");
-    const auto& g = model.graph();
+    auto& g = *model.mutable_graph();
     m.graph.name = g.name().empty() ? "model" : g.name();
-    for (const auto& init : g.initializer()) {
+    for (auto& init : *g.mutable_initializer()) {
       if (init.name().empty()) fail_invalid("an initializer has an empty name");
       if (consts.count(init.name())) fail_invalid(cat("initializer '", init.name(), "' is defined twice"));
       try {
         consts[init.name()] = tensor_from_proto(init, base_dir, "initializer");
+        init.clear_raw_data();
       } catch (const InvalidInput& e) {
         fail_invalid(e.what());
       } catch (const Unsupported& e) {
@@ -276,27 +278,40 @@ struct Importer {
 
 }  // namespace
 
-Model import_bytes(std::string_view bytes, const std::string& label, const ImportOptions& opt, const std::string& base_dir) {
-  ::onnx::ModelProto model;
+namespace {
+Model import_model(::onnx::ModelProto& model, const std::string& label, const ImportOptions& opt, const std::string& base_dir) {
+  Importer im{opt, label, base_dir, {}, {}, {}, {}, {}};
+  im.run(model);
+  return std::move(im.m);
+}
+void parse(::onnx::ModelProto& model, std::string_view bytes, const std::string& label) {
   if (bytes.size() > size_t(INT32_MAX))
     throw Unsupported(cat(label, ": ", bytes.size(), " bytes exceed protobuf's 2 GiB limit"));
   if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
     throw InvalidInput(cat(label, ": not a valid ONNX model (the protobuf message could not be parsed)"));
-  Importer im{opt, label, base_dir, {}, {}, {}, {}, {}};
-  im.run(model);
-  return std::move(im.m);
+}
+}  // namespace
+
+Model import_bytes(std::string_view bytes, const std::string& label, const ImportOptions& opt, const std::string& base_dir) {
+  ::onnx::ModelProto model;
+  parse(model, bytes, label);
+  return import_model(model, label, opt, base_dir);
 }
 
 Model import_file(const std::string& path, const ImportOptions& opt) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw InvalidInput(cat(path, ": no such model file"));
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw InvalidInput(cat(path, ": cannot open the model file"));
-  std::string bytes(size_t(f.tellg()), '\0');
-  f.seekg(0);
-  if (!f.read(bytes.data(), std::streamsize(bytes.size()))) throw InvalidInput(cat(path, ": cannot read the model file"));
+  ::onnx::ModelProto model;
+  {
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    if (!f) throw InvalidInput(cat(path, ": cannot open the model file"));
+    std::string bytes(size_t(f.tellg()), '\0');
+    f.seekg(0);
+    if (!f.read(bytes.data(), std::streamsize(bytes.size()))) throw InvalidInput(cat(path, ": cannot read the model file"));
+    parse(model, bytes, path);
+  }  // the file's bytes are released before the tensors are converted
   std::string base = std::filesystem::path(path).parent_path().string();
-  return import_bytes(bytes, path, opt, base.empty() ? "." : base);
+  return import_model(model, path, opt, base.empty() ? "." : base);
 }
 
 std::vector<std::string> supported_ops() {
