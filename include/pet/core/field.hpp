@@ -70,10 +70,63 @@ struct Fp {
 /// The default verification field.
 using F31 = Fp<2147483647u>;
 
+/// Integers modulo a prime chosen at run time (pet verify --prime, the Theorem 2
+/// experiment). The modulus is per thread: set it with FpRt::Scope before creating values.
+struct FpRt {
+  uint32_t v = 0;
+  static uint32_t& modulus() {
+    thread_local uint32_t p = 2147483647u;
+    return p;
+  }
+  /// Sets the modulus for the current thread while alive.
+  struct Scope {
+    uint32_t old;
+    explicit Scope(uint64_t p) : old(modulus()) {
+      if (p < 2 || p > 0xffffffffull) throw InvalidInput(cat("prime ", p, " is not in [2, 2^32)"));
+      for (uint64_t d = 2; d * d <= p; ++d)
+        if (p % d == 0) throw InvalidInput(cat(p, " is not a prime (divisible by ", d, ")"));
+      modulus() = uint32_t(p);
+    }
+    ~Scope() { modulus() = old; }
+  };
+  FpRt() = default;
+  FpRt(int64_t x) {
+    int64_t p = modulus();
+    v = uint32_t(((x % p) + p) % p);
+  }
+  static FpRt raw(uint32_t x) {
+    FpRt f;
+    f.v = x;
+    return f;
+  }
+  friend FpRt operator+(FpRt a, FpRt b) { return raw(uint32_t((uint64_t(a.v) + b.v) % modulus())); }
+  friend FpRt operator-(FpRt a, FpRt b) { return raw(uint32_t((uint64_t(a.v) + modulus() - b.v) % modulus())); }
+  friend FpRt operator-(FpRt a) { return raw(a.v ? modulus() - a.v : 0); }
+  friend FpRt operator*(FpRt a, FpRt b) { return raw(uint32_t(uint64_t(a.v) * b.v % modulus())); }
+  FpRt& operator+=(FpRt b) { return *this = *this + b; }
+  FpRt& operator-=(FpRt b) { return *this = *this - b; }
+  FpRt& operator*=(FpRt b) { return *this = *this * b; }
+  friend bool operator==(FpRt a, FpRt b) { return a.v == b.v; }
+  FpRt pow(uint64_t e) const {
+    FpRt r(1), b = *this;
+    for (; e; e >>= 1, b *= b)
+      if (e & 1) r *= b;
+    return r;
+  }
+  FpRt inv() const {
+    if (v == 0) throw InvalidInput("division by zero in the finite field");
+    return pow(modulus() - 2);
+  }
+  friend FpRt operator/(FpRt a, FpRt b) { return a * b.inv(); }
+  friend std::ostream& operator<<(std::ostream& os, FpRt a) { return os << a.v; }
+};
+
 template <class T>
 struct is_field : std::false_type {};
 template <uint32_t P>
 struct is_field<Fp<P>> : std::true_type {};
+template <>
+struct is_field<FpRt> : std::true_type {};
 template <class T>
 inline constexpr bool is_field_v = is_field<T>::value;
 

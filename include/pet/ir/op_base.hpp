@@ -13,6 +13,9 @@
 ///    double, a finite field Fp, or int64 for shape arithmetic). `read(i, idx)` returns element
 ///    `idx` of data input i; `read.ints(i, idx)` reads an integer input; `read.shape(i)` its
 ///    shape. Ops with several outputs take the output number as well.
+///  - multilinear ops also have `propagate(in_splits, in_types, out_types)` (box propagation:
+///    the split points of each output, see ir/splits.hpp) and `input_boxes(out_box, k, in_types,
+///    out_types)` (backward propagation: the region of each input that output k's box reads).
 ///  Fast whole-tensor kernels live in include/pet/eval and are tested against `at`.
 #include <algorithm>
 #include <cmath>
@@ -22,12 +25,16 @@
 
 #include "pet/core/field.hpp"
 #include "pet/core/tensor.hpp"
+#include "pet/ir/splits.hpp"
 #include "pet/ir/tensor_type.hpp"
 
 namespace pet {
 
 using Types = std::vector<TensorType>;
 using InTypes = std::span<const TensorType>;
+/// Split points of each input (propagate's argument) or each output (its result).
+using Splits = std::vector<SplitPoints>;
+using InSplits = std::span<const SplitPoints>;
 
 enum class AutoPad : uint8_t { NotSet, SameUpper, SameLower, Valid };
 

@@ -129,6 +129,39 @@ struct Conv {
     return acc;
   }
 
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    const Shape &x = it[0].shape, &w = it[1].shape, &o = ot[0].shape;
+    const size_t k = x.size() - 2;
+    SplitPoints s = SplitPoints::none(o);
+    s.dims[0] = in[0].dims[0];
+    cuts::Cuts f = in[1].dims[0];
+    if (in.size() == 3) f = cuts::unite(f, in[2].dims[0], o[1]);
+    if (group > 1) f = cuts::unite(f, cuts::blocks(o[1], o[1] / group), o[1]);
+    s.dims[1] = f;
+    for (size_t i = 0; i < k; ++i)
+      s.dims[2 + i] = cuts::window(in[0].dims[2 + i], x[2 + i], w[2 + i], strides[i], dilations[i], pads[i], o[2 + i]);
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    const Shape &x = it[0].shape, &w = it[1].shape;
+    const size_t k = x.size() - 2;
+    const int64_t fg = w[0] / group, cg = w[1];
+    Box bx = Box::whole(x), bw = Box::whole(w);
+    bx.dims[0] = Interval{out.dims[0].lo, out.dims[0].hi, 1};
+    if (!out.empty()) {
+      bx.dims[1] = Interval{out.dims[1].lo / fg * cg, ((out.dims[1].hi - 1) / fg + 1) * cg, 1};
+      for (size_t i = 0; i < k; ++i) {
+        int64_t lo = out.dims[2 + i].lo * strides[i] - pads[i];
+        int64_t hi = (out.dims[2 + i].hi - 1) * strides[i] - pads[i] + (w[2 + i] - 1) * dilations[i] + 1;
+        bx.dims[2 + i] = Interval{std::clamp<int64_t>(lo, 0, x[2 + i]), std::clamp<int64_t>(hi, 0, x[2 + i]), 1};
+      }
+    }
+    bw.dims[0] = Interval{out.dims[1].lo, out.dims[1].hi, 1};
+    std::vector<Box> r{bx, bw};
+    if (it.size() == 3) r.push_back(Box{{bw.dims[0]}});
+    return r;
+  }
+
   int64_t flops(InTypes in, InTypes out) const {
     const Shape& w = in[1].shape;
     int64_t per = 1;

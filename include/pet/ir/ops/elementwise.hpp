@@ -29,6 +29,22 @@ struct Binary {
   E at(const Index& o, const R& read) const {
     return static_cast<const D&>(*this).template apply<E>(o, read);
   }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    SplitPoints out = SplitPoints::none(ot[0].shape);
+    for (size_t i = 0; i < in.size(); ++i) cuts::add_broadcast(out.dims, ot[0].shape, it[i].shape, in[i].dims);
+    return {out};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes ot) const {
+    std::vector<Box> r;
+    for (const auto& t : it) {
+      Box b = Box::whole(t.shape);
+      size_t off = ot[0].shape.size() - t.shape.size();
+      for (size_t d = 0; d < t.shape.size(); ++d)
+        if (t.shape[d] != 1) b.dims[d] = Interval{out.dims[off + d].lo, out.dims[off + d].hi, 1};
+      r.push_back(b);
+    }
+    return r;
+  }
   bool operator==(const Binary&) const = default;
 };
 
@@ -44,6 +60,8 @@ struct Unary {
   E at(const Index& o, const R& read) const {
     return static_cast<const D&>(*this).template apply<E>(read(0, o));
   }
+  Splits propagate(InSplits in, InTypes, InTypes) const { return {in[0]}; }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes, InTypes) const { return {out}; }
 };
 
 template <class E, class R>
@@ -209,6 +227,8 @@ struct Identity {
   }
   template <class E, class R>
   E at(const Index& o, const R& read) const { return read(0, o); }
+  Splits propagate(InSplits in, InTypes, InTypes) const { return {in[0]}; }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes, InTypes) const { return {out}; }
   bool operator==(const Identity&) const = default;
 };
 
@@ -233,6 +253,17 @@ struct Dropout {
   }
   template <class E, class R>
   E at(int k, const Index& o, const R& read) const { return k == 0 ? read(0, o) : E(1); }
+  Splits propagate(InSplits in, InTypes, InTypes ot) const {
+    Splits s{in[0]};
+    if (ot.size() == 2) s.push_back(SplitPoints::none(ot[1].shape));
+    return s;
+  }
+  std::vector<Box> input_boxes(const Box& out, int k, InTypes it, InTypes) const {
+    if (k == 0) return {out};
+    Box none = Box::whole(it[0].shape);
+    for (auto& d : none.dims) d.hi = d.lo;
+    return {none};
+  }
   bool operator==(const Dropout&) const = default;
 };
 

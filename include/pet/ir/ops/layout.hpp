@@ -30,6 +30,16 @@ struct Transpose {
     for (int k = 0; k < o.rank; ++k) xi[int(perm[size_t(k)])] = o[k];
     return read(0, xi);
   }
+  Splits propagate(InSplits in, InTypes, InTypes ot) const {
+    SplitPoints s = SplitPoints::none(ot[0].shape);
+    for (size_t k = 0; k < perm.size(); ++k) s.dims[k] = in[0].dims[size_t(perm[k])];
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    std::vector<int> m(perm.size());
+    for (size_t k = 0; k < perm.size(); ++k) m[size_t(perm[k])] = int(k);
+    return {select_dims(out, it[0].shape, m)};
+  }
   bool operator==(const Transpose&) const = default;
 };
 
@@ -38,6 +48,13 @@ namespace detail {
 template <class E, class R>
 E reindex(const Index& o, const Shape& out_shape, const R& read) {
   return read(0, unflatten(flat_offset(o, out_shape), read.shape(0)));
+}
+/// Box propagation of any row-major reshape.
+inline Splits reshape_splits(InSplits in, InTypes it, InTypes ot) {
+  return {SplitPoints{cuts::reshape(it[0].shape, in[0].dims, ot[0].shape)}};
+}
+inline std::vector<Box> reshape_input(const Box& out, InTypes it, InTypes ot) {
+  return {bounding_preimage(out, it[0].shape, [&](const Index& o) { return unflatten(flat_offset(o, ot[0].shape), it[0].shape); })};
 }
 }  // namespace detail
 
@@ -83,6 +100,8 @@ struct Reshape {
   }
   template <class E, class R>
   E at(const Index& o, const R& read) const { return detail::reindex<E>(o, shape, read); }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const { return detail::reshape_splits(in, it, ot); }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes ot) const { return detail::reshape_input(out, it, ot); }
   bool operator==(const Reshape&) const = default;
 };
 
@@ -108,6 +127,8 @@ struct Flatten {
     for (size_t i = size_t(axis); i < x.size(); ++i) b *= x[i];
     return read(0, unflatten(o[0] * b + o[1], x));
   }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const { return detail::reshape_splits(in, it, ot); }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes ot) const { return detail::reshape_input(out, it, ot); }
   bool operator==(const Flatten&) const = default;
 };
 
@@ -139,6 +160,13 @@ struct Squeeze {
       xi[i] = std::binary_search(axes.begin(), axes.end(), int64_t(i)) ? 0 : o[oi++];
     return read(0, xi);
   }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const { return detail::reshape_splits(in, it, ot); }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    std::vector<int> m(it[0].shape.size(), -1);
+    for (int i = 0, o = 0; i < int(m.size()); ++i)
+      if (!std::binary_search(axes.begin(), axes.end(), int64_t(i))) m[size_t(i)] = o++;
+    return {select_dims(out, it[0].shape, m)};
+  }
   bool operator==(const Squeeze&) const = default;
 };
 
@@ -165,6 +193,13 @@ struct Unsqueeze {
     for (int i = 0, k = 0; i < o.rank; ++i)
       if (!std::binary_search(axes.begin(), axes.end(), int64_t(i))) xi[k++] = o[i];
     return read(0, xi);
+  }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const { return detail::reshape_splits(in, it, ot); }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes ot) const {
+    std::vector<int> m;
+    for (int i = 0; i < int(ot[0].shape.size()); ++i)
+      if (!std::binary_search(axes.begin(), axes.end(), int64_t(i))) m.push_back(i);
+    return {select_dims(out, it[0].shape, m)};
   }
   bool operator==(const Unsqueeze&) const = default;
 };
@@ -199,12 +234,24 @@ struct RT {
     perm = pet::detail::normalize_axes(perm, int64_t(perm.size()), "perm");
     return {{in[0].dtype, out_shape}};
   }
-  template <class E, class R>
-  E at(const Index& o, const R& read) const {
+  /// The input position that output position o copies.
+  Index source(const Index& o, const Shape& in_shape) const {
     Index i = unflatten(flat_offset(o, out_shape), transposed_shape());
     Index j(i.rank);
     for (int k = 0; k < i.rank; ++k) j[int(perm[size_t(k)])] = i[k];
-    return read(0, unflatten(flat_offset(j, split_shape), read.shape(0)));
+    return unflatten(flat_offset(j, split_shape), in_shape);
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const { return read(0, source(o, read.shape(0))); }
+  /// Split, permute, merge: the reshape rules twice around a transpose.
+  Splits propagate(InSplits in, InTypes it, InTypes) const {
+    auto a = cuts::reshape(it[0].shape, in[0].dims, split_shape);
+    std::vector<cuts::Cuts> t;
+    for (int64_t p : perm) t.push_back(a[size_t(p)]);
+    return {SplitPoints{cuts::reshape(transposed_shape(), t, out_shape)}};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    return {bounding_preimage(out, it[0].shape, [&](const Index& o) { return source(o, it[0].shape); })};
   }
   bool operator==(const RT&) const = default;
 };
@@ -221,6 +268,18 @@ struct Expand {
   }
   template <class E, class R>
   E at(const Index& o, const R& read) const { return read(0, broadcast_index(o, read.shape(0))); }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    SplitPoints s = SplitPoints::none(ot[0].shape);
+    cuts::add_broadcast(s.dims, ot[0].shape, it[0].shape, in[0].dims);
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes ot) const {
+    std::vector<int> m(it[0].shape.size(), -1);
+    size_t off = ot[0].shape.size() - m.size();
+    for (size_t d = 0; d < m.size(); ++d)
+      if (it[0].shape[d] != 1) m[d] = int(off + d);
+    return {select_dims(out, it[0].shape, m)};
+  }
   bool operator==(const Expand&) const = default;
 };
 

@@ -56,6 +56,41 @@ struct MatMul {
     return acc;
   }
 
+  /// Where each output dim comes from: for operand `which` (0 = A, 1 = B), the operand dim
+  /// that output dim d maps to, or -1.
+  static std::vector<int> operand_dims(const Shape& a, const Shape& b, size_t out_rank, int which) {
+    const Shape& s = which == 0 ? a : b;
+    const int r = int(s.size()), ro = int(out_rank);
+    const int batch = ro - (a.size() >= 2) - (b.size() >= 2);
+    std::vector<int> m(out_rank, -1);
+    for (int i = 0; i < r - 2; ++i)
+      if (s[size_t(i)] != 1) m[size_t(batch - (r - 2) + i)] = i;
+    if (which == 0 && r >= 2) m[size_t(batch)] = r - 2;
+    if (which == 1 && r >= 2) m[size_t(ro - 1)] = r - 1;
+    return m;
+  }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    SplitPoints s = SplitPoints::none(ot[0].shape);
+    for (int w = 0; w < 2; ++w) {
+      auto m = operand_dims(it[0].shape, it[1].shape, ot[0].shape.size(), w);
+      for (size_t d = 0; d < m.size(); ++d)
+        if (m[d] >= 0) s.dims[d] = cuts::unite(s.dims[d], in[size_t(w)].dims[size_t(m[d])], ot[0].shape[d]);
+    }
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes ot) const {
+    std::vector<Box> r;
+    for (int w = 0; w < 2; ++w) {
+      const Shape& s = it[size_t(w)].shape;
+      auto m = operand_dims(it[0].shape, it[1].shape, ot[0].shape.size(), w);
+      std::vector<int> inv(s.size(), -1);
+      for (size_t d = 0; d < m.size(); ++d)
+        if (m[d] >= 0) inv[size_t(m[d])] = int(d);
+      r.push_back(select_dims(out, s, inv));
+    }
+    return r;
+  }
+
   int64_t flops(InTypes in, InTypes out) const { return 2 * numel(out[0].shape) * in[0].shape.back(); }
   bool operator==(const MatMul&) const = default;
 };
@@ -101,6 +136,27 @@ struct Gemm {
     }
     E r = lift_scalar<E>(alpha, "Gemm alpha") * acc;
     if (read.count() == 3) r += lift_scalar<E>(beta, "Gemm beta") * read(2, broadcast_index(o, read.shape(2)));
+    return r;
+  }
+
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    const Shape& o = ot[0].shape;
+    SplitPoints s = SplitPoints::none(o);
+    s.dims[0] = in[0].dims[trans_a ? 1 : 0];
+    s.dims[1] = in[1].dims[trans_b ? 0 : 1];
+    if (in.size() == 3) cuts::add_broadcast(s.dims, o, it[2].shape, in[2].dims);
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes ot) const {
+    std::vector<Box> r{select_dims(out, it[0].shape, trans_a ? std::vector<int>{-1, 0} : std::vector<int>{0, -1}),
+                       select_dims(out, it[1].shape, trans_b ? std::vector<int>{1, -1} : std::vector<int>{-1, 1})};
+    if (it.size() == 3) {
+      const Shape& c = it[2].shape;
+      std::vector<int> m(c.size(), -1);
+      for (size_t d = 0; d < c.size(); ++d)
+        if (c[d] != 1) m[d] = int(d + 2 - c.size());
+      r.push_back(select_dims(out, c, m));
+    }
     return r;
   }
 

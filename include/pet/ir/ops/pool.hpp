@@ -58,6 +58,33 @@ struct Window {
       f(xi, in_x, in_pad);
     } while (next_index(r, kernel_shape));
   }
+  /// Output split points over the spatial dims; `extra_pad_bounds` adds the padded extent's
+  /// edges (where count_include_pad's divisor changes).
+  SplitPoints window_splits(const SplitPoints& in, const Shape& x, const Shape& o, bool extra_pad_bounds) const {
+    const size_t k = x.size() - 2;
+    SplitPoints s = SplitPoints::none(o);
+    s.dims[0] = in.dims[0];
+    s.dims[1] = in.dims[1];
+    for (size_t i = 0; i < k; ++i) {
+      cuts::Cuts extra;
+      if (extra_pad_bounds) extra = {-pads[i], x[2 + i] + pads[i + k]};
+      s.dims[2 + i] = cuts::window(in.dims[2 + i], x[2 + i], kernel_shape[i], strides[i], dilations[i], pads[i], o[2 + i], extra);
+    }
+    return s;
+  }
+  Box window_input(const Box& out, const Shape& x) const {
+    const size_t k = x.size() - 2;
+    Box b = Box::whole(x);
+    b.dims[0] = Interval{out.dims[0].lo, out.dims[0].hi, 1};
+    b.dims[1] = Interval{out.dims[1].lo, out.dims[1].hi, 1};
+    if (out.empty()) return b;
+    for (size_t i = 0; i < k; ++i) {
+      int64_t lo = out.dims[2 + i].lo * strides[i] - pads[i];
+      int64_t hi = (out.dims[2 + i].hi - 1) * strides[i] - pads[i] + (kernel_shape[i] - 1) * dilations[i] + 1;
+      b.dims[2 + i] = Interval{std::clamp<int64_t>(lo, 0, x[2 + i]), std::clamp<int64_t>(hi, 0, x[2 + i]), 1};
+    }
+    return b;
+  }
   int64_t window_size() const {
     int64_t n = 1;
     for (int64_t v : kernel_shape) n *= v;
@@ -118,6 +145,10 @@ struct AveragePool : detail::Window {
     });
     return div_count(acc, count);
   }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    return {window_splits(in[0], it[0].shape, ot[0].shape, count_include_pad)};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const { return {window_input(out, it[0].shape)}; }
   int64_t flops(InTypes, InTypes out) const { return numel(out[0].shape) * window_size(); }
   bool operator==(const AveragePool&) const = default;
 };
@@ -148,6 +179,18 @@ struct GlobalAveragePool {
       acc += read(0, xi);
     } while (next_index(r, sp));
     return div_count(acc, numel(sp));
+  }
+  Splits propagate(InSplits in, InTypes, InTypes ot) const {
+    SplitPoints s = SplitPoints::none(ot[0].shape);
+    s.dims[0] = in[0].dims[0];
+    s.dims[1] = in[0].dims[1];
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    std::vector<int> m(it[0].shape.size(), -1);
+    m[0] = 0;
+    m[1] = 1;
+    return {select_dims(out, it[0].shape, m)};
   }
   int64_t flops(InTypes in, InTypes) const { return numel(in[0].shape); }
   bool operator==(const GlobalAveragePool&) const = default;

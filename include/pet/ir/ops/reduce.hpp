@@ -53,6 +53,26 @@ struct Reduce {
     } while (next_index(r, sub));
     return numel(sub);
   }
+  /// For each input dim, the output dim it stays as (-1 when reduced away or kept as 1).
+  std::vector<int> kept_dims(size_t rank) const {
+    std::vector<int> m(rank, -1);
+    for (size_t i = 0, o = 0; i < rank; ++i) {
+      bool red = std::find(axes.begin(), axes.end(), int64_t(i)) != axes.end();
+      if (!red) m[i] = int(o++);
+      else if (keepdims) ++o;
+    }
+    return m;
+  }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    SplitPoints s = SplitPoints::none(ot[0].shape);
+    auto m = kept_dims(it[0].shape.size());
+    for (size_t i = 0; i < m.size(); ++i)
+      if (m[i] >= 0) s.dims[size_t(m[i])] = in[0].dims[i];
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    return {select_dims(out, it[0].shape, kept_dims(it[0].shape.size()))};
+  }
   int64_t flops(InTypes in, InTypes) const { return numel(in[0].shape); }
   bool operator==(const Reduce&) const = default;
 };

@@ -36,6 +36,38 @@ struct Concat {
       xi[int(axis)] -= n;
     }
   }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    const Shape& o = ot[0].shape;
+    SplitPoints s = SplitPoints::none(o);
+    int64_t off = 0;
+    for (size_t j = 0; j < in.size(); ++j) {
+      for (size_t d = 0; d < o.size(); ++d) {
+        if (int64_t(d) != axis) {
+          s.dims[d] = cuts::unite(s.dims[d], in[j].dims[d], o[d]);
+          continue;
+        }
+        cuts::Cuts c{off};
+        for (int64_t t : in[j].dims[d]) c.push_back(t + off);
+        s.dims[d] = cuts::unite(s.dims[d], c, o[d]);
+      }
+      off += it[j].shape[size_t(axis)];
+    }
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    std::vector<Box> r;
+    int64_t off = 0;
+    for (const auto& t : it) {
+      Box b = out;
+      auto& d = b.dims[size_t(axis)];
+      int64_t n = t.shape[size_t(axis)];
+      d = Interval{std::clamp<int64_t>(d.lo - off, 0, n), std::clamp<int64_t>(d.hi - off, 0, n), 1};
+      if (d.hi < d.lo) d.hi = d.lo;
+      r.push_back(b);
+      off += n;
+    }
+    return r;
+  }
   bool operator==(const Concat&) const = default;
 };
 
@@ -78,6 +110,27 @@ struct Split {
     Index xi = o;
     for (int j = 0; j < k; ++j) xi[int(axis)] += split[size_t(j)];
     return read(0, xi);
+  }
+  Splits propagate(InSplits in, InTypes, InTypes ot) const {
+    Splits r;
+    int64_t off = 0;
+    for (size_t k = 0; k < ot.size(); ++k) {
+      SplitPoints s = in[0];
+      cuts::Cuts c;
+      for (int64_t t : in[0].dims[size_t(axis)]) c.push_back(t - off);
+      s.dims[size_t(axis)] = cuts::normalize(c, split[k]);
+      r.push_back(s);
+      off += split[k];
+    }
+    return r;
+  }
+  std::vector<Box> input_boxes(const Box& out, int k, InTypes, InTypes) const {
+    Box b = out;
+    int64_t off = 0;
+    for (int j = 0; j < k; ++j) off += split[size_t(j)];
+    b.dims[size_t(axis)].lo += off;
+    b.dims[size_t(axis)].hi += off;
+    return {b};
   }
   bool operator==(const Split&) const = default;
 };
@@ -135,6 +188,32 @@ struct Slice {
     for (int d = 0; d < o.rank; ++d) xi[d] = begin[size_t(d)] + o[d] * step[size_t(d)];
     return read(0, xi);
   }
+  Splits propagate(InSplits in, InTypes, InTypes ot) const {
+    const Shape& o = ot[0].shape;
+    SplitPoints s = SplitPoints::none(o);
+    for (size_t d = 0; d < o.size(); ++d) {
+      cuts::Cuts c;
+      const int64_t b = begin[d], st = step[d];
+      for (int64_t t : in[0].dims[d]) {
+        if (st > 0) c.push_back(t - b >= 0 ? (t - b + st - 1) / st : -((b - t) / st));
+        else c.push_back((b - t >= 0 ? (b - t) / (-st) : -((t - b - st - 1) / (-st))) + 1);
+      }
+      s.dims[d] = cuts::normalize(c, o[d]);
+    }
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    Box b = Box::whole(it[0].shape);
+    if (out.empty()) {
+      for (auto& d : b.dims) d.hi = d.lo;
+      return {b};
+    }
+    for (size_t d = 0; d < b.dims.size(); ++d) {
+      int64_t first = begin[d] + out.dims[d].lo * step[d], last = begin[d] + (out.dims[d].hi - 1) * step[d];
+      b.dims[d] = Interval{std::min(first, last), std::max(first, last) + 1, 1};
+    }
+    return {b};
+  }
   bool operator==(const Slice&) const = default;
 };
 
@@ -182,6 +261,34 @@ struct Pad {
       xi[i] = p;
     }
     return read(0, xi);
+  }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    const Shape &x = it[0].shape, &o = ot[0].shape;
+    const size_t r = x.size();
+    SplitPoints s = SplitPoints::none(o);
+    for (size_t d = 0; d < r; ++d) {
+      const int64_t pb = pads[d];
+      cuts::Cuts c{pb, pb + x[d]};
+      for (int64_t t : in[0].dims[d]) c.push_back(t + pb);
+      if (mode != PadMode::Constant) {  // mirrored / clamped regions: cut every position there
+        for (int64_t p = 1; p <= pb; ++p) c.push_back(p);
+        for (int64_t p = pb + x[d]; p < o[d]; ++p) c.push_back(p);
+      }
+      s.dims[d] = cuts::normalize(c, o[d]);
+    }
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    const Shape& x = it[0].shape;
+    Box b = Box::whole(x);
+    for (size_t d = 0; d < x.size(); ++d) {
+      int64_t lo = out.dims[d].lo - pads[d], hi = out.dims[d].hi - pads[d];
+      if (mode != PadMode::Constant && (lo < 0 || hi > x[d])) continue;  // whole dim
+      lo = std::clamp<int64_t>(lo, 0, x[d]);
+      hi = std::clamp<int64_t>(hi, lo, x[d]);
+      b.dims[d] = Interval{lo, hi, 1};
+    }
+    return {b};
   }
   bool operator==(const Pad&) const = default;
 };

@@ -1,0 +1,106 @@
+#pragma once
+/// Demand-driven evaluation of a multilinear program at single output positions (paper
+/// section 5.2): an output element is computed from the op's element formula, reading only
+/// the input elements it needs, recursively, memoised per tensor element. Used with a field
+/// (Schwartz-Zippel tests), with symbolic polynomials (soundness tests) and with Z3 terms.
+#include <optional>
+#include <unordered_map>
+
+#include "pet/ir/graph.hpp"
+
+namespace pet::verify {
+
+/// Rejects programs the verifier cannot look into, naming the first non-multilinear node.
+inline void require_multilinear(const Graph& g, std::string_view which) {
+  for (NodeId n = 0; n < g.num_nodes(); ++n)
+    if (!is_multilinear(g.node(n).op))
+      throw InvalidInput(cat(which, ": node '", g.node(n).name, "' (", op_name(g.node(n).op),
+                             ") is not multilinear; only multilinear programs can be verified"));
+}
+
+template <class T>
+class PointEvaluator {
+ public:
+  /// `leaves[t]` holds the value of every graph input and float constant t (integer
+  /// constants are read from the graph). Leaves may be tensors of any T.
+  PointEvaluator(const Graph& g, std::vector<std::optional<Tensor<T>>> leaves)
+      : g_(g), leaves_(std::move(leaves)), memo_(size_t(g.num_tensors())) {
+    PET_CHECK(int(leaves_.size()) == g.num_tensors(), "leaf list of size ", leaves_.size());
+    for (TensorId t : g.inputs()) PET_CHECK(leaves_[size_t(t)].has_value(), "input '", g.tensor(t).name, "' has no value");
+  }
+
+  /// The value of tensor t at position idx.
+  T at(TensorId t, const Index& idx) {
+    if (const auto& leaf = leaves_[size_t(t)]) return leaf->at(idx);
+    const TensorInfo& info = g_.tensor(t);
+    PET_CHECK(info.producer >= 0, "tensor '", info.name, "' has no value and no producer");
+    Memo& m = memo_[size_t(t)];
+    const int64_t off = flat_offset(idx, info.type.shape);
+    if (m.dense) {
+      if (m.done[size_t(off)]) return m.values[size_t(off)];
+    } else if (m.values.empty() && numel(info.type.shape) <= kDenseLimit) {
+      m.dense = true;
+      m.values.assign(size_t(numel(info.type.shape)), T(0));
+      m.done.assign(size_t(numel(info.type.shape)), 0);
+    } else if (auto it = m.sparse.find(off); it != m.sparse.end()) {
+      return it->second;
+    }
+    T v = compute(info, idx);
+    if (m.dense) {
+      m.values[size_t(off)] = v;
+      m.done[size_t(off)] = 1;
+    } else {
+      m.sparse.emplace(off, v);
+    }
+    return v;
+  }
+  /// Number of element formulas evaluated so far (the work done).
+  int64_t evaluations() const { return evaluations_; }
+
+ private:
+  static constexpr int64_t kDenseLimit = int64_t(1) << 24;
+  struct Memo {
+    bool dense = false;
+    std::vector<T> values;
+    std::vector<uint8_t> done;
+    std::unordered_map<int64_t, T> sparse;
+  };
+  struct NodeReader {
+    PointEvaluator* ev;
+    const Node* node;
+    int count() const { return int(node->inputs.size()); }
+    const Shape& shape(int i) const { return ev->g_.type(node->inputs[size_t(i)]).shape; }
+    T operator()(int i, const Index& idx) const { return ev->at(node->inputs[size_t(i)], idx); }
+    int64_t ints(int i, const Index& idx) const {
+      const auto& v = ev->g_.tensor(node->inputs[size_t(i)]).value;
+      if (!v || !std::holds_alternative<Tensor<int64_t>>(*v))
+        throw Unsupported(cat(op_name(node->op), " '", node->name, "' reads integer data that is not a constant"));
+      return std::get<Tensor<int64_t>>(*v).at(idx);
+    }
+    double real(int, const Index&) const {
+      throw Unsupported(cat(op_name(node->op), " '", node->name, "' needs real values; it is not multilinear"));
+    }
+  };
+  T compute(const TensorInfo& info, const Index& idx) {
+    const Node& n = g_.node(info.producer);
+    ++evaluations_;
+    NodeReader r{this, &n};
+    return std::visit([&](const auto& op) -> T {
+      using O = std::decay_t<decltype(op)>;
+      if constexpr (!O::multilinear) {
+        throw InvalidInput(cat("node '", n.name, "' (", op_name(n.op), ") is not multilinear"));
+      } else if constexpr (requires { op.template at<T>(0, idx, r); }) {
+        return op.template at<T>(info.output_index, idx, r);
+      } else {
+        return op.template at<T>(idx, r);
+      }
+    }, n.op);
+  }
+
+  const Graph& g_;
+  std::vector<std::optional<Tensor<T>>> leaves_;
+  std::vector<Memo> memo_;
+  int64_t evaluations_ = 0;
+};
+
+}  // namespace pet::verify

@@ -1,0 +1,383 @@
+// The verifier: known pairs with known answers, box soundness by brute force (symbolic
+// polynomials), Theorem 1 against exhaustive checking, Fp against float.
+#include <set>
+
+#include "../verify/pairs.hpp"
+#include "op_testing.hpp"
+#include "pet/verify/verifier.hpp"
+#include "poly.hpp"
+
+using namespace pet;
+using namespace pet::testing;
+using verify::Verdict;
+
+namespace {
+
+/// Positions (flat) where the two programs differ in float64 on random inputs and weights.
+std::set<int64_t> float_differences(const lab::Pair& p, size_t output, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<Value<double>> in;
+  for (TensorId t : p.original.inputs()) in.push_back(lift_inputs<double>(random_inputs({p.original.type(t)}, rng, {}))[0]);
+  auto a = Interpreter<double>(p.original).run(in);
+  auto b = Interpreter<double>(p.mutant).run(in);
+  const auto &ya = std::get<Tensor<double>>(a[output]), &yb = std::get<Tensor<double>>(b[output]);
+  std::set<int64_t> d;
+  for (int64_t i = 0; i < ya.size(); ++i)
+    if (std::abs(ya[i] - yb[i]) > 1e-9 * (1 + std::abs(ya[i]))) d.insert(i);
+  return d;
+}
+
+/// The correction region contains every differing position, and every box of it contains
+/// one (it is no larger than needed at box granularity).
+void check_region(const lab::Pair& p, const verify::Report& r) {
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    const auto& out = r.outputs[o];
+    auto diff = float_differences(p, o, 99);
+    int64_t inside = 0;
+    for (int64_t f : diff) {
+      Index v = unflatten(f, out.shape);
+      bool covered = false;
+      for (const Box& b : out.correction) covered = covered || b.contains(v);
+      INFO(p.name, ": differing position ", f, " is outside the correction region");
+      CHECK(covered);
+      inside += covered;
+    }
+    for (const auto& c : out.cells) {
+      if (c.equal) continue;
+      bool has = false;
+      for (int64_t f : diff) has = has || c.box.contains(unflatten(f, out.shape));
+      INFO(p.name, ": failing box ", to_string(c.box), " holds no differing position");
+      CHECK(has);
+    }
+  }
+}
+
+std::set<int64_t> region_positions(const verify::OutputResult& out) {
+  std::set<int64_t> s;
+  for (const Box& b : out.correction) {
+    Index v(b.rank());
+    Shape ext;
+    for (const auto& d : b.dims) ext.push_back(d.count());
+    do {
+      Index p(b.rank());
+      for (int i = 0; i < b.rank(); ++i) p[i] = b.dims[size_t(i)].lo + v[i] * b.dims[size_t(i)].step;
+      s.insert(flat_offset(p, out.shape));
+    } while (next_index(v, ext));
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("known pair: conv on a batch of 2 vs one conv over the images side by side") {
+  lab::ConvSpec s{.n = 2, .c = 3, .h = 5, .w = 6, .f = 4};
+  auto p = lab::conv_batch_to_width(s, 1);
+  auto r = verify::verify(p.original, p.mutant);
+  CHECK(verify::verdict_name(r.verdict) == "partially_equivalent");
+  // Exactly the seam columns: image 0's last column and image 1's first.
+  std::set<int64_t> expect;
+  for (int64_t f = 0; f < 4; ++f)
+    for (int64_t h = 0; h < 5; ++h) {
+      expect.insert(flat_offset(Index{0, f, h, 5}, {2, 4, 5, 6}));
+      expect.insert(flat_offset(Index{1, f, h, 0}, {2, 4, 5, 6}));
+    }
+  CHECK(region_positions(r.outputs[0]) == expect);
+  CHECK(r.outputs[0].corrected_elements == 40);
+  check_region(p, r);
+}
+
+TEST_CASE("known pair: dilation-2 conv vs parity regrouping with a dense conv") {
+  lab::ConvSpec s{.n = 1, .c = 3, .h = 8, .w = 8, .f = 2, .k = 3, .pad = 2, .dil = 2};
+  auto blocks = lab::dilated_to_dense(s, true, 2);
+  auto r = verify::verify(blocks.original, blocks.mutant);
+  CHECK(verify::verdict_name(r.verdict) == "partially_equivalent");
+  std::set<int64_t> expect;  // rows 1 and H-2, columns 1 and W-2 (the block seams)
+  for (int64_t f = 0; f < 2; ++f)
+    for (int64_t h = 0; h < 8; ++h)
+      for (int64_t w = 0; w < 8; ++w)
+        if (h == 1 || h == 6 || w == 1 || w == 6) expect.insert(flat_offset(Index{0, f, h, w}, {1, 2, 8, 8}));
+  CHECK(region_positions(r.outputs[0]) == expect);
+  check_region(blocks, r);
+
+  auto batch = lab::dilated_to_dense(s, false, 3);
+  auto r2 = verify::verify(batch.original, batch.mutant);
+  CHECK(verify::verdict_name(r2.verdict) == "equivalent");
+  CHECK(r2.outputs[0].correction.empty());
+  check_region(batch, r2);
+}
+
+TEST_CASE("known pair: two matmuls vs one batched matmul (equivalent)") {
+  auto p = lab::matmuls_to_batched(5, 6, 7, 4);
+  auto r = verify::verify(p.original, p.mutant);
+  CHECK(verify::verdict_name(r.verdict) == "equivalent");
+  REQUIRE(r.outputs.size() == 2);
+  CHECK(r.outputs[1].corrected_elements == 0);
+  check_region(p, r);
+}
+
+TEST_CASE("known pair: conv vs conv with a transposed kernel (not equivalent)") {
+  auto p = lab::conv_transposed_kernel(lab::ConvSpec{.c = 2, .h = 6, .w = 6, .f = 3}, 5);
+  auto r = verify::verify(p.original, p.mutant);
+  CHECK(verify::verdict_name(r.verdict) == "not_equivalent");
+  CHECK(r.outputs[0].corrected_elements == numel(r.outputs[0].shape));
+  check_region(p, r);
+}
+
+TEST_CASE("the verdict does not depend on the prime, the seed or the number of tests") {
+  auto p = lab::conv_batch_to_width(lab::ConvSpec{.n = 3, .c = 2, .h = 4, .w = 5, .f = 2}, 6);
+  auto ref = verify::verify(p.original, p.mutant);
+  for (uint64_t prime : {65521ull, 4294967291ull, 2147483647ull})
+    for (int tests : {1, 3}) {
+      auto r = verify::verify(p.original, p.mutant, {.tests = tests, .prime = prime, .seed = prime + 7});
+      CHECK(r.verdict == ref.verdict);
+      CHECK(region_positions(r.outputs[0]) == region_positions(ref.outputs[0]));
+      CHECK(r.prime == prime);
+    }
+  CHECK_THROWS_WITH_AS(verify::verify(p.original, p.mutant, {.prime = 65535}), "65535 is not a prime (divisible by 3)", InvalidInput);
+  CHECK_THROWS_WITH_AS(verify::verify(p.original, p.mutant, {.tests = 0}), "the number of tests must be positive, got 0", InvalidInput);
+}
+
+TEST_CASE("verifier errors: non-multilinear ops and mismatched programs") {
+  Graph a, b;
+  Builder ba(a), bb(b);
+  TensorId x = ba.input("x", {2, 3});
+  ba.output(ba.add(ops::Relu{}, {x}, "relu1"));
+  TensorId y = bb.input("x", {2, 3});
+  bb.output(bb.add(ops::Neg{}, {y}));
+  CHECK_THROWS_WITH_AS(verify::verify(a, b), "original: node 'relu1' (Relu) is not multilinear; only multilinear programs can be verified",
+                       InvalidInput);
+  Graph c;
+  Builder bc(c);
+  bc.output(bc.add(ops::Neg{}, {bc.input("x", {3, 2})}));
+  CHECK_THROWS_WITH_AS(verify::verify(b, c), "input 0 is float32[2,3] in the original but float32[3,2] in the mutant", InvalidInput);
+}
+
+TEST_CASE("Theorem 1 in practice: exhaustive checking finds nothing outside the box method's region") {
+  std::vector<lab::Pair> pairs;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    pairs.push_back(lab::conv_batch_to_width(lab::ConvSpec{.n = 2, .c = 2, .h = 4, .w = 5, .f = 2}, seed));
+    pairs.push_back(lab::dilated_to_dense(lab::ConvSpec{.c = 2, .h = 6, .w = 8, .f = 2, .pad = 2, .dil = 2}, seed % 2, seed));
+    pairs.push_back(lab::conv_transposed_kernel(lab::ConvSpec{.c = 2, .h = 5, .w = 5, .f = 2}, seed));
+  }
+  for (const auto& p : pairs) {
+    auto r = verify::verify(p.original, p.mutant, {.exhaustive = true});
+    CHECK(verify::verdict_name(r.verdict) == p.expected);
+    auto region = region_positions(r.outputs[0]);
+    for (int64_t f : r.outputs[0].differing) CHECK(region.count(f));
+    CHECK(region.size() == r.outputs[0].differing.size());  // and on these pairs, nothing more
+  }
+}
+
+// ---------------------------------------------------------------- box soundness
+namespace {
+
+/// A random small multilinear program: up to four ops (R/T, transpose, reshape, conv,
+/// average pool, pad, slice, concat, split, matmul, broadcast add, reduce).
+Graph random_program(Rng& rng) {
+  Graph g;
+  Builder b(g);
+  auto pick = [&](int64_t lo, int64_t hi) { return rng.range(lo, hi); };
+  Shape s{pick(1, 2), pick(1, 3), pick(3, 6), pick(3, 6)};
+  TensorId x = b.input("x", s);
+  int weights = 0;
+  auto weight = [&](Shape ws) { return b.constant(cat("w", weights++), lab::random_weight(ws, rng)); };
+  auto random_factor = [&](int64_t n) {
+    std::vector<int64_t> divs;
+    for (int64_t d = 1; d <= n; ++d)
+      if (n % d == 0) divs.push_back(d);
+    return divs[size_t(rng.below(divs.size()))];
+  };
+  auto random_shape = [&](int64_t n, int max_rank) {
+    Shape r;
+    while (int(r.size()) + 1 < max_rank && n > 1 && rng.below(3)) {
+      int64_t f = random_factor(n);
+      r.push_back(f);
+      n /= f;
+    }
+    r.push_back(n);
+    return r;
+  };
+  int ops_count = int(pick(1, 4));
+  for (int i = 0; i < ops_count; ++i) {
+    const Shape cur = g.type(x).shape;
+    const int64_t n = numel(cur);
+    if (cur.empty() || n == 0) break;  // a scalar or empty tensor: nothing more to do
+    try {
+      switch (rng.below(12)) {
+        case 0: {  // R/T: split every dim at random, permute, regroup
+          Shape split;
+          for (int64_t d : cur) {
+            int64_t f = random_factor(d);
+            split.push_back(f);
+            if (d / f > 1 && split.size() < size_t(kMaxRank)) split.push_back(d / f);
+            else split.back() = d;
+          }
+          std::vector<int64_t> perm(split.size());
+          std::iota(perm.begin(), perm.end(), 0);
+          for (size_t k = perm.size(); k > 1; --k) std::swap(perm[k - 1], perm[rng.below(k)]);
+          x = b.add(ops::RT{.split_shape = split, .perm = perm, .out_shape = random_shape(n, 4)}, {x});
+          break;
+        }
+        case 1: {
+          std::vector<int64_t> perm(cur.size());
+          std::iota(perm.begin(), perm.end(), 0);
+          for (size_t k = perm.size(); k > 1; --k) std::swap(perm[k - 1], perm[rng.below(k)]);
+          x = b.add(ops::Transpose{.perm = perm}, {x});
+          break;
+        }
+        case 2: x = b.add(ops::Reshape{.shape = random_shape(n, 4)}, {x}); break;
+        case 3:
+        case 4: {  // conv over a 4-D view
+          if (cur.size() != 4) break;
+          int64_t k = pick(1, 3), st = pick(1, 2), d = pick(1, 2), p = pick(0, 2);
+          int64_t group = (cur[1] > 1 && rng.below(2)) ? cur[1] : 1;
+          int64_t f = group == 1 ? pick(1, 3) : cur[1];
+          x = b.add(ops::Conv{.strides = {st, 1}, .pads = {p, 0, pick(0, 2), p}, .dilations = {d, 1}, .group = group},
+                    {x, weight({f, cur[1] / group, k, pick(1, 3)})});
+          break;
+        }
+        case 5: {
+          if (cur.size() != 4) break;
+          int64_t k = pick(1, 3), p = pick(0, k - 1);
+          x = b.add(ops::AveragePool{{.kernel_shape = {k, 2}, .strides = {pick(1, 2), 1}, .pads = {p, 0, p, 1}}, bool(rng.below(2))}, {x});
+          break;
+        }
+        case 6: {
+          std::vector<int64_t> pads(cur.size() * 2);
+          for (auto& v : pads) v = pick(-1, 2);
+          auto mode = ops::PadMode(rng.below(3));
+          x = b.add(ops::Pad{.pads = pads, .mode = mode, .value = 0.0}, {x});
+          break;
+        }
+        case 7: {
+          int64_t axis = int64_t(rng.below(cur.size())), step = rng.below(2) ? pick(1, 2) : -pick(1, 2);
+          x = b.add(ops::Slice{.starts = {pick(-3, 3)}, .ends = {step > 0 ? pick(2, 9) : -pick(4, 9)}, .axes = {axis}, .steps = {step}}, {x});
+          break;
+        }
+        case 8: {
+          int64_t axis = int64_t(rng.below(cur.size()));
+          TensorId part = b.add(ops::Slice{.starts = {0}, .ends = {pick(1, cur[size_t(axis)])}, .axes = {axis}}, {x});
+          x = b.add(ops::Concat{.axis = axis}, rng.below(2) ? std::vector<TensorId>{x, part} : std::vector<TensorId>{part, x});
+          break;
+        }
+        case 9: {
+          int64_t axis = int64_t(rng.below(cur.size()));
+          if (cur[size_t(axis)] < 2) break;
+          int64_t first = pick(1, cur[size_t(axis)] - 1);
+          x = b.add_multi(ops::Split{.axis = axis, .split = {first, cur[size_t(axis)] - first}, .num_outputs = 2}, {x})[1];
+          break;
+        }
+        case 10: {
+          Shape ws(cur.size(), 1);
+          ws.back() = cur.back();
+          if (rng.below(2)) x = b.add(ops::Add{}, {x, weight(ws)});
+          else x = b.add(ops::MatMul{}, {x, weight({cur.back(), pick(1, 4)})});
+          break;
+        }
+        case 11: x = b.add(ops::ReduceSum{{.axes = {int64_t(rng.below(cur.size()))}, .keepdims = bool(rng.below(2))}}, {x}); break;
+      }
+    } catch (const InvalidInput&) {
+      // an op whose random attributes do not fit the current shape: skip it
+    }
+  }
+  b.output(x);
+  return g;
+}
+
+/// Checks that in every box of every tensor, each position's polynomial is the box origin's
+/// polynomial with each input's variables shifted by one affine function of the position.
+void check_boxes_sound(const Graph& g, uint64_t seed) {
+  std::vector<std::optional<Tensor<Poly>>> leaves(size_t(g.num_tensors()));
+  int leaf = 0;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const auto& info = g.tensor(t);
+    if (info.producer >= 0 || !is_float(info.type.dtype)) continue;
+    Tensor<Poly> v(info.type.shape);
+    for (int64_t i = 0; i < v.size(); ++i) v[i] = Poly::var(leaf, i);
+    leaves[size_t(t)] = v;
+    ++leaf;
+  }
+  verify::PointEvaluator<Poly> ev(g, leaves);
+  auto splits = verify::propagate_boxes(g);
+  for (NodeId n = 0; n < g.num_nodes(); ++n)
+    for (TensorId t : g.node(n).outputs) {
+      const Shape& shape = g.type(t).shape;
+      for (const Box& box : splits[size_t(t)].boxes(shape)) {
+        if (box.empty()) continue;
+        Index v0 = box.origin();
+        Poly p0 = ev.at(t, v0);
+        auto base = p0.min_index();
+        std::vector<std::map<int, int64_t>> step(shape.size());
+        for (int d = 0; d < int(shape.size()); ++d) {
+          if (box.dims[size_t(d)].count() < 2) continue;
+          Index v1 = v0;
+          v1[d] += 1;
+          auto m1 = ev.at(t, v1).min_index();
+          for (auto [l, i] : base) step[size_t(d)][l] = m1.count(l) ? m1[l] - i : 0;
+        }
+        Shape ext;
+        for (const auto& d : box.dims) ext.push_back(d.count());
+        Index r(int(ext.size()));
+        do {
+          Index v = v0;
+          std::map<int, int64_t> shift;
+          for (int d = 0; d < r.rank; ++d) {
+            v[d] += r[d];
+            for (auto [l, s] : step[size_t(d)]) shift[l] += s * r[d];
+          }
+          bool ok = ev.at(t, v) == p0.shifted(shift);
+          INFO("seed ", seed, ": tensor '", g.tensor(t).name, "' (", op_name(g.node(n).op), ") box ", to_string(box), " position ", v.v[0], ",",
+               v.v[1], ",", v.v[2], ",", v.v[3], " is not an affine shift of the box origin");
+          REQUIRE(ok);
+        } while (next_index(r, ext));
+      }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("box soundness: every box reads its inputs through one affine map (random programs)") {
+  int programs = 0, nodes = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    Rng rng(seed);
+    Graph g = random_program(rng);
+    nodes += g.num_nodes();
+    ++programs;
+    check_boxes_sound(g, seed);
+  }
+  MESSAGE("checked ", programs, " random programs with ", nodes, " ops");
+  CHECK(nodes > 600);
+}
+
+TEST_CASE("box soundness of the known pairs' mutants and the field evaluator vs float") {
+  for (const auto& p : {lab::conv_batch_to_width(lab::ConvSpec{.n = 2, .c = 2, .h = 4, .w = 4, .f = 2}, 1),
+                        lab::dilated_to_dense(lab::ConvSpec{.c = 1, .h = 6, .w = 6, .f = 1, .pad = 2, .dil = 2}, true, 1),
+                        lab::dilated_to_dense(lab::ConvSpec{.c = 1, .h = 6, .w = 6, .f = 1, .pad = 2, .dil = 2}, false, 1),
+                        lab::matmuls_to_batched(2, 3, 2, 1)}) {
+    check_boxes_sound(p.original, 0);
+    check_boxes_sound(p.mutant, 0);
+  }
+  // Point evaluation over F_p agrees with the float interpreter on integer data.
+  auto p = lab::conv_batch_to_width(lab::ConvSpec{.n = 2, .c = 2, .h = 4, .w = 4, .f = 2}, 1);
+  Graph& g = p.mutant;
+  Rng rng(3);
+  Tensor<float> x(g.type(g.inputs()[0]).shape);
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = float(rng.range(-5, 5));
+  std::vector<std::optional<Tensor<F31>>> leaves(size_t(g.num_tensors()));
+  leaves[size_t(g.inputs()[0])] = lift_tensor<F31>(x, "x");
+  std::vector<std::optional<Tensor<double>>> dleaves(size_t(g.num_tensors()));
+  dleaves[size_t(g.inputs()[0])] = lift_tensor<double>(x, "x");
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).is_constant()) {
+      Tensor<float> w = std::get<Tensor<float>>(*g.tensor(t).value);
+      Tensor<float> wi = map_tensor<float>(w, [](float v) { return std::round(v * 4); });
+      leaves[size_t(t)] = lift_tensor<F31>(wi, "w");
+      dleaves[size_t(t)] = lift_tensor<double>(wi, "w");
+    }
+  verify::PointEvaluator<F31> ef(g, leaves);
+  verify::PointEvaluator<double> ed(g, dleaves);
+  TensorId y = g.outputs()[0];
+  Index i(4);
+  do CHECK(ef.at(y, i) == F31(int64_t(ed.at(y, i))));
+  while (next_index(i, g.type(y).shape));
+}

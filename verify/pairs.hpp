@@ -1,0 +1,130 @@
+#pragma once
+// Operator pairs for the verification lab: an original multilinear program and a mutant of
+// it, built by hand (the paper's mutant kinds) or at random. Used by tests and experiments.
+#include "pet/core/rng.hpp"
+#include "pet/ir/builder.hpp"
+
+namespace pet::lab {
+
+struct Pair {
+  std::string name;
+  Graph original, mutant;
+  /// The verdict the pair is built to have ("equivalent", "partially_equivalent",
+  /// "not_equivalent"), or "" when unknown (random pairs).
+  std::string expected;
+};
+
+inline Tensor<float> random_weight(const Shape& s, Rng& rng) {
+  Tensor<float> t(s);
+  for (int64_t i = 0; i < t.size(); ++i) t[i] = float(rng.uniform(-1, 1));
+  return t;
+}
+
+struct ConvSpec {
+  int64_t n = 1, c = 4, h = 8, w = 8, f = 4, k = 3, stride = 1, pad = 1, dil = 1, group = 1;
+  ops::Conv op() const {
+    return ops::Conv{.strides = {stride, stride}, .pads = {pad, pad, pad, pad}, .dilations = {dil, dil}, .group = group};
+  }
+  Shape x() const { return {n, c, h, w}; }
+  Shape wt() const { return {f, c / group, k, k}; }
+};
+
+/// y = conv(x, w) as a program with input "x" and weight "w".
+inline Graph conv_program(const ConvSpec& s, const Tensor<float>& w, const ops::Conv& op) {
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", s.x());
+  b.output(b.add(op, {x, b.constant("w", w)}, "conv"));
+  return g;
+}
+
+/// Paper Fig. 2: the images of a batch placed side by side along W and convolved once
+/// (stride 1, "same" padding). The columns at the seams read the neighbour image instead of
+/// padding: partially equivalent.
+inline Pair conv_batch_to_width(const ConvSpec& s, uint64_t seed) {
+  Rng rng(seed);
+  Tensor<float> w = random_weight(s.wt(), rng);
+  Pair p{"conv-batch-to-width", conv_program(s, w, s.op()), {}, "partially_equivalent"};
+  Builder b(p.mutant);
+  TensorId x = b.input("x", s.x());
+  TensorId wide = b.add(ops::RT{.split_shape = s.x(), .perm = {1, 2, 0, 3}, .out_shape = {1, s.c, s.h, s.n * s.w}}, {x}, "to_width");
+  TensorId y = b.add(s.op(), {wide, b.constant("w", w)}, "conv_wide");
+  const Shape& yo = p.original.type(p.original.outputs()[0]).shape;
+  b.output(b.add(ops::RT{.split_shape = {s.f, yo[2], s.n, yo[3]}, .perm = {2, 0, 1, 3}, .out_shape = yo}, {y}, "to_batch"));
+  return p;
+}
+
+/// Dilated (d=2) conv -> dense conv by regrouping rows and columns by parity. `blocks`
+/// places the four phase images as 2x2 blocks of one image (the seams between blocks read
+/// the neighbour block instead of padding: partially equivalent); otherwise they go to the
+/// batch (exactly equivalent). Needs even H, W and pad = d*(k-1)/2.
+inline Pair dilated_to_dense(const ConvSpec& s, bool blocks, uint64_t seed) {
+  Rng rng(seed);
+  Tensor<float> w = random_weight(s.wt(), rng);
+  Pair p{blocks ? "dilated-to-dense-blocks" : "dilated-to-dense-batch", conv_program(s, w, s.op()), {},
+         blocks ? "partially_equivalent" : "equivalent"};
+  Builder b(p.mutant);
+  const int64_t h2 = s.h / 2, w2 = s.w / 2, p2 = s.pad / 2;
+  ops::Conv dense{.strides = {1, 1}, .pads = {p2, p2, p2, p2}, .dilations = {1, 1}, .group = s.group};
+  TensorId x = b.input("x", s.x());
+  Shape phases{s.n, s.c, h2, 2, w2, 2};
+  TensorId y;
+  if (blocks) {
+    TensorId r = b.add(ops::RT{.split_shape = phases, .perm = {0, 1, 3, 2, 5, 4}, .out_shape = s.x()}, {x}, "to_blocks");
+    TensorId c = b.add(dense, {r, b.constant("w", w)}, "dense");
+    y = b.add(ops::RT{.split_shape = {s.n, s.f, 2, h2, 2, w2}, .perm = {0, 1, 3, 2, 5, 4}, .out_shape = {s.n, s.f, s.h, s.w}}, {c},
+              "from_blocks");
+  } else {
+    TensorId r = b.add(ops::RT{.split_shape = phases, .perm = {3, 5, 0, 1, 2, 4}, .out_shape = {4 * s.n, s.c, h2, w2}}, {x},
+                       "to_phases");
+    TensorId c = b.add(dense, {r, b.constant("w", w)}, "dense");
+    y = b.add(ops::RT{.split_shape = {2, 2, s.n, s.f, h2, w2}, .perm = {2, 3, 4, 0, 5, 1}, .out_shape = {s.n, s.f, s.h, s.w}}, {c},
+              "from_phases");
+  }
+  b.output(y);
+  return p;
+}
+
+/// Two matmuls sharing nothing vs one batched matmul over stacked operands (equivalent).
+inline Pair matmuls_to_batched(int64_t m, int64_t k, int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  Tensor<float> w1 = random_weight({k, n}, rng), w2 = random_weight({k, n}, rng);
+  Pair p{"matmuls-to-batched", {}, {}, "equivalent"};
+  {
+    Builder b(p.original);
+    TensorId a1 = b.input("a1", {m, k}), a2 = b.input("a2", {m, k});
+    b.output(b.add(ops::MatMul{}, {a1, b.constant("w1", w1)}, "mm1"));
+    b.output(b.add(ops::MatMul{}, {a2, b.constant("w2", w2)}, "mm2"));
+  }
+  {
+    Builder b(p.mutant);
+    TensorId a1 = b.input("a1", {m, k}), a2 = b.input("a2", {m, k});
+    auto stack = [&](TensorId u, TensorId v, Shape s, const char* name) {
+      Shape s1 = s;
+      s1.insert(s1.begin(), 1);
+      TensorId cu = b.add(ops::Reshape{.shape = s1}, {u}), cv = b.add(ops::Reshape{.shape = s1}, {v});
+      return b.add(ops::Concat{.axis = 0}, {cu, cv}, name);
+    };
+    TensorId aa = stack(a1, a2, {m, k}, "stack_a");
+    TensorId ww = stack(b.constant("w1", w1), b.constant("w2", w2), {k, n}, "stack_w");
+    TensorId y = b.add(ops::MatMul{}, {aa, ww}, "bmm");
+    auto parts = b.add_multi(ops::Split{.axis = 0, .split = {1, 1}, .num_outputs = 2}, {y}, "unstack");
+    b.output(b.add(ops::Reshape{.shape = {m, n}}, {parts[0]}));
+    b.output(b.add(ops::Reshape{.shape = {m, n}}, {parts[1]}));
+  }
+  return p;
+}
+
+/// A conv vs the same conv with its kernel transposed spatially (not equivalent).
+inline Pair conv_transposed_kernel(const ConvSpec& s, uint64_t seed) {
+  Rng rng(seed);
+  Tensor<float> w = random_weight(s.wt(), rng);
+  Pair p{"conv-transposed-kernel", conv_program(s, w, s.op()), {}, "not_equivalent"};
+  Builder b(p.mutant);
+  TensorId x = b.input("x", s.x());
+  TensorId wt = b.add(ops::Transpose{.perm = {0, 1, 3, 2}}, {b.constant("w", w)}, "transpose_kernel");
+  b.output(b.add(s.op(), {x, wt}, "conv"));
+  return p;
+}
+
+}  // namespace pet::lab
