@@ -1,6 +1,8 @@
 #pragma once
 // Operator pairs for the verification lab: an original multilinear program and a mutant of
 // it, built by hand (the paper's mutant kinds) or at random. Used by tests and experiments.
+#include <numeric>
+
 #include "pet/core/rng.hpp"
 #include "pet/ir/builder.hpp"
 
@@ -125,6 +127,119 @@ inline Pair conv_transposed_kernel(const ConvSpec& s, uint64_t seed) {
   TensorId wt = b.add(ops::Transpose{.perm = {0, 1, 3, 2}}, {b.constant("w", w)}, "transpose_kernel");
   b.output(b.add(s.op(), {x, wt}, "conv"));
   return p;
+}
+
+/// A random small multilinear program: up to four ops (R/T, transpose, reshape, conv,
+/// average pool, pad, slice, concat, split, matmul, broadcast add, reduce).
+inline Graph random_program(Rng& rng) {
+  Graph g;
+  Builder b(g);
+  auto pick = [&](int64_t lo, int64_t hi) { return rng.range(lo, hi); };
+  Shape s{pick(1, 2), pick(1, 3), pick(3, 6), pick(3, 6)};
+  TensorId x = b.input("x", s);
+  int weights = 0;
+  auto weight = [&](Shape ws) { return b.constant(cat("w", weights++), random_weight(ws, rng)); };
+  auto random_factor = [&](int64_t n) {
+    std::vector<int64_t> divs;
+    for (int64_t d = 1; d <= n; ++d)
+      if (n % d == 0) divs.push_back(d);
+    return divs[size_t(rng.below(divs.size()))];
+  };
+  auto random_shape = [&](int64_t n, int max_rank) {
+    Shape r;
+    while (int(r.size()) + 1 < max_rank && n > 1 && rng.below(3)) {
+      int64_t f = random_factor(n);
+      r.push_back(f);
+      n /= f;
+    }
+    r.push_back(n);
+    return r;
+  };
+  int ops_count = int(pick(1, 4));
+  for (int i = 0; i < ops_count; ++i) {
+    const Shape cur = g.type(x).shape;
+    const int64_t n = numel(cur);
+    if (cur.empty() || n == 0) break;  // a scalar or empty tensor: nothing more to do
+    try {
+      switch (rng.below(12)) {
+        case 0: {  // R/T: split every dim at random, permute, regroup
+          Shape split;
+          for (int64_t d : cur) {
+            int64_t f = random_factor(d);
+            split.push_back(f);
+            if (d / f > 1 && split.size() < size_t(kMaxRank)) split.push_back(d / f);
+            else split.back() = d;
+          }
+          std::vector<int64_t> perm(split.size());
+          std::iota(perm.begin(), perm.end(), 0);
+          for (size_t k = perm.size(); k > 1; --k) std::swap(perm[k - 1], perm[rng.below(k)]);
+          x = b.add(ops::RT{.split_shape = split, .perm = perm, .out_shape = random_shape(n, 4)}, {x});
+          break;
+        }
+        case 1: {
+          std::vector<int64_t> perm(cur.size());
+          std::iota(perm.begin(), perm.end(), 0);
+          for (size_t k = perm.size(); k > 1; --k) std::swap(perm[k - 1], perm[rng.below(k)]);
+          x = b.add(ops::Transpose{.perm = perm}, {x});
+          break;
+        }
+        case 2: x = b.add(ops::Reshape{.shape = random_shape(n, 4)}, {x}); break;
+        case 3:
+        case 4: {  // conv over a 4-D view
+          if (cur.size() != 4) break;
+          int64_t k = pick(1, 3), st = pick(1, 2), d = pick(1, 2), p = pick(0, 2);
+          int64_t group = (cur[1] > 1 && rng.below(2)) ? cur[1] : 1;
+          int64_t f = group == 1 ? pick(1, 3) : cur[1];
+          x = b.add(ops::Conv{.strides = {st, 1}, .pads = {p, 0, pick(0, 2), p}, .dilations = {d, 1}, .group = group},
+                    {x, weight({f, cur[1] / group, k, pick(1, 3)})});
+          break;
+        }
+        case 5: {
+          if (cur.size() != 4) break;
+          int64_t k = pick(1, 3), p = pick(0, k - 1);
+          x = b.add(ops::AveragePool{{.kernel_shape = {k, 2}, .strides = {pick(1, 2), 1}, .pads = {p, 0, p, 1}}, bool(rng.below(2))}, {x});
+          break;
+        }
+        case 6: {
+          std::vector<int64_t> pads(cur.size() * 2);
+          for (auto& v : pads) v = pick(-1, 2);
+          auto mode = ops::PadMode(rng.below(3));
+          x = b.add(ops::Pad{.pads = pads, .mode = mode, .value = 0.0}, {x});
+          break;
+        }
+        case 7: {
+          int64_t axis = int64_t(rng.below(cur.size())), step = rng.below(2) ? pick(1, 2) : -pick(1, 2);
+          x = b.add(ops::Slice{.starts = {pick(-3, 3)}, .ends = {step > 0 ? pick(2, 9) : -pick(4, 9)}, .axes = {axis}, .steps = {step}}, {x});
+          break;
+        }
+        case 8: {
+          int64_t axis = int64_t(rng.below(cur.size()));
+          TensorId part = b.add(ops::Slice{.starts = {0}, .ends = {pick(1, cur[size_t(axis)])}, .axes = {axis}}, {x});
+          x = b.add(ops::Concat{.axis = axis}, rng.below(2) ? std::vector<TensorId>{x, part} : std::vector<TensorId>{part, x});
+          break;
+        }
+        case 9: {
+          int64_t axis = int64_t(rng.below(cur.size()));
+          if (cur[size_t(axis)] < 2) break;
+          int64_t first = pick(1, cur[size_t(axis)] - 1);
+          x = b.add_multi(ops::Split{.axis = axis, .split = {first, cur[size_t(axis)] - first}, .num_outputs = 2}, {x})[1];
+          break;
+        }
+        case 10: {
+          Shape ws(cur.size(), 1);
+          ws.back() = cur.back();
+          if (rng.below(2)) x = b.add(ops::Add{}, {x, weight(ws)});
+          else x = b.add(ops::MatMul{}, {x, weight({cur.back(), pick(1, 4)})});
+          break;
+        }
+        case 11: x = b.add(ops::ReduceSum{{.axes = {int64_t(rng.below(cur.size()))}, .keepdims = bool(rng.below(2))}}, {x}); break;
+      }
+    } catch (const InvalidInput&) {
+      // an op whose random attributes do not fit the current shape: skip it
+    }
+  }
+  b.output(x);
+  return g;
 }
 
 }  // namespace pet::lab

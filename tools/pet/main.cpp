@@ -13,6 +13,9 @@ const char* kUsage =
     "  info MODEL.onnx            inputs, outputs, op counts, FLOPs, parameters, multilinear subprograms\n"
     "  run  MODEL.onnx            execute: [--backend reference] [--inputs DIR] [--check DIR] [--repeat N]\n"
     "                             [--json FILE] [--save DIR] [--seed S] [--threads N]\n"
+    "  verify A.onnx B.onnx       which outputs of B agree with A for all inputs and weights:\n"
+    "                             [--tests t] [--prime p] [--seed s] [--z3] [--z3-all] [--json FILE] [--cells]\n"
+    "                             [--exhaustive]\n"
     "common options: --shape NAME=1x3x224x224  --dim NAME=N  --default-dim N (symbolic dims, default 1)\n";
 }
 
@@ -27,6 +30,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "info") return pet::cli::cmd_info(args);
     if (cmd == "run") return pet::cli::cmd_run(args);
+    if (cmd == "verify") return pet::cli::cmd_verify(args);
     std::fprintf(stderr, "pet: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const pet::InvalidInput& e) {

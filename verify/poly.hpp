@@ -7,7 +7,7 @@
 
 #include "pet/core/field.hpp"
 
-namespace pet::testing {
+namespace pet::lab {
 
 struct Var {
   int leaf;
@@ -92,4 +92,4 @@ struct Poly {
   }
 };
 
-}  // namespace pet::testing
+}  // namespace pet::lab

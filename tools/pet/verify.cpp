@@ -1,0 +1,100 @@
+// pet verify A.onnx B.onnx: which output regions of B agree with A for every input and weight.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "pet/verify/verifier.hpp"
+#ifdef PET_WITH_Z3
+#include "../../verify/z3_check.hpp"
+#endif
+
+namespace pet::cli {
+
+int cmd_verify(const std::vector<std::string>& argv) {
+  Args a("verify", argv, {"tests", "prime", "seed", "z3!", "z3-all!", "z3-timeout", "json", "cells!", "quiet!", "exhaustive!", "shape",
+                          "dim", "default-dim"});
+  if (a.positional.size() != 2)
+    throw InvalidInput("usage: pet verify ORIGINAL.onnx MUTANT.onnx [--tests t] [--prime p] [--z3] [--json FILE]");
+  onnx::ImportOptions io = import_options(a);
+  onnx::Model ma = onnx::import_file(a.positional[0], io), mb = onnx::import_file(a.positional[1], io);
+  verify::Options opt;
+  opt.tests = int(a.get_int("tests", 2));
+  int64_t prime = a.get_int("prime", 2147483647);
+  if (prime < 2) throw InvalidInput(cat("--prime ", prime, " is not a prime"));
+  opt.prime = uint64_t(prime);
+  opt.seed = uint64_t(a.get_int("seed", 1));
+  opt.exhaustive = a.flag("exhaustive");
+  verify::Report r;
+  try {
+    r = verify::verify(ma.graph, mb.graph, opt);
+  } catch (const InvalidInput& e) {
+    throw InvalidInput(cat(a.positional[0], " vs ", a.positional[1], ": ", e.what()));
+  }
+
+  nlohmann::json j;
+  j["original"] = a.positional[0];
+  j["mutant"] = a.positional[1];
+  j["verdict"] = verify::verdict_name(r.verdict);
+  j["boxes_checked"] = r.boxes_checked;
+  j["positions_tested"] = r.positions_tested;
+  j["tests"] = r.tests;
+  j["prime"] = r.prime;
+  j["seconds"] = r.seconds;
+  j["evaluations"] = r.evaluations;
+  j["correction"] = nlohmann::json::array();
+  for (const auto& out : r.outputs) {
+    for (const Box& b : out.correction) {
+      std::vector<int64_t> lo, hi;
+      for (const auto& d : b.dims) lo.push_back(d.lo), hi.push_back(d.hi);
+      j["correction"].push_back({{"output", out.name}, {"lo", lo}, {"hi", hi}});
+    }
+    j["outputs"].push_back({{"name", out.name}, {"shape", out.shape}, {"boxes", out.cells.size()},
+                            {"corrected_elements", out.corrected_elements}});
+    if (opt.exhaustive) j["outputs"].back()["differing_elements"] = out.differing.size();
+  }
+  std::string z3_line;
+  if (a.flag("z3") || a.flag("z3-all")) {
+#ifdef PET_WITH_Z3
+    lab::Z3Options zo;
+    zo.all_positions = a.flag("z3-all");
+    if (auto t = a.get("z3-timeout")) zo.timeout_s = std::stod(*t);
+    lab::Z3Result z = lab::z3_cross_check(ma.graph, mb.graph, r, zo);
+    j["z3"] = {{"agree", z.disagree == 0 && z.undecided == 0}, {"proved", z.proved}, {"refuted", z.refuted}, {"unknown", z.unknown},
+               {"boxes_agreeing", z.agree}, {"boxes_disagreeing", z.disagree}, {"boxes_undecided", z.undecided},
+               {"seconds", z.seconds}, {"version", z.version}};
+    z3_line = cat("z3 ", z.version, ": ", z.proved, " positions proved equal, ", z.refuted, " refuted, ", z.unknown, " unknown; ",
+                  z.agree, " intersections agree with the field verdict, ", z.disagree, " disagree, ", z.undecided, " undecided (",
+                  z.seconds, " s)\n");
+#else
+    throw Unsupported("--z3: pet was built without Z3 (configure with -DPET_WITH_Z3=ON)");
+#endif
+  }
+  if (auto jf = a.get("json")) {
+    std::ofstream f(*jf);
+    if (!f) throw InvalidInput(cat("cannot write '", *jf, "'"));
+    f << j.dump(2) << "\n";
+  }
+  if (!a.flag("quiet")) {
+    bool cells = a.flag("cells");
+    if (!cells)
+      for (const auto& out : r.outputs) cells = cells || out.cells.size() <= 64;
+    std::fputs(verify::format_report(r, ma.graph, mb.graph, cells).c_str(), stdout);
+    if (opt.exhaustive)
+      for (const auto& out : r.outputs)
+        std::printf("exhaustive: output '%s' differs at %zu positions (all inside the correction region: %s)\n", out.name.c_str(),
+                    out.differing.size(), [&] {
+                      for (int64_t f : out.differing) {
+                        Index v = unflatten(f, out.shape);
+                        bool in = false;
+                        for (const Box& b : out.correction) in = in || b.contains(v);
+                        if (!in) return "NO";
+                      }
+                      return "yes";
+                    }());
+    std::fputs(z3_line.c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace pet::cli
