@@ -46,7 +46,8 @@ inline Graph conv_program(const ConvSpec& s, const Tensor<float>& w, const ops::
 inline Pair conv_batch_to_width(const ConvSpec& s, uint64_t seed) {
   Rng rng(seed);
   Tensor<float> w = random_weight(s.wt(), rng);
-  Pair p{"conv-batch-to-width", conv_program(s, w, s.op()), {}, "partially_equivalent"};
+  // A 1x1 kernel has no seams: then the mutant is exactly equivalent.
+  Pair p{"conv-batch-to-width", conv_program(s, w, s.op()), {}, s.k > 1 ? "partially_equivalent" : "equivalent"};
   Builder b(p.mutant);
   TensorId x = b.input("x", s.x());
   TensorId wide = b.add(ops::RT{.split_shape = s.x(), .perm = {1, 2, 0, 3}, .out_shape = {1, s.c, s.h, s.n * s.w}}, {x}, "to_width");
@@ -242,4 +243,170 @@ inline Graph random_program(Rng& rng) {
   return g;
 }
 
+
+/// Conv (k=3, pad 1) computed on two horizontal halves concatenated back along H. With the
+/// halo rows each half conv reads across the cut (equivalent); without them the rows at the
+/// cut read padding instead of their neighbours (partially equivalent).
+inline Pair conv_split_halves(const ConvSpec& s, int64_t cut, bool halo, uint64_t seed) {
+  Rng rng(seed);
+  Tensor<float> w = random_weight(s.wt(), rng);
+  Pair p{halo ? "conv-halves-with-halo" : "conv-halves-without-halo", conv_program(s, w, s.op()), {},
+         halo ? "equivalent" : "partially_equivalent"};
+  Builder b(p.mutant);
+  TensorId x = b.input("x", s.x());
+  TensorId wt = b.constant("w", w);
+  const int64_t hlo = halo ? 1 : 0;
+  TensorId top = b.add(ops::Slice{.starts = {0}, .ends = {cut + hlo}, .axes = {2}}, {x});
+  TensorId bot = b.add(ops::Slice{.starts = {cut - hlo}, .ends = {s.h}, .axes = {2}}, {x});
+  TensorId yt = b.add(ops::Conv{.pads = {1, 1, halo ? 0 : 1, 1}}, {top, wt});
+  TensorId yb = b.add(ops::Conv{.pads = {halo ? 0 : 1, 1, 1, 1}}, {bot, wt});
+  b.output(b.add(ops::Concat{.axis = 2}, {yt, yb}));
+  return p;
+}
+
+/// Conv with internal padding vs an explicit Pad op and an unpadded conv; `mode` other than
+/// constant changes the border values (partially equivalent).
+inline Pair conv_explicit_pad(const ConvSpec& s, ops::PadMode mode, uint64_t seed) {
+  Rng rng(seed);
+  Tensor<float> w = random_weight(s.wt(), rng);
+  bool same = mode == ops::PadMode::Constant;
+  Pair p{same ? "conv-explicit-pad" : "conv-reflect-pad", conv_program(s, w, s.op()), {}, same ? "equivalent" : "partially_equivalent"};
+  Builder b(p.mutant);
+  TensorId x = b.input("x", s.x());
+  const int64_t q = s.pad;
+  TensorId px = b.add(ops::Pad{.pads = {0, 0, q, q, 0, 0, q, q}, .mode = mode}, {x});
+  ops::Conv c = s.op();
+  c.pads = {0, 0, 0, 0};
+  b.output(b.add(c, {px, b.constant("w", w)}));
+  return p;
+}
+
+/// A grouped conv vs one conv per group over channel slices, concatenated (equivalent).
+inline Pair grouped_conv_split(const ConvSpec& s, uint64_t seed) {
+  Rng rng(seed);
+  Tensor<float> w = random_weight(s.wt(), rng);
+  Pair p{"grouped-conv-split", conv_program(s, w, s.op()), {}, "equivalent"};
+  Builder b(p.mutant);
+  TensorId x = b.input("x", s.x());
+  TensorId wt = b.constant("w", w);
+  const int64_t cg = s.c / s.group, fg = s.f / s.group;
+  std::vector<TensorId> parts;
+  for (int64_t g = 0; g < s.group; ++g) {
+    TensorId xs = b.add(ops::Slice{.starts = {g * cg}, .ends = {(g + 1) * cg}, .axes = {1}}, {x});
+    TensorId ws = b.add(ops::Slice{.starts = {g * fg}, .ends = {(g + 1) * fg}, .axes = {0}}, {wt});
+    ops::Conv c = s.op();
+    c.group = 1;
+    parts.push_back(b.add(c, {xs, ws}));
+  }
+  b.output(parts.size() == 1 ? parts[0] : b.add(ops::Concat{.axis = 1}, parts));
+  return p;
+}
+
+/// Three matmuls with a shared input (BERT's Q/K/V) vs one matmul with the weights
+/// concatenated and the result split (equivalent).
+inline Pair qkv_merge(int64_t m, int64_t k, int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<Tensor<float>> w;
+  for (int i = 0; i < 3; ++i) w.push_back(random_weight({k, n}, rng));
+  Pair p{"qkv-matmul-merge", {}, {}, "equivalent"};
+  {
+    Builder b(p.original);
+    TensorId x = b.input("x", {m, k});
+    for (int i = 0; i < 3; ++i) b.output(b.add(ops::MatMul{}, {x, b.constant(cat("w", i), w[size_t(i)])}));
+  }
+  {
+    Builder b(p.mutant);
+    TensorId x = b.input("x", {m, k});
+    TensorId ww = b.add(ops::Concat{.axis = 1}, {b.constant("w0", w[0]), b.constant("w1", w[1]), b.constant("w2", w[2])});
+    TensorId y = b.add(ops::MatMul{}, {x, ww});
+    auto parts = b.add_multi(ops::Split{.axis = 1, .split = {n, n, n}, .num_outputs = 3}, {y});
+    for (TensorId t : parts) b.output(t);
+  }
+  return p;
+}
+
+/// A random program vs the same program fed through an R/T op and its inverse (equivalent),
+/// or with its output rolled by one position along a random axis (not equivalent, or
+/// partially where values repeat).
+inline Pair random_program_pair(uint64_t seed, bool roll) {
+  Rng r1(seed), r2(seed);
+  Pair p{roll ? "random-program-rolled" : "random-program-rt-roundtrip", random_program(r1), random_program(r2),
+         roll ? "" : "equivalent"};
+  Graph& g = p.mutant;
+  TensorId y = g.outputs()[0];
+  const Shape ys = g.type(y).shape;
+  Graph m;
+  Builder b(m);
+  // Rebuild the mutant with a wrapped input or output.
+  std::vector<TensorId> remap(size_t(g.num_tensors()), -1);
+  for (TensorId t : g.inputs()) {
+    TensorId x = b.input(g.tensor(t).name, g.type(t).shape);
+    if (!roll) {
+      const Shape& xs = g.type(t).shape;
+      TensorId f = b.add(ops::RT{.split_shape = xs, .perm = {3, 2, 1, 0}, .out_shape = {xs[3], xs[2], xs[1], xs[0]}}, {x}, "rt_there");
+      x = b.add(ops::RT{.split_shape = {xs[3], xs[2], xs[1], xs[0]}, .perm = {3, 2, 1, 0}, .out_shape = xs}, {f}, "rt_back");
+    }
+    remap[size_t(t)] = x;
+  }
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).is_constant()) remap[size_t(t)] = m.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
+  for (NodeId n : g.topo_order()) {
+    const Node& node = g.node(n);
+    std::vector<TensorId> in;
+    for (TensorId t : node.inputs) in.push_back(remap[size_t(t)]);
+    auto outs = m.add_node(node.name, node.op, in);
+    for (size_t k = 0; k < outs.size(); ++k) remap[size_t(node.outputs[k])] = outs[k];
+  }
+  TensorId out = remap[size_t(y)];
+  if (roll && !ys.empty() && numel(ys) > 1) {
+    int64_t axis = 0;
+    for (size_t d = 0; d < ys.size(); ++d)
+      if (ys[d] > 1) axis = int64_t(d);
+    TensorId head = b.add(ops::Slice{.starts = {1}, .ends = {ys[size_t(axis)]}, .axes = {axis}}, {out}, "roll_head");
+    TensorId tail = b.add(ops::Slice{.starts = {0}, .ends = {1}, .axes = {axis}}, {out}, "roll_tail");
+    out = b.add(ops::Concat{.axis = axis}, {head, tail}, "roll");
+  }
+  b.output(out);
+  p.mutant = std::move(m);
+  return p;
+}
+
+/// One pair from the families above with random small shapes (the lab's experiments).
+inline Pair random_pair(Rng& rng, int64_t max_side = 8) {
+  auto pick = [&](int64_t lo, int64_t hi) { return rng.range(lo, hi); };
+  const uint64_t seed = rng.next();
+  switch (rng.below(11)) {
+    case 0: {
+      int64_t k = rng.below(2) ? 3 : 1;
+      return conv_batch_to_width({.n = pick(2, 3), .c = pick(1, 3), .h = pick(2, max_side), .w = pick(2, max_side), .f = pick(1, 3), .k = k,
+                                  .pad = (k - 1) / 2},
+                                 seed);
+    }
+    case 1:
+    case 2:
+      return dilated_to_dense({.n = pick(1, 2), .c = pick(1, 3), .h = 2 * pick(2, max_side / 2), .w = 2 * pick(2, max_side / 2),
+                               .f = pick(1, 3), .k = 3, .pad = 2, .dil = 2},
+                              rng.below(2), seed);
+    case 3:
+      return conv_transposed_kernel({.c = pick(1, 3), .h = pick(3, max_side), .w = pick(3, max_side), .f = pick(1, 3), .k = 3, .pad = pick(0, 1)},
+                                    seed);
+    case 4: return matmuls_to_batched(pick(1, 5), pick(1, 5), pick(1, 5), seed);
+    case 5: {
+      int64_t h = pick(4, max_side);
+      return conv_split_halves({.c = pick(1, 3), .h = h, .w = pick(2, max_side), .f = pick(1, 3)}, pick(2, h - 2), rng.below(2), seed);
+    }
+    case 6: {
+      int64_t k = rng.below(2) ? 3 : 1;
+      return conv_explicit_pad({.c = pick(1, 3), .h = pick(3, max_side), .w = pick(3, max_side), .f = pick(1, 3), .k = k, .pad = pick(1, 2)},
+                               ops::PadMode(rng.below(3)), seed);
+    }
+    case 7: {
+      int64_t g = pick(1, 3);
+      return grouped_conv_split({.c = g * pick(1, 2), .h = pick(3, max_side), .w = pick(3, max_side), .f = g * pick(1, 2), .group = g}, seed);
+    }
+    case 8: return qkv_merge(pick(1, 4), pick(1, 4), pick(1, 4), seed);
+    case 9: return random_program_pair(seed, false);
+    default: return random_program_pair(seed, true);
+  }
+}
 }  // namespace pet::lab
