@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end checks of the `pet` command: exit codes and messages for good and bad input.
-# Usage: cli_test.sh PET_BINARY SOURCE_DIR
+# Usage: cli_test.sh PET_BINARY SOURCE_DIR LAB_PAIRS_BINARY
 set -u
 PET=$1
 SRC=$2
+LAB_PAIRS=$3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fails=0
@@ -67,6 +68,24 @@ expect 1 "check probs +FAIL" -- "$PET" run "$model" --check "$TMP/wrong"
 for key in '"flops"' '"parameters"' '"multilinear_subprograms"' '"op_counts"'; do
   if ! grep -q -- "$key" "$TMP/info.json"; then echo "FAIL: info.json lacks $key"; fails=$((fails + 1)); fi
 done
+
+# pet verify on the lab's known pairs (written as ONNX files).
+"$LAB_PAIRS" "$TMP/pairs" > /dev/null
+P="$TMP/pairs"
+expect 0 "verdict: partially_equivalent" -- "$PET" verify "$P/conv-batch-to-width.original.onnx" "$P/conv-batch-to-width.mutant.onnx" --json "$TMP/v.json"
+for key in '"verdict": "partially_equivalent"' '"boxes_checked": 18' '"positions_tested"' '"tests": 2' '"prime": 2147483647' '"correction"' '"lo"' '"hi"' '"seconds"'; do
+  if ! grep -q -- "$key" "$TMP/v.json"; then echo "FAIL: verify json lacks $key"; fails=$((fails + 1)); fi
+done
+expect 0 "correction region: 2 boxes, 40 of 240 elements" -- "$PET" verify "$P/conv-batch-to-width.original.onnx" "$P/conv-batch-to-width.mutant.onnx" --tests 3 --prime 8191
+expect 0 "verdict: equivalent" -- "$PET" verify "$P/matmuls-to-batched.original.onnx" "$P/matmuls-to-batched.mutant.onnx"
+expect 0 "verdict: not_equivalent" -- "$PET" verify "$P/conv-transposed-kernel.original.onnx" "$P/conv-transposed-kernel.mutant.onnx"
+expect 0 "64 intersections agree with the field verdict, 0 disagree, 0 undecided" -- "$PET" verify "$P/dilated-to-dense-blocks.original.onnx" "$P/dilated-to-dense-blocks.mutant.onnx" --z3 --json "$TMP/z.json"
+if ! grep -q '"agree": true' "$TMP/z.json"; then echo "FAIL: z3 json lacks agree"; fails=$((fails + 1)); fi
+expect 0 "all inside the correction region: yes" -- "$PET" verify "$P/dilated-to-dense-blocks.original.onnx" "$P/dilated-to-dense-blocks.mutant.onnx" --exhaustive
+expect 2 "node 'bn1' \(BatchNormalization\) is not multilinear" -- "$PET" verify "$model" "$model"
+expect 2 "the original has 1 inputs but the mutant has 2" -- "$PET" verify "$P/conv-batch-to-width.original.onnx" "$P/matmuls-to-batched.mutant.onnx"
+expect 2 "65535 is not a prime" -- "$PET" verify "$P/conv-batch-to-width.original.onnx" "$P/conv-batch-to-width.mutant.onnx" --prime 65535
+expect 2 "usage: pet verify" -- "$PET" verify "$P/conv-batch-to-width.original.onnx"
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails CLI check(s) failed"

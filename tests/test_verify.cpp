@@ -269,3 +269,52 @@ TEST_CASE("box soundness of the known pairs' mutants and the field evaluator vs 
   do CHECK(ef.at(y, i) == F31(int64_t(ed.at(y, i))));
   while (next_index(i, g.type(y).shape));
 }
+
+TEST_CASE("backward propagation: a box's required input regions hold every input element it reads") {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    Rng rng(seed);
+    Graph g = lab::random_program(rng);
+    std::vector<std::optional<Tensor<Poly>>> leaves(size_t(g.num_tensors()));
+    std::map<int, TensorId> leaf_tensor;
+    int leaf = 0;
+    for (TensorId t = 0; t < g.num_tensors(); ++t) {
+      const auto& info = g.tensor(t);
+      if (info.producer >= 0 || !is_float(info.type.dtype)) continue;
+      Tensor<Poly> v(info.type.shape);
+      for (int64_t i = 0; i < v.size(); ++i) v[i] = Poly::var(leaf, i);
+      leaves[size_t(t)] = v;
+      leaf_tensor[leaf++] = t;
+    }
+    verify::PointEvaluator<Poly> ev(g, leaves);
+    TensorId y = g.outputs()[0];
+    const Shape& ys = g.type(y).shape;
+    if (numel(ys) == 0) continue;
+    // A random sub-box of the output.
+    Box box;
+    for (int64_t n : ys) {
+      int64_t lo = rng.range(0, n - 1), hi = rng.range(lo + 1, n);
+      box.dims.push_back({lo, hi, 1});
+    }
+    auto need = verify::required_regions(g, y, box);
+    Shape ext;
+    for (const auto& d : box.dims) ext.push_back(d.count());
+    Index r(int(ext.size()));
+    do {
+      Index v = box.origin();
+      for (int i = 0; i < v.rank; ++i) v[i] += r[i];
+      for (const auto& [m, c] : ev.at(y, v).terms)
+        for (const auto& var : m) {
+          TensorId t = leaf_tensor.at(var.leaf);
+          Index at = unflatten(var.index, g.type(t).shape);
+          INFO("seed ", seed, ": output box ", to_string(box), " reads element ", var.index, " of '", g.tensor(t).name,
+               "' outside its required region");
+          REQUIRE(need[size_t(t)].has_value());
+          CHECK(need[size_t(t)]->contains(at));
+          ++checked;
+        }
+    } while (next_index(r, ext));
+  }
+  MESSAGE("checked ", checked, " input reads");
+  CHECK(checked > 1000);
+}

@@ -49,6 +49,43 @@ inline std::vector<Box> input_boxes(const Graph& g, NodeId n, int k, const Box& 
   }, node.op);
 }
 
+/// The smallest contiguous box holding both (an empty box is the identity).
+inline Box bounding_union(const Box& a, const Box& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  Box r = a;
+  for (int d = 0; d < r.rank(); ++d) {
+    r.dims[size_t(d)].lo = std::min(a.dims[size_t(d)].lo, b.dims[size_t(d)].lo);
+    r.dims[size_t(d)].hi = std::max(a.dims[size_t(d)].hi, b.dims[size_t(d)].hi);
+    r.dims[size_t(d)].step = 1;
+  }
+  return r;
+}
+
+/// Backward propagation through a whole program: for a box of tensor `out`, a bounding box of
+/// the elements of every tensor that it depends on (nullopt where it depends on none). The
+/// correction kernels of a mutant read exactly these regions of the program's inputs.
+inline std::vector<std::optional<Box>> required_regions(const Graph& g, TensorId out, const Box& box) {
+  std::vector<std::optional<Box>> need(size_t(g.num_tensors()));
+  if (box.empty()) return need;
+  need[size_t(out)] = box;
+  auto order = g.topo_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node& node = g.node(*it);
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const auto& nb = need[size_t(node.outputs[k])];
+      if (!nb) continue;
+      auto in = input_boxes(g, *it, int(k), *nb);
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (in[i].empty()) continue;
+        auto& cur = need[size_t(node.inputs[i])];
+        cur = cur ? bounding_union(*cur, in[i]) : in[i];
+      }
+    }
+  }
+  return need;
+}
+
 /// Merges boxes that are adjacent along one dimension and equal in all others, dimension by
 /// dimension (innermost first), to describe a region with few boxes.
 inline std::vector<Box> merge_boxes(std::vector<Box> boxes) {
