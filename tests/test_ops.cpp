@@ -24,6 +24,8 @@ TEST_CASE("Conv: shapes over 1-D, 2-D, 3-D, strides, pads, dilations, groups, au
       {Conv{.strides = {2, 2}, .auto_pad = AutoPad::SameUpper}, {1, 1, 7, 6}, {1, 1, 3, 3}, {1, 1, 4, 3}},
       {Conv{.auto_pad = AutoPad::SameLower}, {1, 1, 5, 5}, {1, 1, 2, 2}, {1, 1, 5, 5}},
       {Conv{.strides = {3, 3}, .auto_pad = AutoPad::Valid}, {1, 1, 8, 8}, {1, 1, 2, 2}, {1, 1, 3, 3}},
+      {Conv{.pads = {0, 0, 1, 2}, .dilations = {2, 1}}, {2, 1, 4, 3}, {3, 1, 1, 1}, {2, 3, 5, 5}},  // 1x1 with end pads
+      {Conv{.pads = {2, 0, 1, 2}, .dilations = {2, 1}}, {2, 1, 4, 3}, {3, 1, 1, 1}, {2, 3, 7, 5}},
   };
   uint64_t seed = 1;
   for (const auto& c : cases) {

@@ -80,6 +80,22 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
     return V{std::visit([&](const auto& t) { return Value<T>(kernels::rt_copy(t, t.shape(), op.perm, os)); }, in[0])};
   } else if constexpr (std::is_same_v<OpT, ops::RT>) {
     return V{std::visit([&](const auto& t) { return Value<T>(kernels::rt_copy(t, op.split_shape, op.perm, os)); }, in[0])};
+  } else if constexpr (std::is_same_v<OpT, ops::Patch>) {
+    return V{std::visit([&](const auto& base) -> Value<T> {
+      using TT = std::decay_t<decltype(base)>;
+      const auto& patch = std::get<TT>(in[1]);
+      TT out = base.clone();
+      const Shape& ps = patch.shape();
+      if (patch.size() == 0) return out;
+      Index i(int(ps.size()));
+      int64_t k = 0;
+      do {
+        Index o = i;
+        for (int d = 0; d < o.rank; ++d) o[d] += op.offsets[size_t(d)];
+        out.at(o) = patch[k++];
+      } while (next_index(i, ps));
+      return out;
+    }, in[0])};
   } else if constexpr (std::is_same_v<OpT, ops::Conv>) {
     return V{kernels::conv(op, data(in, 0), data(in, 1), in.size() == 3 ? &data(in, 2) : nullptr, os)};
   } else if constexpr (std::is_same_v<OpT, ops::MatMul>) {

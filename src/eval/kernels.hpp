@@ -70,7 +70,8 @@ Tensor<T> conv(const ops::Conv& op, const Tensor<T>& x, const Tensor<T>& w, cons
   const int64_t Cg = C / G, Fg = F / G, KK = ks[0] * ks[1] * ks[2], CK = Cg * KK;
   const int64_t P = ou[0] * ou[1] * ou[2], IP = in[0] * in[1] * in[2];
   Tensor<T> out(out_shape);
-  const bool pointwise = KK == 1 && st[0] == 1 && st[1] == 1 && st[2] == 1 && pd[0] == 0 && pd[1] == 0 && pd[2] == 0;
+  // A 1x1 kernel that maps every output position to the same input position: X is the im2col matrix.
+  const bool pointwise = KK == 1 && st[0] == 1 && st[1] == 1 && st[2] == 1 && pd[0] == 0 && pd[1] == 0 && pd[2] == 0 && P == IP;
   const int64_t chunk = std::max<int64_t>(ou[2], std::min<int64_t>(P, (int64_t(1) << 24) / std::max<int64_t>(CK, 1)));
   std::vector<T> col(pointwise ? 0 : size_t(CK * std::min(chunk, P)));
   for (int64_t n = 0; n < N; ++n)

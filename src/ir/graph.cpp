@@ -79,6 +79,15 @@ void Graph::add_output(TensorId t) {
   outputs_.push_back(t);
 }
 
+void Graph::rename(TensorId t, const std::string& name) {
+  PET_CHECK(t >= 0 && t < num_tensors(), "rename of tensor id ", t);
+  if (tensors_[size_t(t)].name == name) return;
+  if (name.empty() || by_name_.count(name)) throw InvalidInput(cat("cannot rename '", tensors_[size_t(t)].name, "' to '", name, "': name in use"));
+  by_name_.erase(tensors_[size_t(t)].name);
+  tensors_[size_t(t)].name = name;
+  by_name_.emplace(name, t);
+}
+
 std::optional<TensorId> Graph::find(const std::string& name) const {
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return std::nullopt;

@@ -554,6 +554,37 @@ struct Exporter {
     set(with_inputs("Pad", extra), "mode", std::string(mode));
   }
   void operator()(const ops::Gather& o) { set(simple("Gather"), "axis", o.axis); }
+  /// base with patch written at offsets, as Slice and Concat: along the first dim the patch
+  /// does not span, concat(base[..lo], inner, base[hi..]); inner recurses on the slab.
+  void operator()(const ops::Patch& o) {
+    const Shape &b = g.type(n.inputs[0]).shape, &p = g.type(n.inputs[1]).shape;
+    std::string base = in()[0], patch = in()[1];
+    std::function<std::string(std::string, size_t, Shape, const std::string&)> build =
+        [&](std::string slab, size_t d, Shape shape, const std::string& out_name) -> std::string {
+      while (d < shape.size() && o.offsets[d] == 0 && p[d] == shape[d]) ++d;
+      if (d == shape.size()) {
+        ctx.add("Identity", ctx.unique(n.name + "_patch"), {patch}, {out_name});
+        return out_name;
+      }
+      std::vector<std::string> parts;
+      auto slice = [&](int64_t lo, int64_t hi) {
+        std::string t = ctx.unique(n.name + "_part");
+        ctx.add("Slice", ctx.unique(n.name + "_slice"),
+                {slab, ints("starts", {lo}), ints("ends", {hi}), ints("axes", {int64_t(d)})}, {t});
+        return t;
+      };
+      if (o.offsets[d] > 0) parts.push_back(slice(0, o.offsets[d]));
+      Shape mid = shape;
+      mid[d] = p[d];
+      std::string inner = ctx.unique(n.name + "_inner");
+      build(slice(o.offsets[d], o.offsets[d] + p[d]), d + 1, mid, inner);
+      parts.push_back(inner);
+      if (o.offsets[d] + p[d] < shape[d]) parts.push_back(slice(o.offsets[d] + p[d], shape[d]));
+      set(ctx.add("Concat", ctx.unique(n.name + "_concat"), parts, {out_name}), "axis", int64_t(d));
+      return out_name;
+    };
+    build(base, 0, b, out()[0]);
+  }
   void operator()(const ops::ShapeOf& o) {
     auto* p = simple("Shape");
     set(p, "start", o.start);

@@ -45,6 +45,8 @@ class Graph {
   std::vector<TensorId> add_node(std::string name, Op op, std::vector<TensorId> inputs,
                                  std::vector<std::string> output_names = {});
   void add_output(TensorId t);
+  /// Renames a tensor (the new name must be unused).
+  void rename(TensorId t, const std::string& name);
 
   const TensorInfo& tensor(TensorId t) const { return tensors_.at(size_t(t)); }
   const TensorType& type(TensorId t) const { return tensor(t).type; }

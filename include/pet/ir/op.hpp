@@ -26,7 +26,7 @@ using Op = std::variant<
     ops::ReduceMean, ops::ReduceSum, ops::ReduceMax,                             //
     ops::Transpose, ops::Reshape, ops::Flatten, ops::Squeeze, ops::Unsqueeze,    //
     ops::RT, ops::Expand, ops::Concat, ops::Split, ops::Slice, ops::Pad,         //
-    ops::Gather, ops::ShapeOf, ops::Constant>;
+    ops::Gather, ops::ShapeOf, ops::Constant, ops::Patch>;
 
 /// The op's stable name (its ONNX op_type; "PetRT" for the composite R/T op).
 inline std::string_view op_name(const Op& op) {

@@ -328,4 +328,59 @@ struct Gather {
   bool operator==(const Gather&) const = default;
 };
 
+/// pet's correction patch: `base` with `patch` written over the box that starts at `offsets`.
+///   out[v] = patch[v - offsets] where offsets <= v < offsets + patch.shape, else base[v]
+/// Exported to ONNX as Slice and Concat ops.
+struct Patch {
+  static constexpr std::string_view name = "PetPatch";
+  static constexpr bool multilinear = true, layout = true;
+  std::vector<int64_t> offsets;
+
+  bool inside(const Index& v, const Shape& patch) const {
+    for (int d = 0; d < v.rank; ++d)
+      if (v[d] < offsets[size_t(d)] || v[d] >= offsets[size_t(d)] + patch[size_t(d)]) return false;
+    return true;
+  }
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 2, 2);
+    pet::detail::expect_same_dtype(in, 0, 1);
+    const Shape &b = in[0].shape, &p = in[1].shape;
+    if (b.size() != p.size() || offsets.size() != b.size())
+      throw InvalidInput(cat("base ", b, ", patch ", p, " and offsets ", offsets, " must have the same rank"));
+    for (size_t d = 0; d < b.size(); ++d)
+      if (offsets[d] < 0 || offsets[d] + p[d] > b[d])
+        throw InvalidInput(cat("patch ", p, " at offsets ", offsets, " does not fit in base ", b));
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Shape& p = read.shape(1);
+    if (!inside(o, p)) return read(0, o);
+    Index q = o;
+    for (int d = 0; d < q.rank; ++d) q[d] -= offsets[size_t(d)];
+    return read(1, q);
+  }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    const Shape &o = ot[0].shape, &p = it[1].shape;
+    SplitPoints s = in[0];
+    for (size_t d = 0; d < o.size(); ++d) {
+      cuts::Cuts c{offsets[d], offsets[d] + p[d]};
+      for (int64_t t : in[1].dims[d]) c.push_back(t + offsets[d]);
+      s.dims[d] = cuts::unite(s.dims[d], c, o[d]);
+    }
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    const Shape& p = it[1].shape;
+    Box bp = out;
+    for (size_t d = 0; d < p.size(); ++d) {
+      auto& iv = bp.dims[d];
+      iv = Interval{std::clamp<int64_t>(iv.lo - offsets[d], 0, p[d]), std::clamp<int64_t>(iv.hi - offsets[d], 0, p[d]), 1};
+      if (iv.hi < iv.lo) iv.hi = iv.lo;
+    }
+    return {out, bp};
+  }
+  bool operator==(const Patch&) const = default;
+};
+
 }  // namespace pet::ops

@@ -1,0 +1,16 @@
+// The built-in rule set: one line per rule.
+#include "pet/mutate/rules/conv_dilated.hpp"
+#include "pet/mutate/rules/merge.hpp"
+
+namespace pet::mutate {
+
+const RuleSet& builtin_rules() {
+  using namespace rules;
+  static const RuleSet set = RuleSet::of<ConvBatchToSpatial<3>, ConvBatchToSpatial<2>, ConvWidthToBatch<2>, ConvSpatialToBatch<4>,
+                                         ConvSpatialToBatch<2>, ConvPadOdd, ConvTransposeSpatial, ConvDilatedToDense<false>,
+                                         ConvDilatedToDense<true>, ConvMergeShared, ConvMergeGrouped, GroupedConvSplit,
+                                         MatMulMergeShared, MatMulMergeBatched, Conv1x1ToMatMul, MatMulToConv1x1>();
+  return set;
+}
+
+}  // namespace pet::mutate

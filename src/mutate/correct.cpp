@@ -1,0 +1,525 @@
+// Correction kernels, patches, correction fusion and layout folding.
+#include "pet/mutate/correct.hpp"
+
+#include <functional>
+#include <map>
+
+namespace pet::mutate {
+
+namespace {
+
+std::pair<std::vector<int64_t>, std::vector<int64_t>> bounds(const Box& b) {
+  std::vector<int64_t> lo, hi;
+  for (const auto& d : b.dims) lo.push_back(d.lo), hi.push_back(d.hi);
+  return {lo, hi};
+}
+Shape box_shape(const Box& b) {
+  Shape s;
+  for (const auto& d : b.dims) s.push_back(d.hi - d.lo);
+  return s;
+}
+
+/// Builds "the original restricted to a box" into a target graph, pull-based and memoised:
+/// region(t, box) is a target tensor holding exactly the elements of original tensor t in box.
+class Restrictor {
+ public:
+  Restrictor(const Graph& orig, Builder& b) : o_(orig), b_(b) {}
+
+  TensorId region(TensorId t, const Box& box) {
+    auto key = std::make_pair(t, bounds(box));
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    TensorId r = compute(t, box);
+    PET_CHECK(b_.graph().type(r).shape == box_shape(box), "restricted '", o_.tensor(t).name, "' to ", to_string(box), " but got ",
+              b_.graph().type(r).shape);
+    memo_.emplace(key, r);
+    return r;
+  }
+
+ private:
+  Graph& g() { return b_.graph(); }
+  /// x holds region `have` of some tensor; returns the part `want` (inside `have`).
+  TensorId cut(TensorId x, const Box& have, const Box& want) {
+    std::vector<int64_t> starts, ends, axes;
+    for (int d = 0; d < have.rank(); ++d)
+      if (have.dims[size_t(d)].lo != want.dims[size_t(d)].lo || have.dims[size_t(d)].hi != want.dims[size_t(d)].hi) {
+        starts.push_back(want.dims[size_t(d)].lo - have.dims[size_t(d)].lo);
+        ends.push_back(want.dims[size_t(d)].hi - have.dims[size_t(d)].lo);
+        axes.push_back(d);
+      }
+    if (axes.empty()) return x;
+    return b_.add(ops::Slice{.starts = starts, .ends = ends, .axes = axes}, {x}, "corr_slice");
+  }
+  TensorId leaf(TensorId t) {
+    const auto& info = o_.tensor(t);
+    if (!info.is_constant()) {
+      auto pos = std::find(o_.inputs().begin(), o_.inputs().end(), t) - o_.inputs().begin();
+      return g().inputs().at(size_t(pos));
+    }
+    if (auto f = g().find(info.name); f && g().tensor(*f).is_constant()) return *f;
+    return g().add_constant(g().unique_name(info.name), info.type.dtype, *info.value);
+  }
+  TensorId whole(TensorId t) { return region(t, Box::whole(o_.type(t).shape)); }
+  /// The op on whole inputs, then cut to the box (ops without a restricted form).
+  TensorId fallback(const Node& n, int k, const Box& box) {
+    std::vector<TensorId> in;
+    for (TensorId t : n.inputs) in.push_back(whole(t));
+    auto outs = b_.add_multi(n.op, in, "corr_" + std::string(op_name(n.op)));
+    return cut(outs[size_t(k)], Box::whole(o_.type(n.outputs[size_t(k)]).shape), box);
+  }
+  /// The same op over the inputs' required regions (exact for ops whose restriction is
+  /// themselves on sub-boxes: matmuls, element-wise, transposes, reductions).
+  TensorId same_op(const Node& n, NodeId id, int k, const Box& box) {
+    auto ib = verify::input_boxes(o_, id, k, box);
+    std::vector<TensorId> in;
+    for (size_t i = 0; i < n.inputs.size(); ++i) in.push_back(region(n.inputs[i], ib[i]));
+    auto outs = b_.add_multi(n.op, in, "corr_" + std::string(op_name(n.op)));
+    if (g().type(outs[size_t(k)]).shape != box_shape(box)) return fallback(n, k, box);
+    return outs[size_t(k)];
+  }
+  /// Sliding-window ops (conv, average pool): slice the rows the box reads and turn the
+  /// clipped part into explicit padding of the restricted op.
+  template <class W>
+  bool window_region(const W& w, const Shape& xs, const Box& box, Box& xb, std::vector<int64_t>& pads) {
+    const size_t k = xs.size() - 2;
+    pads.assign(2 * k, 0);
+    for (size_t i = 0; i < k; ++i) {
+      const auto& d = box.dims[2 + i];
+      const int64_t ksz = w.kernel_shape[i];
+      int64_t r0 = d.lo * w.strides[i] - w.pads[i], r1 = (d.hi - 1) * w.strides[i] - w.pads[i] + (ksz - 1) * w.dilations[i] + 1;
+      int64_t cl = std::max<int64_t>(r0, 0), ch = std::min<int64_t>(r1, xs[2 + i]);
+      if (ch <= cl) return false;
+      xb.dims[2 + i] = Interval{cl, ch, 1};
+      pads[i] = cl - r0;
+      pads[i + k] = r1 - ch;
+    }
+    return true;
+  }
+
+  TensorId compute(TensorId t, const Box& box) {
+    const auto& info = o_.tensor(t);
+    if (box.empty()) {  // nothing to compute: an empty literal of the right shape
+      ops::Constant c{.dtype = info.type.dtype};
+      if (is_float(info.type.dtype)) c.value = Tensor<float>(box_shape(box));
+      else c.value = Tensor<int64_t>(box_shape(box));
+      return b_.add(c, {}, "corr_empty");
+    }
+    if (info.producer < 0) return cut(leaf(t), Box::whole(info.type.shape), box);
+    const NodeId id = info.producer;
+    const Node& n = o_.node(id);
+    const int k = info.output_index;
+    return std::visit([&](const auto& op) -> TensorId {
+      using O = std::decay_t<decltype(op)>;
+      if constexpr (std::is_same_v<O, ops::Conv>) {
+        const Shape &xs = o_.type(n.inputs[0]).shape, &ws = o_.type(n.inputs[1]).shape;
+        const int64_t fg = ws[0] / op.group, cg = ws[1];
+        const int64_t g0 = box.dims[1].lo / fg, g1 = (box.dims[1].hi + fg - 1) / fg;
+        Box xb = Box::whole(xs), wb = Box::whole(ws), ob = box;
+        xb.dims[0] = box.dims[0];
+        xb.dims[1] = Interval{g0 * cg, g1 * cg, 1};
+        wb.dims[0] = Interval{g0 * fg, g1 * fg, 1};
+        ob.dims[1] = wb.dims[0];
+        ops::Conv c = op;
+        if (!window_region(op, xs, box, xb, c.pads)) return fallback(n, k, box);
+        c.group = g1 - g0;
+        c.auto_pad = AutoPad::NotSet;
+        std::vector<TensorId> in{region(n.inputs[0], xb), region(n.inputs[1], wb)};
+        if (n.inputs.size() == 3) in.push_back(region(n.inputs[2], Box{{wb.dims[0]}}));
+        return cut(b_.add(c, in, "corr_conv"), ob, box);
+      } else if constexpr (std::is_same_v<O, ops::AveragePool>) {
+        if (op.ceil_mode && op.count_include_pad) return fallback(n, k, box);
+        const Shape& xs = o_.type(n.inputs[0]).shape;
+        Box xb = Box::whole(xs);
+        xb.dims[0] = box.dims[0];
+        xb.dims[1] = box.dims[1];
+        ops::AveragePool p = op;
+        if (!window_region(op, xs, box, xb, p.pads)) return fallback(n, k, box);
+        p.ceil_mode = false;
+        p.auto_pad = AutoPad::NotSet;
+        return b_.add(p, {region(n.inputs[0], xb)}, "corr_avgpool");
+      } else if constexpr (std::is_same_v<O, ops::Slice>) {
+        Box ib = verify::input_boxes(o_, id, k, box)[0];
+        TensorId x = region(n.inputs[0], ib);
+        bool unit = true;
+        for (int64_t s : op.step) unit = unit && s == 1;
+        if (unit) return x;
+        std::vector<int64_t> starts, ends, axes, steps;
+        for (size_t d = 0; d < op.step.size(); ++d) {
+          int64_t len = ib.dims[d].hi - ib.dims[d].lo;
+          axes.push_back(int64_t(d));
+          steps.push_back(op.step[d]);
+          starts.push_back(op.step[d] > 0 ? 0 : len - 1);
+          ends.push_back(op.step[d] > 0 ? len : std::numeric_limits<int64_t>::min());
+        }
+        return b_.add(ops::Slice{.starts = starts, .ends = ends, .axes = axes, .steps = steps}, {x}, "corr_slice");
+      } else if constexpr (std::is_same_v<O, ops::Split>) {
+        return region(n.inputs[0], verify::input_boxes(o_, id, k, box)[0]);
+      } else if constexpr (std::is_same_v<O, ops::Concat>) {
+        auto ib = verify::input_boxes(o_, id, k, box);
+        std::vector<TensorId> parts;
+        for (size_t i = 0; i < ib.size(); ++i)
+          if (!ib[i].empty()) parts.push_back(region(n.inputs[i], ib[i]));
+        if (parts.size() == 1) return parts[0];
+        return b_.add(ops::Concat{.axis = op.axis}, parts, "corr_concat");
+      } else if constexpr (std::is_same_v<O, ops::Pad>) {
+        if (op.mode != ops::PadMode::Constant) return fallback(n, k, box);
+        const Shape& xs = o_.type(n.inputs[0]).shape;
+        const size_t r = xs.size();
+        Box xb = Box::whole(xs);
+        std::vector<int64_t> pads(2 * r);
+        for (size_t d = 0; d < r; ++d) {
+          int64_t lo = box.dims[d].lo - op.pads[d], hi = box.dims[d].hi - op.pads[d];
+          int64_t cl = std::clamp<int64_t>(lo, 0, xs[d]), ch = std::clamp<int64_t>(hi, cl, xs[d]);
+          xb.dims[d] = Interval{cl, ch, 1};
+          pads[d] = ch > cl ? cl - lo : hi - lo;
+          pads[d + r] = ch > cl ? hi - ch : 0;
+        }
+        return b_.add(ops::Pad{.pads = pads, .mode = op.mode, .value = op.value}, {region(n.inputs[0], xb)}, "corr_pad");
+      } else if constexpr (std::is_same_v<O, ops::Expand>) {
+        TensorId x = region(n.inputs[0], verify::input_boxes(o_, id, k, box)[0]);
+        return b_.add(ops::Expand{.shape = box_shape(box)}, {x}, "corr_expand");
+      } else if constexpr (std::is_same_v<O, ops::MatMul> || std::is_same_v<O, ops::Gemm> || std::is_same_v<O, ops::Add> ||
+                           std::is_same_v<O, ops::Sub> || std::is_same_v<O, ops::Mul> || std::is_same_v<O, ops::Neg> ||
+                           std::is_same_v<O, ops::Identity> || std::is_same_v<O, ops::Transpose> || std::is_same_v<O, ops::ReduceSum> ||
+                           std::is_same_v<O, ops::ReduceMean> || std::is_same_v<O, ops::GlobalAveragePool>) {
+        return same_op(n, id, k, box);
+      } else if constexpr (std::is_same_v<O, ops::Dropout>) {
+        if (k == 0) return region(n.inputs[0], box);
+        return fallback(n, k, box);
+      } else {
+        return fallback(n, k, box);
+      }
+    }, n.op);
+  }
+
+  const Graph& o_;
+  Builder& b_;
+  std::map<std::pair<TensorId, std::pair<std::vector<int64_t>, std::vector<int64_t>>>, TensorId> memo_;
+};
+
+/// Copies every node of `src` into a builder over a fresh graph with the same inputs and
+/// constants; returns the map from src tensors to new tensors.
+std::vector<TensorId> copy_into(const Graph& src, Graph& dst) {
+  std::vector<TensorId> map(size_t(src.num_tensors()), -1);
+  for (TensorId t : src.inputs()) map[size_t(t)] = dst.add_input(src.tensor(t).name, src.type(t));
+  for (TensorId t = 0; t < src.num_tensors(); ++t)
+    if (src.tensor(t).is_constant()) map[size_t(t)] = dst.add_constant(src.tensor(t).name, src.type(t).dtype, *src.tensor(t).value);
+  for (NodeId n : src.topo_order()) {
+    const Node& node = src.node(n);
+    std::vector<TensorId> in;
+    std::vector<std::string> names;
+    for (TensorId t : node.inputs) in.push_back(map[size_t(t)]);
+    for (TensorId t : node.outputs) names.push_back(src.tensor(t).name);
+    auto outs = dst.add_node(node.name, node.op, in, names);
+    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
+  }
+  return map;
+}
+
+/// Sets the outputs of `g` to `outs`, giving them `names`.
+void set_outputs(Graph& g, const std::vector<TensorId>& outs, const std::vector<std::string>& names) {
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (g.tensor(outs[i]).name != names[i]) {
+      if (auto other = g.find(names[i])) g.rename(*other, g.unique_name(names[i] + "_pre"));
+      g.rename(outs[i], names[i]);
+    }
+    g.add_output(outs[i]);
+  }
+}
+
+/// Removes nodes none of whose outputs is used (rebuilding the graph).
+Graph drop_dead(const Graph& g) {
+  std::vector<bool> live(size_t(g.num_tensors()), false);
+  for (TensorId t : g.outputs()) live[size_t(t)] = true;
+  auto order = g.topo_order();
+  std::vector<bool> keep(size_t(g.num_nodes()), false);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node& n = g.node(*it);
+    bool used = false;
+    for (TensorId t : n.outputs) used = used || live[size_t(t)];
+    if (!used) continue;
+    keep[size_t(*it)] = true;
+    for (TensorId t : n.inputs) live[size_t(t)] = true;
+  }
+  Graph out;
+  out.name = g.name;
+  std::vector<TensorId> map(size_t(g.num_tensors()), -1);
+  for (TensorId t : g.inputs()) map[size_t(t)] = out.add_input(g.tensor(t).name, g.type(t));
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).is_constant() && live[size_t(t)]) map[size_t(t)] = out.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
+  for (NodeId n : order) {
+    if (!keep[size_t(n)]) continue;
+    const Node& node = g.node(n);
+    std::vector<TensorId> in;
+    std::vector<std::string> names;
+    for (TensorId t : node.inputs) in.push_back(map[size_t(t)]);
+    for (TensorId t : node.outputs) names.push_back(g.tensor(t).name);
+    auto outs = out.add_node(node.name, node.op, in, names);
+    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
+  }
+  for (TensorId t : g.outputs()) out.add_output(map[size_t(t)]);
+  return out;
+}
+
+}  // namespace
+
+TensorId restrict_program(const Graph& original, TensorId out, const Box& box, Builder& target) {
+  Restrictor r(original, target);
+  return r.region(out, box);
+}
+
+Graph add_corrections(const Graph& original, const Graph& mutant, const verify::Report& report, CorrectionStats* stats) {
+  Graph g;
+  g.name = mutant.name + "-corrected";
+  auto map = copy_into(mutant, g);
+  Builder b(g);
+  Restrictor r(original, b);
+  CorrectionStats st;
+  const int before = g.num_nodes();
+  std::vector<TensorId> outs;
+  std::vector<std::string> names;
+  for (size_t o = 0; o < report.outputs.size(); ++o) {
+    const auto& res = report.outputs[o];
+    TensorId y = map[size_t(mutant.outputs()[o])];
+    for (const Box& box : res.correction) {
+      TensorId c = r.region(original.outputs()[o], box);
+      auto [lo, hi] = bounds(box);
+      y = b.add(ops::Patch{.offsets = lo}, {y, c}, "correction_patch");
+      ++st.kernels;
+    }
+    st.corrected_elements += res.corrected_elements;
+    st.total_elements += numel(res.shape);
+    outs.push_back(y);
+    names.push_back(mutant.tensor(mutant.outputs()[o]).name);
+  }
+  for (NodeId n = before; n < g.num_nodes(); ++n)
+    if (!std::holds_alternative<ops::Patch>(g.node(n).op)) st.correction_flops += op_flops(g.node(n).op, g.input_types(n), g.output_types(n));
+  set_outputs(g, outs, names);
+  if (stats) *stats = st;
+  return g;
+}
+
+// ------------------------------------------------------------------ fusion
+namespace {
+
+/// Rebuilds `g` with the members of each conv group merged into one conv over their
+/// (explicitly padded) inputs concatenated along `axis`, the output split back.
+struct ConvGroup {
+  std::vector<NodeId> members;
+  int axis;
+};
+
+Graph fuse_groups(const Graph& g, const std::vector<ConvGroup>& groups) {
+  Graph out;
+  out.name = g.name;
+  Builder b(out);
+  std::vector<TensorId> map(size_t(g.num_tensors()), -1);
+  for (TensorId t : g.inputs()) map[size_t(t)] = out.add_input(g.tensor(t).name, g.type(t));
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).is_constant()) map[size_t(t)] = out.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
+  std::map<NodeId, size_t> group_of;
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (NodeId n : groups[i].members) group_of[n] = i;
+  std::vector<bool> built(groups.size(), false);
+  std::function<TensorId(TensorId)> get;
+  std::function<void(NodeId)> build_node;
+  auto build_group = [&](size_t gi) {
+    const ConvGroup& grp = groups[gi];
+    const Node& first = g.node(grp.members[0]);
+    ops::Conv c = std::get<ops::Conv>(first.op);
+    const size_t k = c.strides.size();
+    std::vector<TensorId> parts;
+    std::vector<int64_t> offsets;
+    int64_t offset = 0;
+    for (NodeId m : grp.members) {
+      const Node& node = g.node(m);
+      const auto& mc = std::get<ops::Conv>(node.op);
+      TensorId x = get(node.inputs[0]);
+      bool any = false;
+      for (int64_t p : mc.pads) any = any || p;
+      if (any) {
+        std::vector<int64_t> pads(2 * (k + 2), 0);
+        for (size_t i = 0; i < k; ++i) pads[2 + i] = mc.pads[i], pads[k + 4 + i] = mc.pads[i + k];
+        x = b.add(ops::Pad{.pads = pads}, {x}, "fuse_pad");
+      }
+      parts.push_back(x);
+      offsets.push_back(offset);
+      offset += out.type(x).shape[size_t(grp.axis)];
+    }
+    c.pads.assign(2 * k, 0);
+    std::vector<TensorId> in{b.concat(parts, grp.axis), get(first.inputs[1])};
+    if (first.inputs.size() == 3) in.push_back(get(first.inputs[2]));
+    TensorId y = b.add(c, in, "fused_conv");
+    for (size_t i = 0; i < grp.members.size(); ++i) {
+      const Node& node = g.node(grp.members[i]);
+      const Shape& want = g.type(node.outputs[0]).shape;
+      int64_t start = grp.axis == 0 ? offsets[i] : offsets[i];  // stride 1 along spatial axes
+      TensorId part = b.slice(y, grp.axis, start, start + want[size_t(grp.axis)]);
+      map[size_t(node.outputs[0])] = part;
+    }
+  };
+  get = [&](TensorId t) -> TensorId {
+    if (map[size_t(t)] < 0) build_node(g.tensor(t).producer);
+    return map[size_t(t)];
+  };
+  build_node = [&](NodeId n) {
+    if (auto it = group_of.find(n); it != group_of.end()) {
+      if (!built[it->second]) {
+        built[it->second] = true;
+        build_group(it->second);
+      }
+      return;
+    }
+    const Node& node = g.node(n);
+    std::vector<TensorId> in;
+    for (TensorId t : node.inputs) in.push_back(get(t));
+    auto outs = out.add_node(out.unique_name(node.name), node.op, in);
+    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
+  };
+  std::vector<TensorId> outs;
+  std::vector<std::string> names;
+  for (TensorId t : g.outputs()) {
+    outs.push_back(get(t));
+    names.push_back(g.tensor(t).name);
+  }
+  set_outputs(out, outs, names);
+  return out;
+}
+
+/// Whether node a's outputs reach node b.
+bool reaches(const Graph& g, NodeId a, NodeId b, const std::vector<std::vector<NodeId>>& consumers) {
+  std::vector<NodeId> stack{a};
+  std::vector<bool> seen(size_t(g.num_nodes()), false);
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    if (n == b) return true;
+    if (seen[size_t(n)]) continue;
+    seen[size_t(n)] = true;
+    for (TensorId t : g.node(n).outputs)
+      for (NodeId c : consumers[size_t(t)]) stack.push_back(c);
+  }
+  return false;
+}
+
+/// Folds layout chains: a reshape-like op after an R/T op becomes the R/T's output shape; a
+/// reshape-like op before an R/T op is dropped (R/T reads its input in flat order).
+Graph fold_layout(const Graph& g) {
+  auto consumers = g.consumers();
+  auto reshape_like = [](const Op& op) {
+    return std::holds_alternative<ops::Reshape>(op) || std::holds_alternative<ops::Flatten>(op) || std::holds_alternative<ops::Squeeze>(op) ||
+           std::holds_alternative<ops::Unsqueeze>(op);
+  };
+  Graph out;
+  out.name = g.name;
+  std::vector<TensorId> map(size_t(g.num_tensors()), -1);
+  for (TensorId t : g.inputs()) map[size_t(t)] = out.add_input(g.tensor(t).name, g.type(t));
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).is_constant()) map[size_t(t)] = out.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
+  std::vector<TensorId> source(size_t(g.num_tensors()), -1);  // for reshape-like outputs: the tensor they reshape
+  for (NodeId n : g.topo_order()) {
+    const Node& node = g.node(n);
+    Op op = node.op;
+    std::vector<TensorId> in;
+    for (TensorId t : node.inputs) in.push_back(map[size_t(t)]);
+    TensorId x = node.inputs.empty() ? -1 : node.inputs[0];
+    const bool single_use = x >= 0 && consumers[size_t(x)].size() == 1;
+    if (auto* rt = std::get_if<ops::RT>(&op); rt && single_use && source[size_t(x)] >= 0) {
+      in[0] = map[size_t(source[size_t(x)])];  // R/T of a reshape: the reshape is redundant
+    } else if (reshape_like(op) && single_use && g.tensor(x).producer >= 0 &&
+               std::holds_alternative<ops::RT>(g.node(g.tensor(x).producer).op)) {
+      const Node& p = g.node(g.tensor(x).producer);
+      ops::RT merged = std::get<ops::RT>(p.op);
+      merged.out_shape = g.type(node.outputs[0]).shape;
+      op = merged;
+      in[0] = map[size_t(p.inputs[0])];
+    } else if (auto* tr = std::get_if<ops::Transpose>(&op); tr && single_use && g.tensor(x).producer >= 0 &&
+               reshape_like(g.node(g.tensor(x).producer).op)) {
+      const Node& p = g.node(g.tensor(x).producer);
+      const Shape& s = g.type(x).shape;
+      Shape t;
+      for (int64_t q : tr->perm) t.push_back(s[size_t(q)]);
+      op = ops::RT{.split_shape = s, .perm = tr->perm, .out_shape = t};
+      in[0] = map[size_t(p.inputs[0])];
+    }
+    std::vector<std::string> names;
+    for (TensorId t : node.outputs) names.push_back(g.tensor(t).name);
+    auto outs = out.add_node(node.name, op, in, names);
+    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
+    if (reshape_like(node.op)) source[size_t(node.outputs[0])] = source[size_t(x)] >= 0 && single_use ? source[size_t(x)] : x;
+  }
+  for (TensorId t : g.outputs()) out.add_output(map[size_t(t)]);
+  return drop_dead(out);
+}
+
+}  // namespace
+
+int fuse(Graph& g) {
+  g = fold_layout(g);
+  auto consumers = g.consumers();
+  // Group convs by shared weight, bias and attributes (pads aside).
+  std::map<std::tuple<TensorId, TensorId, std::vector<int64_t>, std::vector<int64_t>, int64_t>, std::vector<NodeId>> by_weight;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    const auto* c = std::get_if<ops::Conv>(&node.op);
+    if (!c || node.inputs.size() < 2) continue;
+    TensorId bias = node.inputs.size() == 3 ? node.inputs[2] : -1;
+    by_weight[{node.inputs[1], bias, c->strides, c->dilations, c->group}].push_back(n);
+  }
+  std::vector<ConvGroup> groups;
+  for (auto& [key, nodes] : by_weight) {
+    if (nodes.size() < 2) continue;
+    const auto& strides = std::get<2>(key);
+    // Padded input shape of each member; group members whose padded shapes agree off one axis.
+    auto padded = [&](NodeId n) {
+      const auto& c = std::get<ops::Conv>(g.node(n).op);
+      Shape s = g.type(g.node(n).inputs[0]).shape;
+      const size_t k = c.strides.size();
+      for (size_t i = 0; i < k; ++i) s[2 + i] += c.pads[i] + c.pads[i + k];
+      return s;
+    };
+    std::vector<NodeId> left = nodes;
+    while (left.size() >= 2) {
+      NodeId head = left[0];
+      Shape hs = padded(head);
+      ConvGroup best{{head}, -1};
+      for (int axis : {0, int(hs.size()) - 1, int(hs.size()) - 2}) {
+        if (axis >= 2 && strides[size_t(axis - 2)] != 1) continue;
+        ConvGroup cand{{head}, axis};
+        for (size_t i = 1; i < left.size(); ++i) {
+          Shape s = padded(left[i]);
+          bool ok = s.size() == hs.size();
+          for (size_t d = 0; ok && d < s.size(); ++d) ok = int(d) == axis || s[d] == hs[d];
+          for (NodeId m : cand.members) ok = ok && !reaches(g, m, left[i], consumers) && !reaches(g, left[i], m, consumers);
+          if (ok) cand.members.push_back(left[i]);
+        }
+        if (cand.members.size() > best.members.size()) best = cand;
+      }
+      if (best.members.size() >= 2) groups.push_back(best);
+      std::vector<NodeId> rest;
+      for (NodeId n : left)
+        if (std::find(best.members.begin(), best.members.end(), n) == best.members.end() || best.members.size() < 2) rest.push_back(n);
+      rest.erase(std::remove(rest.begin(), rest.end(), head), rest.end());
+      left = rest;
+    }
+  }
+  if (groups.empty()) return 0;
+  int merged = 0;
+  for (const auto& grp : groups) merged += int(grp.members.size()) - 1;
+  g = drop_dead(fuse_groups(g, groups));
+  return merged;
+}
+
+double estimate_ms(const Graph& g, double gflops, double gbytes_per_s) {
+  double ms = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    Types in = g.input_types(n), out = g.output_types(n);
+    double bytes = 0;
+    for (const auto& t : in) bytes += 4.0 * double(numel(t.shape));
+    for (const auto& t : out) bytes += 4.0 * double(numel(t.shape));
+    double flops = double(op_flops(g.node(n).op, in, out));
+    ms += std::max(flops / (gflops * 1e6), bytes / (gbytes_per_s * 1e6));
+  }
+  return ms;
+}
+
+}  // namespace pet::mutate

@@ -1,0 +1,236 @@
+// Mutation rules and correction kernels: every rule matches where it should, refuses with
+// its reason where it should not, and its corrected mutant computes the original's outputs
+// (float, random inputs) and verifies as equivalent.
+#include <set>
+
+#include "../verify/pairs.hpp"
+#include "op_testing.hpp"
+#include "pet/eval/compare.hpp"
+#include "pet/mutate/correct.hpp"
+#include "pet/mutate/rule.hpp"
+
+using namespace pet;
+using namespace pet::testing;
+using mutate::builtin_rules;
+
+namespace {
+
+Graph conv_program(Shape x, Shape w, ops::Conv op, bool bias, uint64_t seed = 1) {
+  Graph g;
+  Builder b(g);
+  Rng rng(seed);
+  TensorId xi = b.input("x", x);
+  std::vector<TensorId> in{xi, b.constant("w", lab::random_weight(w, rng))};
+  if (bias) in.push_back(b.constant("b", lab::random_weight({w[0]}, rng)));
+  b.output(b.add(op, in, "conv"));
+  return g;
+}
+
+std::vector<Value<float>> run(const Graph& g, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<Value<float>> in;
+  for (TensorId t : g.inputs()) in.push_back(random_inputs({g.type(t)}, rng, {})[0]);
+  return Interpreter<float>(g).run(in);
+}
+
+void same_outputs(const Graph& a, const Graph& b, const std::string& what) {
+  auto ya = run(a, 17), yb = run(b, 17);
+  REQUIRE(ya.size() == yb.size());
+  for (size_t k = 0; k < ya.size(); ++k) {
+    Comparison c = compare(yb[k], ya[k], 1e-5, 1e-4);
+    INFO(what, " output ", k, ": ", c.problem, " max error ", c.max_abs_err, " (", c.mismatches, " elements)");
+    CHECK(c.pass);
+  }
+}
+
+/// Applies rule `name` to the first node it matches, verifies, corrects, fuses, and checks
+/// everything computes the original. Returns the verdict name.
+std::string check_rule(const std::string& name, const Graph& g) {
+  const auto* rule = builtin_rules().find(name);
+  REQUIRE_MESSAGE(rule, "no rule ", name);
+  std::string why;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    auto r = rule->apply_at(g, n);
+    if (auto* reason = std::get_if<std::string>(&r)) {
+      why = *reason;
+      continue;
+    }
+    Graph& m = std::get<Graph>(r);
+    auto report = verify::verify(g, m);
+    INFO(name, ": ", verify::verdict_name(report.verdict));
+    REQUIRE(report.verdict != verify::Verdict::NotEquivalent);
+    mutate::CorrectionStats st;
+    Graph fixed = mutate::add_corrections(g, m, report, &st);
+    CHECK(verify::verdict_name(verify::verify(g, fixed).verdict) == "equivalent");
+    same_outputs(g, fixed, name + " corrected");
+    Graph fused = fixed;
+    mutate::fuse(fused);
+    CHECK(verify::verdict_name(verify::verify(g, fused).verdict) == "equivalent");
+    same_outputs(g, fused, name + " fused");
+    if (report.verdict == verify::Verdict::Equivalent) CHECK(st.kernels == 0);
+    else CHECK(st.kernels > 0);
+    return std::string(verify::verdict_name(report.verdict));
+  }
+  FAIL("rule ", name, " matched no node; last reason: ", why);
+  return "";
+}
+
+std::string refusal(const std::string& name, const Graph& g) {
+  auto r = builtin_rules().find(name)->apply_at(g, 0);
+  REQUIRE(std::holds_alternative<std::string>(r));
+  return std::get<std::string>(r);
+}
+
+}  // namespace
+
+TEST_CASE("rule set: names are unique and described") {
+  std::set<std::string> names;
+  for (const auto& r : builtin_rules().rules()) {
+    CHECK(names.insert(std::string(r->name())).second);
+    CHECK(!r->description().empty());
+  }
+  CHECK(names.size() >= 16);
+}
+
+TEST_CASE("batch <-> spatial rules") {
+  ops::Conv same{.pads = {1, 1, 1, 1}};
+  for (Shape x : {Shape{2, 3, 6, 7}, Shape{3, 2, 5, 4}}) {
+    Graph g = conv_program(x, {4, x[1], 3, 3}, same, true);
+    CHECK(check_rule("conv-batch-to-width", g) == "partially_equivalent");
+    CHECK(check_rule("conv-batch-to-height", g) == "partially_equivalent");
+  }
+  Graph one = conv_program({1, 3, 6, 8}, {4, 3, 3, 3}, same, false);
+  CHECK(check_rule("conv-width-to-batch", one) == "partially_equivalent");
+  CHECK(check_rule("conv-spatial-to-batch-2x2", one) == "partially_equivalent");
+  Graph tiles = conv_program({1, 2, 38, 38}, {3, 2, 3, 3}, same, true);  // the paper's 38x38 -> 4x4 tiles of 10x10
+  CHECK(check_rule("conv-spatial-to-batch-4x4", tiles) == "partially_equivalent");
+  // 1x1 kernels have no seams.
+  CHECK(check_rule("conv-batch-to-width", conv_program({2, 3, 4, 4}, {2, 3, 1, 1}, ops::Conv{}, false)) == "equivalent");
+  CHECK(refusal("conv-batch-to-width", one) == "batch is 1");
+  CHECK(refusal("conv-batch-to-width", conv_program({2, 3, 6, 6}, {4, 3, 3, 3}, ops::Conv{}, false)) ==
+        "the conv changes the spatial size along the concatenation axis");
+  CHECK(refusal("conv-width-to-batch", conv_program({1, 3, 6, 7}, {4, 3, 3, 3}, same, false)) == "width 7 is not divisible by 2");
+  CHECK(refusal("conv-spatial-to-batch-4x4", one) == "image 6x8 is too small for 4x4 tiles");
+}
+
+TEST_CASE("dilated -> dense rules") {
+  ops::Conv dil{.pads = {2, 2, 2, 2}, .dilations = {2, 2}};
+  for (Shape x : {Shape{1, 4, 8, 8}, Shape{2, 3, 7, 9}}) {
+    Graph g = conv_program(x, {5, x[1], 3, 3}, dil, true);
+    CHECK(check_rule("conv-dilated-to-dense", g) == "equivalent");
+    CHECK(check_rule("conv-dilated-to-dense-blocks", g) == "partially_equivalent");
+  }
+  CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 6, 6}, {2, 2, 3, 3}, ops::Conv{}, false)) == "not dilated equally along H and W");
+  CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 6, 6}, {2, 2, 3, 3}, ops::Conv{.pads = {1, 1, 1, 1}, .dilations = {2, 2}}, false)) ==
+        "pads [1,1,1,1] are not divisible by the dilation 2");
+}
+
+TEST_CASE("padding and transposition rules") {
+  CHECK(check_rule("conv-pad-odd", conv_program({1, 3, 7, 9}, {4, 3, 3, 3}, ops::Conv{.pads = {1, 1, 1, 1}}, true)) == "equivalent");
+  CHECK(check_rule("conv-pad-odd", conv_program({1, 3, 7, 8}, {4, 3, 3, 3}, ops::Conv{.strides = {2, 2}}, false)) == "equivalent");
+  CHECK(refusal("conv-pad-odd", conv_program({1, 3, 8, 8}, {4, 3, 3, 3}, ops::Conv{}, false)) == "height and width are even");
+  CHECK(check_rule("conv-transpose-spatial",
+                   conv_program({1, 3, 7, 9}, {4, 3, 3, 1}, ops::Conv{.strides = {2, 1}, .pads = {1, 0, 1, 0}, .dilations = {1, 1}}, true)) ==
+        "equivalent");
+  CHECK(refusal("conv-transpose-spatial", conv_program({1, 3, 8, 8}, {4, 3, 3, 3}, ops::Conv{}, false)) == "the kernel is square");
+}
+
+TEST_CASE("merge and split rules") {
+  // Inception: parallel convs on one input (1x1 and 3x3 with "same" padding).
+  Graph inc;
+  {
+    Builder b(inc);
+    Rng rng(3);
+    TensorId x = b.input("x", {1, 16, 5, 5});
+    b.output(b.add(ops::Conv{}, {x, b.constant("w1", lab::random_weight({6, 16, 1, 1}, rng)), b.constant("b1", lab::random_weight({6}, rng))}, "a"));
+    b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}},
+                   {x, b.constant("w2", lab::random_weight({4, 16, 3, 3}, rng)), b.constant("b2", lab::random_weight({4}, rng))}, "b"));
+  }
+  CHECK(check_rule("conv-merge-shared-input", inc) == "equivalent");
+  CHECK(refusal("conv-merge-shared-input", conv_program({1, 2, 4, 4}, {2, 2, 1, 1}, ops::Conv{}, false)) ==
+        "no sibling conv on the same input with the same strides and dilations");
+
+  Graph two;
+  {
+    Builder b(two);
+    Rng rng(4);
+    TensorId x = b.input("x", {1, 3, 6, 6}), y = b.input("y", {1, 3, 6, 6});
+    b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, b.constant("w1", lab::random_weight({4, 3, 3, 3}, rng))}, "cx"));
+    b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {y, b.constant("w2", lab::random_weight({2, 3, 3, 3}, rng))}, "cy"));
+  }
+  CHECK(check_rule("conv-merge-grouped", two) == "equivalent");
+
+  CHECK(check_rule("grouped-conv-split", conv_program({1, 8, 5, 5}, {8, 2, 3, 3}, ops::Conv{.pads = {1, 1, 1, 1}, .group = 4}, true)) ==
+        "equivalent");
+  CHECK(refusal("grouped-conv-split", conv_program({1, 2, 4, 4}, {2, 2, 1, 1}, ops::Conv{}, false)) == "not grouped");
+
+  Graph qkv = lab::qkv_merge(6, 8, 5, 1).original;
+  CHECK(check_rule("matmul-merge-shared-input", qkv) == "equivalent");
+  Graph mm = lab::matmuls_to_batched(4, 5, 3, 2).original;
+  CHECK(check_rule("matmul-merge-batched", mm) == "equivalent");
+  CHECK(refusal("matmul-merge-shared-input", mm) == "no other matmul reads the same left operand");
+
+  CHECK(check_rule("conv1x1-to-matmul", conv_program({2, 6, 3, 5}, {4, 6, 1, 1}, ops::Conv{}, true)) == "equivalent");
+  CHECK(refusal("conv1x1-to-matmul", conv_program({1, 2, 4, 4}, {2, 2, 3, 3}, ops::Conv{}, false)) == "the kernel is not 1x1");
+  CHECK(check_rule("matmul-to-conv1x1", qkv) == "equivalent");
+}
+
+TEST_CASE("correction kernels restrict the original to a box exactly") {
+  // The restricted program equals a slice of the full program's output, for random boxes of
+  // random programs (convs, pools, pads, slices, concats, matmuls, R/T ops).
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 150; ++seed) {
+    Rng rng(seed);
+    Graph g = lab::random_program(rng);
+    TensorId y = g.outputs()[0];
+    const Shape& ys = g.type(y).shape;
+    if (numel(ys) == 0) continue;
+    Box box;
+    for (int64_t n : ys) {
+      int64_t lo = rng.range(0, n - 1);
+      box.dims.push_back({lo, rng.range(lo + 1, n), 1});
+    }
+    Graph r;
+    Builder b(r);
+    for (TensorId t : g.inputs()) b.input(g.tensor(t).name, g.type(t).shape);
+    TensorId c = mutate::restrict_program(g, y, box, b);
+    b.output(c);
+    auto full = run(g, seed);
+    auto part = run(r, seed);
+    const auto& yf = std::get<Tensor<float>>(full[0]);
+    const auto& yp = std::get<Tensor<float>>(part[0]);
+    Index i(int(ys.size()));
+    Shape ext;
+    for (const auto& d : box.dims) ext.push_back(d.count());
+    int64_t k = 0;
+    do {
+      Index v = box.origin();
+      for (int d = 0; d < v.rank; ++d) v[d] += i[d];
+      INFO("seed ", seed, " box ", to_string(box));
+      REQUIRE(std::abs(yp[k++] - yf.at(v)) <= 1e-4f * (1 + std::abs(yf.at(v))));
+    } while (next_index(i, ext));
+    ++checked;
+  }
+  CHECK(checked > 100);
+}
+
+TEST_CASE("correction fusion merges a correction conv into the main conv (paper Fig. 6)") {
+  Graph g = conv_program({2, 3, 6, 6}, {4, 3, 3, 3}, ops::Conv{.pads = {1, 1, 1, 1}}, true);
+  auto m = std::get<Graph>(builtin_rules().find("conv-batch-to-width")->apply_at(g, 0));
+  auto report = verify::verify(g, m);
+  mutate::CorrectionStats st;
+  Graph fixed = mutate::add_corrections(g, m, report, &st);
+  CHECK(st.kernels == 2);
+  CHECK(st.corrected_elements == 2 * 4 * 6);
+  auto convs = [](const Graph& x) {
+    int n = 0;
+    for (const auto& node : x.nodes()) n += std::holds_alternative<ops::Conv>(node.op);
+    return n;
+  };
+  CHECK(convs(fixed) == 3);
+  Graph fused = fixed;
+  CHECK(mutate::fuse(fused) == 2);
+  CHECK(convs(fused) == 1);
+  CHECK(verify::verdict_name(verify::verify(g, fused).verdict) == "equivalent");
+  same_outputs(g, fused, "fused");
+}
