@@ -87,6 +87,32 @@ expect 2 "the original has 1 inputs but the mutant has 2" -- "$PET" verify "$P/c
 expect 2 "65535 is not a prime" -- "$PET" verify "$P/conv-batch-to-width.original.onnx" "$P/conv-batch-to-width.mutant.onnx" --prime 65535
 expect 2 "usage: pet verify" -- "$PET" verify "$P/conv-batch-to-width.original.onnx"
 
+# pet mutate: every corrected mutant it writes computes the original's outputs.
+expect 0 "conv-batch-to-width +images of a batch side by side" -- "$PET" mutate --list-rules
+for sub in conv-batch-to-width dilated-to-dense-blocks matmuls-to-batched; do
+  orig="$P/$sub.original.onnx"
+  expect 0 "corrected mutants" -- "$PET" mutate "$orig" --out-dir "$TMP/mut_$sub" --json "$TMP/mut_$sub.json"
+  for key in '"mutants"' '"file"' '"verdict"' '"corrected_elements"' '"est_ms"' '"seconds"' '"stop_reason"'; do
+    if ! grep -q -- "$key" "$TMP/mut_$sub.json"; then echo "FAIL: mutate json lacks $key"; fails=$((fails + 1)); fi
+  done
+  "$PET" run "$orig" --save "$TMP/ref_$sub" --seed 3 > /dev/null
+  n=0
+  for m in "$TMP/mut_$sub"/mutant_*.onnx; do
+    n=$((n + 1))
+    if ! "$PET" run "$m" --check "$TMP/ref_$sub" > "$TMP/check.txt" 2>&1; then
+      echo "FAIL: $m does not compute the original's outputs:"; cat "$TMP/check.txt"; fails=$((fails + 1))
+    fi
+  done
+  echo "ok:   $n mutants of $sub pass pet run --check"
+  [ "$n" -gt 0 ] || { echo "FAIL: no mutants for $sub"; fails=$((fails + 1)); }
+done
+expect 0 '"rule": "conv-batch-to-width"' -- cat "$TMP/mut_conv-batch-to-width.json"
+expect 0 '"generated": true' -- cat "$TMP/mut_conv-batch-to-width.json"
+expect 2 "node 'bn1' \(BatchNormalization\) is not multilinear" -- "$PET" mutate "$model" --out-dir "$TMP/m_bad"
+expect 2 "unknown rule 'nope'" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_bad" --rules nope
+expect 2 "usage: pet mutate" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx"
+expect 0 "corrected mutants" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_rules" --rules conv-batch-to-width --depth 0
+
 if [ "$fails" -ne 0 ]; then
   echo "$fails CLI check(s) failed"
   exit 1

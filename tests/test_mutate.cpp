@@ -7,7 +7,7 @@
 #include "op_testing.hpp"
 #include "pet/eval/compare.hpp"
 #include "pet/mutate/correct.hpp"
-#include "pet/mutate/rule.hpp"
+#include "pet/mutate/mutate.hpp"
 
 using namespace pet;
 using namespace pet::testing;
@@ -233,4 +233,52 @@ TEST_CASE("correction fusion merges a correction conv into the main conv (paper 
   CHECK(convs(fused) == 1);
   CHECK(verify::verdict_name(verify::verify(g, fused).verdict) == "equivalent");
   same_outputs(g, fused, "fused");
+}
+
+TEST_CASE("the generator alone rediscovers the paper's mutant kinds on the test subprograms") {
+  auto subs = lab::mutation_subprograms();
+  auto find = [&](const std::string& name) -> const Graph& {
+    for (const auto& [n, g] : subs)
+      if (n == name) return g;
+    throw std::runtime_error(name);
+  };
+  auto generated = [&](const Graph& g) {
+    mutate::Options opt;
+    opt.rules = {"none"};
+    return mutate::run(g, opt);
+  };
+  auto has = [](const mutate::MutateResult& r, const std::string& ops, const std::string& verdict, const std::function<bool(const Graph&)>& extra) {
+    for (const auto& m : r.mutants)
+      if (m.summary.rfind(ops, 0) == 0 && verify::verdict_name(m.verdict) == verdict && m.origin == "generated" && extra(m.graph)) return true;
+    return false;
+  };
+  auto any = [](const Graph&) { return true; };
+  auto conv_shape = [](Shape s) {
+    return [s](const Graph& g) {
+      for (const auto& n : g.nodes())
+        if (std::holds_alternative<ops::Conv>(n.op) && g.type(n.outputs[0]).shape == s) return true;
+      return false;
+    };
+  };
+  // Batch-to-width: the two images side by side, one conv of width 112, seams corrected.
+  auto b2 = generated(find("conv3x3_batch2"));
+  CHECK(has(b2, "PetRT Conv PetRT", "partially_equivalent", conv_shape({1, 64, 56, 112})));
+  // CSRNet: the dilated conv as a dense conv over the 4 residue images in the batch.
+  auto csr = generated(find("csrnet_dilated_conv"));
+  CHECK(has(csr, "PetRT Conv PetRT", "equivalent", [](const Graph& g) {
+    for (const auto& n : g.nodes())
+      if (auto* c = std::get_if<ops::Conv>(&n.op); c && c->dilations == std::vector<int64_t>{1, 1} && g.type(n.outputs[0]).shape == Shape{4, 512, 7, 7})
+        return true;
+    return false;
+  }));
+  // Inception: the two 1x1 convs as one 768 -> 352 conv, split.
+  auto inc = generated(find("inception_parallel_1x1"));
+  CHECK(has(inc, "Concat Concat Conv Split", "equivalent", conv_shape({1, 352, 17, 17})));
+  // BERT: Q/K/V as one 768 -> 2304 matmul, split.
+  auto qkv = generated(find("bert_qkv"));
+  CHECK(has(qkv, "Concat MatMul Split", "equivalent", any));
+  for (const auto* r : {&b2, &csr, &inc, &qkv}) {
+    CHECK(r->stop_reason == "search space exhausted at depth 3");
+    for (const auto& m : r->mutants) CHECK((m.corrections.kernels == 0 || m.verdict == verify::Verdict::PartiallyEquivalent));
+  }
 }

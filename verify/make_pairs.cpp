@@ -1,7 +1,8 @@
 // Writes the lab's known operator pairs as ONNX files, for `pet verify`:
 //   OUT/<pair>.original.onnx and OUT/<pair>.mutant.onnx
-// Usage: lab_pairs OUT [small|paper]
-//   small: test-sized shapes (default); paper: the CSRNet layer and the ResNet-18 batch-16 conv.
+// Usage: lab_pairs OUT [small|paper|subprograms]
+//   small: test-sized shapes (default); paper: the CSRNet layer and the ResNet-18 batch-16 conv;
+//   subprograms: the mutation generator's test subprograms (OUT/<name>.onnx, originals only).
 #include <cstdio>
 #include <filesystem>
 
@@ -17,6 +18,14 @@ int main(int argc, char** argv) {
   }
   std::filesystem::create_directories(argv[1]);
   const bool paper = argc > 2 && std::string(argv[2]) == "paper";
+  if (argc > 2 && std::string(argv[2]) == "subprograms") {
+    for (auto& [name, g] : lab::mutation_subprograms()) {
+      auto path = (std::filesystem::path(argv[1]) / (name + ".onnx")).string();
+      onnx::export_file(g, path);
+      std::printf("%s\n", path.c_str());
+    }
+    return 0;
+  }
   std::vector<lab::Pair> pairs;
   if (paper) {
     lab::ConvSpec csr{.n = 1, .c = 512, .h = 14, .w = 14, .f = 512, .k = 3, .pad = 2, .dil = 2};

@@ -371,6 +371,29 @@ inline Pair random_program_pair(uint64_t seed, bool roll) {
   return p;
 }
 
+/// The subprograms the mutation generator is tested on (issue: CSRNet's dilated conv,
+/// Inception's two parallel 1x1 convs, BERT's Q/K/V matmuls, a batch-2 3x3 conv).
+inline std::vector<std::pair<std::string, Graph>> mutation_subprograms() {
+  std::vector<std::pair<std::string, Graph>> v;
+  Rng rng(2021);
+  ConvSpec csr{.n = 1, .c = 512, .h = 14, .w = 14, .f = 512, .k = 3, .pad = 2, .dil = 2};
+  v.emplace_back("csrnet_dilated_conv", conv_program(csr, random_weight(csr.wt(), rng), csr.op()));
+  Graph inc;
+  {
+    Builder b(inc);
+    TensorId x = b.input("x", {1, 768, 17, 17});
+    b.output(b.add(ops::Conv{}, {x, b.constant("w192", random_weight({192, 768, 1, 1}, rng)), b.constant("b192", random_weight({192}, rng))}, "branch1x1"));
+    b.output(b.add(ops::Conv{}, {x, b.constant("w160", random_weight({160, 768, 1, 1}, rng)), b.constant("b160", random_weight({160}, rng))}, "branch7x7_1"));
+  }
+  inc.name = "inception_1x1";
+  v.emplace_back("inception_parallel_1x1", std::move(inc));
+  v.emplace_back("bert_qkv", qkv_merge(128, 768, 768, 7).original);
+  ConvSpec b2{.n = 2, .c = 64, .h = 56, .w = 56, .f = 64};
+  v.emplace_back("conv3x3_batch2", conv_program(b2, random_weight(b2.wt(), rng), b2.op()));
+  for (auto& [name, g] : v) g.name = name;
+  return v;
+}
+
 /// One pair from the families above with random small shapes (the lab's experiments).
 inline Pair random_pair(Rng& rng, int64_t max_side = 8) {
   auto pick = [&](int64_t lo, int64_t hi) { return rng.range(lo, hi); };

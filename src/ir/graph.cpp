@@ -172,6 +172,40 @@ void Graph::validate() const {
   topo_order();
 }
 
+Graph remove_dead_nodes(const Graph& g) {
+  std::vector<bool> live(size_t(g.num_tensors()), false);
+  for (TensorId t : g.outputs()) live[size_t(t)] = true;
+  auto order = g.topo_order();
+  std::vector<bool> keep(size_t(g.num_nodes()), false);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node& n = g.node(*it);
+    bool used = false;
+    for (TensorId t : n.outputs) used = used || live[size_t(t)];
+    if (!used) continue;
+    keep[size_t(*it)] = true;
+    for (TensorId t : n.inputs) live[size_t(t)] = true;
+  }
+  Graph out;
+  out.name = g.name;
+  std::vector<TensorId> map(size_t(g.num_tensors()), -1);
+  for (TensorId t : g.inputs()) map[size_t(t)] = out.add_input(g.tensor(t).name, g.type(t));
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).is_constant() && live[size_t(t)]) map[size_t(t)] = out.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
+  for (NodeId n : order) {
+    if (!keep[size_t(n)]) continue;
+    const Node& node = g.node(n);
+    std::vector<TensorId> in;
+    std::vector<std::string> names;
+    for (TensorId t : node.inputs) in.push_back(map[size_t(t)]);
+    for (TensorId t : node.outputs) names.push_back(g.tensor(t).name);
+    auto outs = out.add_node(node.name, node.op, in, names);
+    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
+  }
+  for (TensorId t : g.outputs()) out.add_output(map[size_t(t)]);
+  return out;
+}
+
+
 std::vector<std::vector<NodeId>> multilinear_subprograms(const Graph& g) {
   using U = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
   U u(static_cast<size_t>(g.num_nodes()));

@@ -226,40 +226,6 @@ void set_outputs(Graph& g, const std::vector<TensorId>& outs, const std::vector<
   }
 }
 
-/// Removes nodes none of whose outputs is used (rebuilding the graph).
-Graph drop_dead(const Graph& g) {
-  std::vector<bool> live(size_t(g.num_tensors()), false);
-  for (TensorId t : g.outputs()) live[size_t(t)] = true;
-  auto order = g.topo_order();
-  std::vector<bool> keep(size_t(g.num_nodes()), false);
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const Node& n = g.node(*it);
-    bool used = false;
-    for (TensorId t : n.outputs) used = used || live[size_t(t)];
-    if (!used) continue;
-    keep[size_t(*it)] = true;
-    for (TensorId t : n.inputs) live[size_t(t)] = true;
-  }
-  Graph out;
-  out.name = g.name;
-  std::vector<TensorId> map(size_t(g.num_tensors()), -1);
-  for (TensorId t : g.inputs()) map[size_t(t)] = out.add_input(g.tensor(t).name, g.type(t));
-  for (TensorId t = 0; t < g.num_tensors(); ++t)
-    if (g.tensor(t).is_constant() && live[size_t(t)]) map[size_t(t)] = out.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
-  for (NodeId n : order) {
-    if (!keep[size_t(n)]) continue;
-    const Node& node = g.node(n);
-    std::vector<TensorId> in;
-    std::vector<std::string> names;
-    for (TensorId t : node.inputs) in.push_back(map[size_t(t)]);
-    for (TensorId t : node.outputs) names.push_back(g.tensor(t).name);
-    auto outs = out.add_node(node.name, node.op, in, names);
-    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
-  }
-  for (TensorId t : g.outputs()) out.add_output(map[size_t(t)]);
-  return out;
-}
-
 }  // namespace
 
 TensorId restrict_program(const Graph& original, TensorId out, const Box& box, Builder& target) {
@@ -448,7 +414,7 @@ Graph fold_layout(const Graph& g) {
     if (reshape_like(node.op)) source[size_t(node.outputs[0])] = source[size_t(x)] >= 0 && single_use ? source[size_t(x)] : x;
   }
   for (TensorId t : g.outputs()) out.add_output(map[size_t(t)]);
-  return drop_dead(out);
+  return remove_dead_nodes(out);
 }
 
 }  // namespace
@@ -505,13 +471,22 @@ int fuse(Graph& g) {
   if (groups.empty()) return 0;
   int merged = 0;
   for (const auto& grp : groups) merged += int(grp.members.size()) - 1;
-  g = drop_dead(fuse_groups(g, groups));
+  g = remove_dead_nodes(fuse_groups(g, groups));
   return merged;
 }
 
 double estimate_ms(const Graph& g, double gflops, double gbytes_per_s) {
+  // Ops that read only constants (weights) are precomputed once at compile time: free.
+  std::vector<bool> constant(size_t(g.num_tensors()), false);
+  for (TensorId t = 0; t < g.num_tensors(); ++t) constant[size_t(t)] = g.tensor(t).is_constant();
   double ms = 0;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+  for (NodeId n : g.topo_order()) {
+    bool all_const = true;
+    for (TensorId t : g.node(n).inputs) all_const = all_const && constant[size_t(t)];
+    if (all_const) {
+      for (TensorId t : g.node(n).outputs) constant[size_t(t)] = true;
+      continue;
+    }
     Types in = g.input_types(n), out = g.output_types(n);
     double bytes = 0;
     for (const auto& t : in) bytes += 4.0 * double(numel(t.shape));

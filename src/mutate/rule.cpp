@@ -49,7 +49,7 @@ Graph MutantBuilder::finish() {
     }
     g_.add_output(m);
   }
-  return std::move(g_);
+  return remove_dead_nodes(g_);  // originals a rule replaced after copying them
 }
 
 }  // namespace pet::mutate

@@ -30,5 +30,6 @@ std::string format_count(double v);  ///< 1.23 K / M / G
 int cmd_info(const std::vector<std::string>& argv);
 int cmd_run(const std::vector<std::string>& argv);
 int cmd_verify(const std::vector<std::string>& argv);
+int cmd_mutate(const std::vector<std::string>& argv);
 
 }  // namespace pet::cli

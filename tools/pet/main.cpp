@@ -16,6 +16,8 @@ const char* kUsage =
     "  verify A.onnx B.onnx       which outputs of B agree with A for all inputs and weights:\n"
     "                             [--tests t] [--prime p] [--seed s] [--z3] [--z3-all] [--json FILE] [--cells]\n"
     "                             [--exhaustive]\n"
+    "  mutate SUB.onnx --out-dir DIR   corrected mutants of a multilinear subprogram as ONNX files:\n"
+    "                             [--depth d] [--rules all|none|NAME,...] [--json FILE] [--list-rules] [--explain]\n"
     "common options: --shape NAME=1x3x224x224  --dim NAME=N  --default-dim N (symbolic dims, default 1)\n";
 }
 
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
     if (cmd == "info") return pet::cli::cmd_info(args);
     if (cmd == "run") return pet::cli::cmd_run(args);
     if (cmd == "verify") return pet::cli::cmd_verify(args);
+    if (cmd == "mutate") return pet::cli::cmd_mutate(args);
     std::fprintf(stderr, "pet: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const pet::InvalidInput& e) {

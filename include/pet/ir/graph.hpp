@@ -81,6 +81,10 @@ class Graph {
   std::unordered_map<std::string, TensorId> by_name_;
 };
 
+/// A copy of `g` without the nodes whose outputs reach no graph output (and without unused
+/// constants).
+Graph remove_dead_nodes(const Graph& g);
+
 /// Topological order of `n` items under edges (from -> to), via Boost.Graph. On a cycle
 /// returns the items of the non-trivial strongly connected components in `cycle`.
 std::vector<int> topological_order(int n, const std::vector<std::pair<int, int>>& edges,

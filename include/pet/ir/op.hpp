@@ -52,6 +52,28 @@ inline Types infer_types(Op& op, InTypes in) {
   return std::visit([&](auto& o) -> Types { return o.infer(in); }, op);
 }
 
+/// The op's name with its attributes, as text (structural comparison of programs).
+inline std::string op_signature(const Op& op) {
+  return std::visit([](const auto& o) {
+    std::string k(o.name);
+    if constexpr (requires { o.perm; }) k += cat("perm", o.perm);
+    if constexpr (requires { o.split_shape; }) k += cat("split", o.split_shape, "out", o.out_shape);
+    if constexpr (requires { o.strides; }) k += cat("s", o.strides);
+    if constexpr (requires { o.pads; }) k += cat("p", o.pads);
+    if constexpr (requires { o.dilations; }) k += cat("d", o.dilations);
+    if constexpr (requires { o.group; }) k += cat("g", o.group);
+    if constexpr (requires { o.axis; }) k += cat("a", o.axis);
+    if constexpr (requires { o.axes; }) k += cat("x", o.axes);
+    if constexpr (requires { o.begin; }) k += cat("b", o.begin, o.step);
+    if constexpr (requires { o.split; }) k += cat("sp", o.split);
+    if constexpr (requires { o.shape; }) k += cat("sh", o.shape);
+    if constexpr (requires { o.offsets; }) k += cat("o", o.offsets);
+    if constexpr (requires { o.kernel_shape; }) k += cat("k", o.kernel_shape);
+    if constexpr (requires { o.trans_a; }) k += cat("t", o.trans_a, o.trans_b, o.alpha, o.beta);
+    return k;
+  }, op);
+}
+
 /// Floating-point operations of one execution (multiply-add = 2; data movement = 0).
 inline int64_t op_flops(const Op& op, InTypes in, InTypes out) {
   return std::visit([&](const auto& o) -> int64_t {

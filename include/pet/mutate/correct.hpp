@@ -32,7 +32,7 @@ int fuse(Graph& g);
 
 /// Cost estimate in milliseconds: a roofline per op, FLOPs at `gflops` and bytes moved at
 /// `gbytes_per_s` (this machine: ~200 GFLOP/s, ~10 GB/s), until the cpu backend's profiler
-/// replaces it.
+/// replaces it. Ops on constants only are free (precomputed at compile time).
 double estimate_ms(const Graph& g, double gflops = 200.0, double gbytes_per_s = 10.0);
 
 }  // namespace pet::mutate

@@ -234,12 +234,20 @@ struct RT {
     perm = pet::detail::normalize_axes(perm, int64_t(perm.size()), "perm");
     return {{in[0].dtype, out_shape}};
   }
-  /// The input position that output position o copies.
+  /// The input position that output position o copies: the flat offset of o, read as a
+  /// position of the transposed split shape, is the split shape's position permuted.
   Index source(const Index& o, const Shape& in_shape) const {
-    Index i = unflatten(flat_offset(o, out_shape), transposed_shape());
-    Index j(i.rank);
-    for (int k = 0; k < i.rank; ++k) j[int(perm[size_t(k)])] = i[k];
-    return unflatten(flat_offset(j, split_shape), in_shape);
+    int64_t f = flat_offset(o, out_shape), src = 0;
+    const int r = int(perm.size());
+    std::array<int64_t, kMaxRank> strides{};
+    int64_t st = 1;
+    for (int k = r - 1; k >= 0; --k) strides[size_t(k)] = st, st *= split_shape[size_t(k)];
+    for (int k = r - 1; k >= 0; --k) {  // digits of f in the transposed shape, innermost first
+      const int64_t n = split_shape[size_t(perm[size_t(k)])];
+      src += (f % n) * strides[size_t(perm[size_t(k)])];
+      f /= n;
+    }
+    return unflatten(src, in_shape);
   }
   template <class E, class R>
   E at(const Index& o, const R& read) const { return read(0, source(o, read.shape(0))); }

@@ -1,0 +1,43 @@
+#pragma once
+/// The mutation pipeline for one multilinear subprogram (paper sections 4 and 5): mutants from
+/// the rules and from the generic generator, verified (not equivalent ones dropped),
+/// corrected (correction kernels patched over the failing boxes), fused, checked once more
+/// to be equivalent as a whole, and ranked by estimated cost.
+#include "pet/mutate/correct.hpp"
+#include "pet/mutate/generator.hpp"
+#include "pet/mutate/rule.hpp"
+
+namespace pet::mutate {
+
+struct Options {
+  int depth = 3;                        ///< generator depth (0: rules only)
+  std::vector<std::string> rules{"all"};  ///< "all", "none" or rule names
+  GeneratorOptions generator;           ///< budgets (depth is taken from above)
+  verify::Options verify;
+  /// Generated programs that agree with the original at fewer sampled positions than this
+  /// are not verified (their correction would cover most of the output).
+  double min_agreement = 0.5;
+};
+
+struct Mutant {
+  Graph graph;               ///< corrected (and fused when that is cheaper)
+  std::string origin;        ///< the rule's name, or "generated"
+  verify::Verdict verdict;   ///< of the uncorrected mutant
+  CorrectionStats corrections;
+  bool fused = false;
+  double est_ms = 0;
+  std::string summary;       ///< its ops, e.g. "PetRT Conv PetRT + 2 corrections"
+};
+
+struct MutateResult {
+  std::vector<Mutant> mutants;  ///< best estimated first
+  double original_est_ms = 0;
+  double seconds = 0;
+  std::string stop_reason;
+  int64_t rule_attempts = 0, rule_matches = 0, generated = 0, verified = 0, rejected = 0, duplicates = 0;
+  std::vector<std::string> rule_refusals;  ///< "rule at node: reason" (for --explain)
+};
+
+MutateResult run(const Graph& subprogram, const Options& opt = {});
+
+}  // namespace pet::mutate

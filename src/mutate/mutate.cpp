@@ -1,0 +1,102 @@
+// The mutation pipeline: rules + generator -> verify -> correct -> fuse -> rank.
+#include "pet/mutate/mutate.hpp"
+
+#include <chrono>
+#include <set>
+
+namespace pet::mutate {
+
+namespace {
+std::string op_list(const Graph& g) {
+  std::string s;
+  for (NodeId n : g.topo_order()) s += cat(s.empty() ? "" : " ", op_name(g.node(n).op));
+  return s;
+}
+/// Structure key: ops with their attributes and output shapes, in order.
+std::string structure(const Graph& g) {
+  std::string s;
+  for (NodeId n : g.topo_order()) s += cat(op_signature(g.node(n).op), g.type(g.node(n).outputs[0]).shape, ";");
+  return s;
+}
+}  // namespace
+
+MutateResult run(const Graph& sub, const Options& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  verify::require_multilinear(sub, "subprogram");
+  MutateResult res;
+  res.original_est_ms = estimate_ms(sub);
+  std::vector<std::pair<Graph, std::string>> candidates;
+
+  // 1. Rules, at every node they match.
+  const bool all = opt.rules.size() == 1 && opt.rules[0] == "all";
+  const bool none = opt.rules.size() == 1 && opt.rules[0] == "none";
+  if (!none)
+    for (const auto& rule : builtin_rules().rules()) {
+      if (!all && std::find(opt.rules.begin(), opt.rules.end(), std::string(rule->name())) == opt.rules.end()) continue;
+      for (NodeId n = 0; n < sub.num_nodes(); ++n) {
+        ++res.rule_attempts;
+        auto r = rule->apply_at(sub, n);
+        if (auto* why = std::get_if<std::string>(&r)) {
+          if (why->rfind("node is ", 0) != 0) res.rule_refusals.push_back(cat(rule->name(), " at '", sub.node(n).name, "': ", *why));
+          continue;
+        }
+        ++res.rule_matches;
+        candidates.emplace_back(std::move(std::get<Graph>(r)), std::string(rule->name()));
+      }
+    }
+  if (!all && !none)
+    for (const auto& name : opt.rules)
+      if (!builtin_rules().find(name)) throw InvalidInput(cat("unknown rule '", name, "' (see pet mutate --list-rules)"));
+
+  // 2. The generic generator.
+  if (opt.depth > 0) {
+    GeneratorOptions go = opt.generator;
+    go.depth = opt.depth;
+    GeneratorResult gr = generate(sub, go);
+    res.stop_reason = gr.stop_reason;
+    for (size_t i = 0; i < gr.mutants.size(); ++i) {
+      ++res.generated;
+      if (gr.agreement[i] >= opt.min_agreement) candidates.emplace_back(std::move(gr.mutants[i]), "generated");
+    }
+  } else {
+    res.stop_reason = "generator disabled (depth 0)";
+  }
+
+  // 3. Verify, correct, fuse; keep the equivalent results.
+  std::set<std::string> seen;
+  for (auto& [m, origin] : candidates) {
+    if (!seen.insert(structure(m)).second) {
+      ++res.duplicates;
+      continue;
+    }
+    ++res.verified;
+    verify::Report rep = verify::verify(sub, m, opt.verify);
+    if (rep.verdict == verify::Verdict::NotEquivalent) {
+      ++res.rejected;
+      continue;
+    }
+    Mutant mu;
+    mu.origin = origin;
+    mu.verdict = rep.verdict;
+    Graph corrected = add_corrections(sub, m, rep, &mu.corrections);
+    Graph fused = corrected;
+    mu.corrections.fused_convs = fuse(fused);
+    double c = estimate_ms(corrected), f = estimate_ms(fused);
+    mu.fused = f < c;
+    mu.graph = mu.fused ? std::move(fused) : std::move(corrected);
+    mu.est_ms = std::min(c, f);
+    // The corrected program must be equivalent as a whole; a failure here is pet's bug.
+    verify::Report check = verify::verify(sub, mu.graph, opt.verify);
+    PET_CHECK(check.verdict == verify::Verdict::Equivalent, "the corrected ", origin, " mutant (", op_list(m), ") is ",
+              verify::verdict_name(check.verdict));
+    mu.summary = cat(op_list(m), mu.corrections.kernels ? cat(" + ", mu.corrections.kernels, " correction kernels") : "",
+                     mu.fused ? " (fused)" : "");
+    mu.graph.name = sub.name + "-" + origin;
+    res.mutants.push_back(std::move(mu));
+  }
+  std::stable_sort(res.mutants.begin(), res.mutants.end(), [](const Mutant& a, const Mutant& b) { return a.est_ms < b.est_ms; });
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace pet::mutate
