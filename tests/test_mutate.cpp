@@ -89,7 +89,7 @@ TEST_CASE("rule set: names are unique and described") {
     CHECK(names.insert(std::string(r->name())).second);
     CHECK(!r->description().empty());
   }
-  CHECK(names.size() >= 16);
+  CHECK(names.size() >= 17);
 }
 
 TEST_CASE("batch <-> spatial rules") {
@@ -133,6 +133,9 @@ TEST_CASE("padding and transposition rules") {
                    conv_program({1, 3, 7, 9}, {4, 3, 3, 1}, ops::Conv{.strides = {2, 1}, .pads = {1, 0, 1, 0}, .dilations = {1, 1}}, true)) ==
         "equivalent");
   CHECK(refusal("conv-transpose-spatial", conv_program({1, 3, 8, 8}, {4, 3, 3, 3}, ops::Conv{}, false)) == "the kernel is square");
+  CHECK(check_rule("conv-explicit-pad", conv_program({2, 3, 6, 7}, {4, 3, 3, 2}, ops::Conv{.strides = {2, 1}, .pads = {1, 0, 2, 1}}, true)) ==
+        "equivalent");
+  CHECK(refusal("conv-explicit-pad", conv_program({1, 3, 8, 8}, {4, 3, 3, 3}, ops::Conv{}, false)) == "the conv has no padding");
 }
 
 TEST_CASE("merge and split rules") {

@@ -1,5 +1,6 @@
 // The built-in rule set: one line per rule.
 #include "pet/mutate/rules/conv_dilated.hpp"
+#include "pet/mutate/rules/conv_explicit_pad.hpp"
 #include "pet/mutate/rules/merge.hpp"
 
 namespace pet::mutate {
@@ -9,7 +10,8 @@ const RuleSet& builtin_rules() {
   static const RuleSet set = RuleSet::of<ConvBatchToSpatial<3>, ConvBatchToSpatial<2>, ConvWidthToBatch<2>, ConvSpatialToBatch<4>,
                                          ConvSpatialToBatch<2>, ConvPadOdd, ConvTransposeSpatial, ConvDilatedToDense<false>,
                                          ConvDilatedToDense<true>, ConvMergeShared, ConvMergeGrouped, GroupedConvSplit,
-                                         MatMulMergeShared, MatMulMergeBatched, Conv1x1ToMatMul, MatMulToConv1x1>();
+                                         MatMulMergeShared, MatMulMergeBatched, Conv1x1ToMatMul, MatMulToConv1x1,
+                                         ConvExplicitPad>();
   return set;
 }
 
