@@ -172,9 +172,9 @@ TEST_CASE("Theorem 1 in practice: exhaustive checking finds nothing outside the 
 // ---------------------------------------------------------------- box soundness
 namespace {
 
-/// Checks that in every box of every tensor, each position's polynomial is the box origin's
-/// polynomial with each input's variables shifted by one affine function of the position.
-void check_boxes_sound(const Graph& g, uint64_t seed) {
+/// Symbolic leaves: element i of the j-th input or weight is the variable (j, i); `tensor_of`
+/// records which tensor each j is.
+std::vector<std::optional<Tensor<Poly>>> poly_leaves(const Graph& g, std::map<int, TensorId>* tensor_of = nullptr) {
   std::vector<std::optional<Tensor<Poly>>> leaves(size_t(g.num_tensors()));
   int leaf = 0;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
@@ -183,9 +183,16 @@ void check_boxes_sound(const Graph& g, uint64_t seed) {
     Tensor<Poly> v(info.type.shape);
     for (int64_t i = 0; i < v.size(); ++i) v[i] = Poly::var(leaf, i);
     leaves[size_t(t)] = v;
+    if (tensor_of) (*tensor_of)[leaf] = t;
     ++leaf;
   }
-  verify::PointEvaluator<Poly> ev(g, leaves);
+  return leaves;
+}
+
+/// Checks that in every box of every tensor, each position's polynomial is the box origin's
+/// polynomial with each input's variables shifted by one affine function of the position.
+void check_boxes_sound(const Graph& g, uint64_t seed) {
+  verify::PointEvaluator<Poly> ev(g, poly_leaves(g));
   auto splits = verify::propagate_boxes(g);
   for (NodeId n = 0; n < g.num_nodes(); ++n)
     for (TensorId t : g.node(n).outputs) {
@@ -275,18 +282,8 @@ TEST_CASE("backward propagation: a box's required input regions hold every input
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     Rng rng(seed);
     Graph g = lab::random_program(rng);
-    std::vector<std::optional<Tensor<Poly>>> leaves(size_t(g.num_tensors()));
     std::map<int, TensorId> leaf_tensor;
-    int leaf = 0;
-    for (TensorId t = 0; t < g.num_tensors(); ++t) {
-      const auto& info = g.tensor(t);
-      if (info.producer >= 0 || !is_float(info.type.dtype)) continue;
-      Tensor<Poly> v(info.type.shape);
-      for (int64_t i = 0; i < v.size(); ++i) v[i] = Poly::var(leaf, i);
-      leaves[size_t(t)] = v;
-      leaf_tensor[leaf++] = t;
-    }
-    verify::PointEvaluator<Poly> ev(g, leaves);
+    verify::PointEvaluator<Poly> ev(g, poly_leaves(g, &leaf_tensor));
     TensorId y = g.outputs()[0];
     const Shape& ys = g.type(y).shape;
     if (numel(ys) == 0) continue;

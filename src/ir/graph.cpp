@@ -172,6 +172,35 @@ void Graph::validate() const {
   topo_order();
 }
 
+void GraphCopy::leaves(const std::function<bool(TensorId)>& keep) {
+  for (TensorId t : src.inputs())
+    if (!keep || keep(t)) map[size_t(t)] = dst.add_input(src.tensor(t).name, src.type(t));
+  for (TensorId t = 0; t < src.num_tensors(); ++t)
+    if (src.tensor(t).is_constant() && (!keep || keep(t)))
+      map[size_t(t)] = dst.add_constant(src.tensor(t).name, src.type(t).dtype, *src.tensor(t).value);
+}
+
+std::vector<TensorId> GraphCopy::node(NodeId n, bool same_names, const Op* op, const std::vector<TensorId>* inputs) {
+  const Node& nd = src.node(n);
+  std::vector<TensorId> in;
+  if (inputs) in = *inputs;
+  else
+    for (TensorId t : nd.inputs) in.push_back(map[size_t(t)]);
+  std::vector<std::string> names;
+  if (same_names)
+    for (TensorId t : nd.outputs) names.push_back(src.tensor(t).name);
+  auto outs = dst.add_node(same_names ? nd.name : dst.unique_name(nd.name), op ? *op : nd.op, in, names);
+  for (size_t k = 0; k < outs.size() && k < nd.outputs.size(); ++k) map[size_t(nd.outputs[k])] = outs[k];
+  return outs;
+}
+
+void GraphCopy::outputs() {
+  for (TensorId t : src.outputs()) {
+    PET_CHECK(map[size_t(t)] >= 0, "output '", src.tensor(t).name, "' was not copied");
+    dst.add_output(map[size_t(t)]);
+  }
+}
+
 Graph remove_dead_nodes(const Graph& g) {
   std::vector<bool> live(size_t(g.num_tensors()), false);
   for (TensorId t : g.outputs()) live[size_t(t)] = true;
@@ -187,24 +216,13 @@ Graph remove_dead_nodes(const Graph& g) {
   }
   Graph out;
   out.name = g.name;
-  std::vector<TensorId> map(size_t(g.num_tensors()), -1);
-  for (TensorId t : g.inputs()) map[size_t(t)] = out.add_input(g.tensor(t).name, g.type(t));
-  for (TensorId t = 0; t < g.num_tensors(); ++t)
-    if (g.tensor(t).is_constant() && live[size_t(t)]) map[size_t(t)] = out.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
-  for (NodeId n : order) {
-    if (!keep[size_t(n)]) continue;
-    const Node& node = g.node(n);
-    std::vector<TensorId> in;
-    std::vector<std::string> names;
-    for (TensorId t : node.inputs) in.push_back(map[size_t(t)]);
-    for (TensorId t : node.outputs) names.push_back(g.tensor(t).name);
-    auto outs = out.add_node(node.name, node.op, in, names);
-    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
-  }
-  for (TensorId t : g.outputs()) out.add_output(map[size_t(t)]);
+  GraphCopy c(g, out);
+  c.leaves([&](TensorId t) { return !g.tensor(t).is_constant() || live[size_t(t)]; });
+  for (NodeId n : order)
+    if (keep[size_t(n)]) c.node(n);
+  c.outputs();
   return out;
 }
-
 
 std::vector<std::vector<NodeId>> multilinear_subprograms(const Graph& g) {
   using U = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;

@@ -196,23 +196,12 @@ class Restrictor {
   std::map<std::pair<TensorId, std::pair<std::vector<int64_t>, std::vector<int64_t>>>, TensorId> memo_;
 };
 
-/// Copies every node of `src` into a builder over a fresh graph with the same inputs and
-/// constants; returns the map from src tensors to new tensors.
+/// Copies every node of `src` into `dst` (same names); returns the tensor map.
 std::vector<TensorId> copy_into(const Graph& src, Graph& dst) {
-  std::vector<TensorId> map(size_t(src.num_tensors()), -1);
-  for (TensorId t : src.inputs()) map[size_t(t)] = dst.add_input(src.tensor(t).name, src.type(t));
-  for (TensorId t = 0; t < src.num_tensors(); ++t)
-    if (src.tensor(t).is_constant()) map[size_t(t)] = dst.add_constant(src.tensor(t).name, src.type(t).dtype, *src.tensor(t).value);
-  for (NodeId n : src.topo_order()) {
-    const Node& node = src.node(n);
-    std::vector<TensorId> in;
-    std::vector<std::string> names;
-    for (TensorId t : node.inputs) in.push_back(map[size_t(t)]);
-    for (TensorId t : node.outputs) names.push_back(src.tensor(t).name);
-    auto outs = dst.add_node(node.name, node.op, in, names);
-    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
-  }
-  return map;
+  GraphCopy c(src, dst);
+  c.leaves();
+  for (NodeId n : src.topo_order()) c.node(n);
+  return std::move(c.map);
 }
 
 /// Sets the outputs of `g` to `outs`, giving them `names`.
@@ -278,10 +267,9 @@ Graph fuse_groups(const Graph& g, const std::vector<ConvGroup>& groups) {
   Graph out;
   out.name = g.name;
   Builder b(out);
-  std::vector<TensorId> map(size_t(g.num_tensors()), -1);
-  for (TensorId t : g.inputs()) map[size_t(t)] = out.add_input(g.tensor(t).name, g.type(t));
-  for (TensorId t = 0; t < g.num_tensors(); ++t)
-    if (g.tensor(t).is_constant()) map[size_t(t)] = out.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
+  GraphCopy copy(g, out);
+  copy.leaves();
+  std::vector<TensorId>& map = copy.map;
   std::map<NodeId, size_t> group_of;
   for (size_t i = 0; i < groups.size(); ++i)
     for (NodeId n : groups[i].members) group_of[n] = i;
@@ -335,11 +323,9 @@ Graph fuse_groups(const Graph& g, const std::vector<ConvGroup>& groups) {
       }
       return;
     }
-    const Node& node = g.node(n);
     std::vector<TensorId> in;
-    for (TensorId t : node.inputs) in.push_back(get(t));
-    auto outs = out.add_node(out.unique_name(node.name), node.op, in);
-    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
+    for (TensorId t : g.node(n).inputs) in.push_back(get(t));
+    copy.node(n, false, nullptr, &in);
   };
   std::vector<TensorId> outs;
   std::vector<std::string> names;
@@ -377,10 +363,9 @@ Graph fold_layout(const Graph& g) {
   };
   Graph out;
   out.name = g.name;
-  std::vector<TensorId> map(size_t(g.num_tensors()), -1);
-  for (TensorId t : g.inputs()) map[size_t(t)] = out.add_input(g.tensor(t).name, g.type(t));
-  for (TensorId t = 0; t < g.num_tensors(); ++t)
-    if (g.tensor(t).is_constant()) map[size_t(t)] = out.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
+  GraphCopy copy(g, out);
+  copy.leaves();
+  std::vector<TensorId>& map = copy.map;
   std::vector<TensorId> source(size_t(g.num_tensors()), -1);  // for reshape-like outputs: the tensor they reshape
   for (NodeId n : g.topo_order()) {
     const Node& node = g.node(n);
@@ -407,13 +392,10 @@ Graph fold_layout(const Graph& g) {
       op = ops::RT{.split_shape = s, .perm = tr->perm, .out_shape = t};
       in[0] = map[size_t(p.inputs[0])];
     }
-    std::vector<std::string> names;
-    for (TensorId t : node.outputs) names.push_back(g.tensor(t).name);
-    auto outs = out.add_node(node.name, op, in, names);
-    for (size_t k = 0; k < outs.size(); ++k) map[size_t(node.outputs[k])] = outs[k];
+    copy.node(n, true, &op, &in);
     if (reshape_like(node.op)) source[size_t(node.outputs[0])] = source[size_t(x)] >= 0 && single_use ? source[size_t(x)] : x;
   }
-  for (TensorId t : g.outputs()) out.add_output(map[size_t(t)]);
+  copy.outputs();
   return remove_dead_nodes(out);
 }
 

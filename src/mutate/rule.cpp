@@ -5,11 +5,9 @@ namespace pet::mutate {
 MutantBuilder::MutantBuilder(const Graph& original)
     : Builder(g_), orig_(original), map_(size_t(original.num_tensors()), -1), replaced_(size_t(original.num_tensors()), false) {
   g_.name = original.name + "-mutant";
-  for (TensorId t : original.inputs()) map_[size_t(t)] = g_.add_input(original.tensor(t).name, original.type(t));
-  for (TensorId t = 0; t < original.num_tensors(); ++t) {
-    const auto& info = original.tensor(t);
-    if (info.is_constant()) map_[size_t(t)] = g_.add_constant(info.name, info.type.dtype, *info.value);
-  }
+  GraphCopy c(original, g_);
+  c.leaves();
+  map_ = std::move(c.map);
 }
 
 TensorId MutantBuilder::mapped(TensorId t) const {
@@ -34,7 +32,8 @@ void MutantBuilder::copy_node(NodeId n) {
   if (all_replaced) return;
   std::vector<TensorId> in;
   for (TensorId t : node.inputs) in.push_back(mapped(t));
-  auto outs = g_.add_node(g_.unique_name(node.name), node.op, in);
+  GraphCopy c(orig_, g_);
+  auto outs = c.node(n, false, nullptr, &in);
   for (size_t k = 0; k < outs.size(); ++k)
     if (!replaced_[size_t(node.outputs[k])]) map_[size_t(node.outputs[k])] = outs[k];
 }

@@ -246,32 +246,17 @@ struct Importer {
     if (bound_inputs.empty()) return;
     Graph g2;
     g2.name = m.graph.name;
-    std::vector<TensorId> remap(size_t(m.graph.num_tensors()), -1);
     const Graph& g = m.graph;
     auto uses = g.consumers();
-    for (TensorId t : g.inputs()) {
+    GraphCopy c(g, g2);
+    c.leaves([&](TensorId t) {
       const auto& info = g.tensor(t);
-      if (bound_inputs.count(info.name) && uses[size_t(t)].empty()) {
-        m.notes.push_back(cat("input '", info.name, "' bound to its given value (an attribute of the model)"));
-        continue;
-      }
-      remap[size_t(t)] = g2.add_input(info.name, info.type);
-    }
-    for (TensorId t = 0; t < g.num_tensors(); ++t)
-      if (g.tensor(t).is_constant()) remap[size_t(t)] = g2.add_constant(g.tensor(t).name, g.type(t).dtype, *g.tensor(t).value);
-    for (NodeId n : g.topo_order()) {
-      const Node& node = g.node(n);
-      std::vector<TensorId> in;
-      std::vector<std::string> names;
-      for (TensorId t : node.inputs) in.push_back(remap[size_t(t)]);
-      for (TensorId t : node.outputs) names.push_back(g.tensor(t).name);
-      auto outs = g2.add_node(node.name, node.op, in, names);
-      for (size_t k = 0; k < outs.size(); ++k) remap[size_t(node.outputs[k])] = outs[k];
-    }
-    for (TensorId t : g.outputs()) {
-      PET_CHECK(remap[size_t(t)] >= 0, "output '", g.tensor(t).name, "' lost while removing bound inputs");
-      g2.add_output(remap[size_t(t)]);
-    }
+      if (info.is_constant() || !bound_inputs.count(info.name) || !uses[size_t(t)].empty()) return true;
+      m.notes.push_back(cat("input '", info.name, "' bound to its given value (an attribute of the model)"));
+      return false;
+    });
+    for (NodeId n : g.topo_order()) c.node(n);
+    c.outputs();
     m.graph = std::move(g2);
   }
 };

@@ -2,6 +2,7 @@
 /// A tensor program: tensors (graph inputs, constants, node outputs) and nodes (an Op over
 /// input tensors producing output tensors). Nodes are type-checked when added, so a Graph
 /// is always well-typed; topological order and cycle detection use Boost.Graph.
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -79,6 +80,22 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<TensorId> inputs_, outputs_;
   std::unordered_map<std::string, TensorId> by_name_;
+};
+
+/// Rebuilding a program into another graph: `map` takes source tensors to destination ones.
+struct GraphCopy {
+  const Graph& src;
+  Graph& dst;
+  std::vector<TensorId> map;
+  GraphCopy(const Graph& s, Graph& d) : src(s), dst(d), map(size_t(s.num_tensors()), -1) {}
+  /// Copies the inputs and constants (those `keep` accepts) with their names.
+  void leaves(const std::function<bool(TensorId)>& keep = {});
+  /// Copies node n (or `op` in its place, over `inputs` if given) reading mapped inputs;
+  /// `same_names` keeps the node's and its outputs' names, else fresh ones are chosen.
+  std::vector<TensorId> node(NodeId n, bool same_names = true, const Op* op = nullptr, const std::vector<TensorId>* inputs = nullptr);
+  TensorId operator[](TensorId t) const { return map[size_t(t)]; }
+  /// The source's outputs, mapped, as the destination's outputs.
+  void outputs();
 };
 
 /// A copy of `g` without the nodes whose outputs reach no graph output (and without unused
