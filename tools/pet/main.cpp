@@ -11,8 +11,8 @@ namespace {
 const char* kUsage =
     "usage: pet <command> [options]\n"
     "  info MODEL.onnx            inputs, outputs, op counts, FLOPs, parameters, multilinear subprograms\n"
-    "  run  MODEL.onnx            execute: [--backend reference] [--inputs DIR] [--check DIR] [--repeat N]\n"
-    "                             [--json FILE] [--save DIR] [--seed S] [--threads N]\n"
+    "  run  MODEL.onnx            execute: [--backend cpu|cuda|reference] [--inputs DIR] [--check DIR] [--repeat N]\n"
+    "                             [--json FILE] [--save DIR] [--seed S] [--threads N] [--plan]\n"
     "  verify A.onnx B.onnx       which outputs of B agree with A for all inputs and weights:\n"
     "                             [--tests t] [--prime p] [--seed s] [--z3] [--z3-all] [--json FILE] [--cells]\n"
     "                             [--exhaustive]\n"

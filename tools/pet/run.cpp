@@ -10,7 +10,7 @@
 #include "pet/core/parallel.hpp"
 #include "pet/core/rng.hpp"
 #include "pet/eval/compare.hpp"
-#include "pet/eval/interpreter.hpp"
+#include "pet/backend/backend.hpp"
 
 namespace pet::cli {
 
@@ -27,16 +27,12 @@ Value<float> random_value(const TensorType& t, Rng& rng) {
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args a("run", argv, {"backend", "inputs", "check", "repeat", "json", "seed", "threads", "save", "shape", "dim",
-                       "default-dim", "atol", "rtol"});
+                       "default-dim", "atol", "rtol", "plan!"});
   if (a.positional.size() != 1)
-    throw InvalidInput("usage: pet run MODEL.onnx [--backend reference] [--inputs DIR] [--check DIR] [--repeat N] [--json FILE]");
+    throw InvalidInput("usage: pet run MODEL.onnx [--backend cpu|cuda|reference] [--inputs DIR] [--check DIR] [--repeat N] [--json FILE]");
   const std::string path = a.positional[0];
-  const std::string backend = a.get("backend").value_or("reference");
-  if (backend != "reference") {
-    if (backend == "cpu" || backend == "cuda")
-      throw Unsupported(cat("backend '", backend, "' is not available in this build (available: reference)"));
-    throw InvalidInput(cat("unknown backend '", backend, "' (choose reference, cpu or cuda)"));
-  }
+  const std::string backend = a.get("backend").value_or(backend::available_backends().front());
+  auto be = backend::make_backend(backend);
   const int64_t repeat = a.get_int("repeat", 1);
   if (repeat < 1) throw InvalidInput("--repeat needs a positive count");
   if (auto t = a.get_int("threads", 0); t > 0) set_num_threads(int(t));
@@ -69,14 +65,19 @@ int cmd_run(const std::vector<std::string>& argv) {
     }
   }
 
-  Interpreter<float> interp(g);
+  backend::CompileOptions copt;
+  copt.threads = int(a.get_int("threads", 0));
+  using clock = std::chrono::steady_clock;
+  auto c0 = clock::now();
+  auto exe = be->compile(g, copt);
+  const double compile_ms = std::chrono::duration<double, std::milli>(clock::now() - c0).count();
+  if (a.flag("plan")) std::fputs(exe->describe().c_str(), stdout);
   std::vector<double> times;
   std::vector<Value<float>> outputs;
-  using clock = std::chrono::steady_clock;
-  if (repeat > 1) outputs = interp.run(inputs);  // warm-up
+  if (repeat > 1) outputs = exe->run(inputs);  // warm-up
   for (int64_t r = 0; r < repeat; ++r) {
     auto t0 = clock::now();
-    outputs = interp.run(inputs);
+    outputs = exe->run(inputs);
     times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
   }
   std::vector<double> sorted = times;
@@ -94,6 +95,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   j["runs"] = repeat;
   j["times_ms"] = times;
   j["threads"] = num_threads();
+  j["compile_ms"] = compile_ms;
   j["outputs"] = nlohmann::json::array();
   for (size_t k = 0; k < outputs.size(); ++k)
     j["outputs"].push_back({{"name", g.tensor(g.outputs()[k]).name}, {"shape", value_shape(outputs[k])}});

@@ -1,0 +1,90 @@
+#pragma once
+/// Backends: compile a program into an executable plan, run it, and time single op
+/// configurations (the optimizer's cost model asks backends how long candidate ops take).
+///   reference  the interpreter (always available)
+///   cpu        oneDNN 2.x (kernels/cpu), the default
+///   cuda       cuDNN / cuBLAS (kernels/cuda), when built with CUDA
+/// The API is the same in every build; a backend that is not built says so (Unsupported).
+#include <map>
+#include <memory>
+#include <string>
+
+#include "pet/eval/value.hpp"
+#include "pet/ir/graph.hpp"
+
+namespace pet::backend {
+
+struct CompileOptions {
+  int threads = 0;  ///< 0: all cores
+  /// Let the backend time alternative algorithms (e.g. Winograd vs direct convs) while
+  /// compiling and keep the faster (results go to the profiler's cache).
+  bool choose_algorithms = true;
+};
+
+/// A compiled program. run() takes values for the graph's inputs (in order) and returns the
+/// outputs; it may be called many times.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual std::vector<Value<float>> run(std::span<const Value<float>> inputs) = 0;
+  /// One line per step of the plan (kernels, fused ops, layouts, algorithms), for people.
+  virtual std::string describe() const = 0;
+};
+
+/// A measured op configuration.
+struct OpTiming {
+  double median_ms = 0, min_ms = 0;
+  int runs = 0;
+  std::string algorithm;  ///< the backend's choice ("direct", "winograd", "pet-copy", ...)
+  bool cached = false;    ///< came from the on-disk cache
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt = {}) = 0;
+};
+
+/// The backend named `name` ("reference", "cpu", "cuda"); Unsupported when not built.
+std::unique_ptr<Backend> make_backend(std::string_view name);
+/// Names of the backends in this build.
+std::vector<std::string> available_backends();
+
+/// Times single op configurations on a backend: a one-node program is compiled and run
+/// (warm-up, then the median of repeated runs), and the result is kept in an on-disk cache
+/// keyed by backend, op and attributes, input types and algorithm, so that a second
+/// optimization does not measure again.
+class Profiler {
+ public:
+  /// `cache_file` empty: no disk cache. Default location: $XDG_CACHE_HOME/pet/opcache.json
+  /// (or ~/.cache/pet/opcache.json), chosen by the caller (see default_cache_file()).
+  Profiler(Backend& b, std::string cache_file, int repeats = 10, double min_seconds = 0.02);
+  ~Profiler();
+  /// Median time of `op` on inputs of the given types, with random values; inputs whose
+  /// `constant` flag is set are constants of the program (weights), so backends may
+  /// preprocess them (default: the weights and biases of convs and Gemms).
+  OpTiming time_op(const Op& op, const Types& in, std::vector<bool> constant = {});
+  /// Median time of a whole program.
+  OpTiming time_program(const Graph& g);
+  /// Writes the cache (also done by the destructor).
+  void save() const;
+  int64_t measured() const { return measured_; }
+  int64_t hits() const { return hits_; }
+  static std::string default_cache_file();
+  static std::string key(std::string_view backend, const Op& op, const Types& in, const std::vector<bool>& constant);
+
+ private:
+  Backend& b_;
+  std::string file_;
+  int repeats_;
+  double min_seconds_;
+  std::map<std::string, OpTiming> cache_;
+  int64_t measured_ = 0, hits_ = 0;
+  bool dirty_ = false;
+};
+
+/// Runs `exe` `repeats` times after one warm-up and returns the sorted times (ms).
+std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds = 0);
+
+}  // namespace pet::backend

@@ -1,0 +1,27 @@
+#pragma once
+// pet's own data-movement kernels for the cpu backend (oneDNN has no R/T, slice, pad or patch
+// primitive): every one is a strided copy of a box, multi-threaded, with contiguous inner
+// runs done by memcpy and true transposes done in cache-sized tiles.
+#include <cstdint>
+#include <vector>
+
+#include "pet/core/shape.hpp"
+
+namespace pet::cpu {
+
+/// dst (contiguous, row-major over `shape`) = src viewed with element strides `src_strides`
+/// over `shape` (any permutation or sub-box of a larger tensor).
+void strided_copy(const float* src, const std::vector<int64_t>& src_strides, float* dst, const Shape& shape);
+
+/// General box copy: dst[dst_off + i . dst_strides] = src[src_off + i . src_strides] for i
+/// over `shape`.
+void box_copy(const float* src, const std::vector<int64_t>& src_strides, float* dst, const std::vector<int64_t>& dst_strides,
+              const Shape& shape);
+
+/// Fills n floats with v (multi-threaded).
+void fill(float* dst, int64_t n, float v);
+
+/// The element strides of the R/T op's source for each dim of its transposed shape.
+void rt_view(const Shape& split_shape, const std::vector<int64_t>& perm, Shape& tshape, std::vector<int64_t>& strides);
+
+}  // namespace pet::cpu

@@ -1,0 +1,190 @@
+// Backend registry, the reference backend, run timing and the op profiler with its cache.
+#include "pet/backend/backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "pet/core/parallel.hpp"
+#include "pet/core/rng.hpp"
+#include "pet/eval/interpreter.hpp"
+#ifdef PET_WITH_DNNL
+#include "pet/backend/cpu.hpp"
+#endif
+
+namespace pet::backend {
+
+namespace {
+class ReferenceExecutable final : public Executable {
+ public:
+  explicit ReferenceExecutable(const Graph& g) : g_(g), interp_(g_) {}
+  std::vector<Value<float>> run(std::span<const Value<float>> inputs) override { return interp_.run(inputs); }
+  std::string describe() const override {
+    std::string s;
+    for (NodeId n : g_.topo_order()) s += cat(op_name(g_.node(n).op), " '", g_.node(n).name, "': reference interpreter\n");
+    return s;
+  }
+
+ private:
+  Graph g_;
+  Interpreter<float> interp_;
+};
+
+class ReferenceBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "reference"; }
+  std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt) override {
+    if (opt.threads > 0) set_num_threads(opt.threads);
+    return std::make_unique<ReferenceExecutable>(g);
+  }
+};
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(std::string_view name) {
+  if (name == "reference") return std::make_unique<ReferenceBackend>();
+  if (name == "cpu") {
+#ifdef PET_WITH_DNNL
+    return make_cpu_backend();
+#else
+    throw Unsupported("backend 'cpu' is not in this build (configure with -DPET_WITH_DNNL=ON and libdnnl-dev)");
+#endif
+  }
+  if (name == "cuda") throw Unsupported("backend 'cuda' is not in this build (configure with CUDA and cuDNN)");
+  throw InvalidInput(cat("unknown backend '", name, "' (choose reference, cpu or cuda)"));
+}
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> v{"reference"};
+#ifdef PET_WITH_DNNL
+  v.insert(v.begin(), "cpu");
+#endif
+  return v;
+}
+
+std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds) {
+  using clock = std::chrono::steady_clock;
+  exe.run(inputs);  // warm-up
+  std::vector<double> t;
+  auto start = clock::now();
+  while (int(t.size()) < repeats || std::chrono::duration<double>(clock::now() - start).count() < min_seconds) {
+    auto t0 = clock::now();
+    exe.run(inputs);
+    t.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+    if (t.size() > 100000) break;
+  }
+  std::sort(t.begin(), t.end());
+  return t;
+}
+
+// ---------------------------------------------------------------- profiler
+namespace {
+Value<float> random_value(const TensorType& t, Rng& rng) {
+  if (is_float(t.dtype)) {
+    Tensor<float> x(t.shape);
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = float(rng.uniform(-1, 1));
+    return x;
+  }
+  return Tensor<int64_t>(t.shape, int64_t(0));
+}
+OpTiming summarize(const std::vector<double>& t, std::string algorithm) {
+  OpTiming r;
+  r.runs = int(t.size());
+  r.min_ms = t.front();
+  r.median_ms = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  r.algorithm = std::move(algorithm);
+  return r;
+}
+}  // namespace
+
+Profiler::Profiler(Backend& b, std::string cache_file, int repeats, double min_seconds)
+    : b_(b), file_(std::move(cache_file)), repeats_(repeats), min_seconds_(min_seconds) {
+  if (file_.empty() || !std::filesystem::exists(file_)) return;
+  try {
+    std::ifstream f(file_);
+    nlohmann::json j = nlohmann::json::parse(f);
+    for (auto& [k, v] : j.items())
+      cache_[k] = OpTiming{v.at("median_ms").get<double>(), v.at("min_ms").get<double>(), v.at("runs").get<int>(),
+                           v.at("algorithm").get<std::string>(), true};
+  } catch (const std::exception&) {
+    cache_.clear();  // a damaged cache is rebuilt, never trusted
+  }
+}
+
+Profiler::~Profiler() {
+  try {
+    save();
+  } catch (...) {
+  }
+}
+
+std::string Profiler::default_cache_file() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::filesystem::path base = xdg && *xdg ? std::filesystem::path(xdg) : std::filesystem::path(home ? home : "/tmp") / ".cache";
+  return (base / "pet" / "opcache.json").string();
+}
+
+std::string Profiler::key(std::string_view backend, const Op& op, const Types& in, const std::vector<bool>& constant) {
+  std::string k = cat(backend, "|", num_threads(), "|", op_signature(op));
+  for (size_t i = 0; i < in.size(); ++i) k += cat("|", to_string(in[i]), i < constant.size() && constant[i] ? "c" : "");
+  return k;
+}
+
+OpTiming Profiler::time_op(const Op& op, const Types& in, std::vector<bool> constant) {
+  if (constant.empty()) {
+    constant.assign(in.size(), false);
+    if (std::holds_alternative<ops::Conv>(op) || std::holds_alternative<ops::Gemm>(op))
+      for (size_t i = 1; i < in.size(); ++i) constant[i] = true;
+  }
+  std::string k = key(b_.name(), op, in, constant);
+  if (auto it = cache_.find(k); it != cache_.end()) {
+    ++hits_;
+    return it->second;
+  }
+  Graph g;
+  Rng rng(1);
+  std::vector<TensorId> ids;
+  std::vector<Value<float>> inputs;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (constant[i]) {
+      ids.push_back(g.add_constant(cat("c", i), in[i].dtype, random_value(in[i], rng)));
+    } else {
+      ids.push_back(g.add_input(cat("x", i), in[i]));
+      inputs.push_back(random_value(in[i], rng));
+    }
+  }
+  for (TensorId t : g.add_node("op", op, ids)) g.add_output(t);
+  auto exe = b_.compile(g);
+  std::string desc = exe->describe();
+  std::string algorithm = desc.substr(0, desc.find('\n'));
+  OpTiming r = summarize(time_runs(*exe, inputs, repeats_, min_seconds_), algorithm);
+  cache_[k] = r;
+  ++measured_;
+  dirty_ = true;
+  return r;
+}
+
+OpTiming Profiler::time_program(const Graph& g) {
+  Rng rng(1);
+  std::vector<Value<float>> inputs;
+  for (TensorId t : g.inputs()) inputs.push_back(random_value(g.type(t), rng));
+  auto exe = b_.compile(g);
+  ++measured_;
+  return summarize(time_runs(*exe, inputs, repeats_, min_seconds_), "program");
+}
+
+void Profiler::save() const {
+  if (file_.empty() || !dirty_) return;
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : cache_)
+    j[k] = {{"median_ms", v.median_ms}, {"min_ms", v.min_ms}, {"runs", v.runs}, {"algorithm", v.algorithm}};
+  std::filesystem::create_directories(std::filesystem::path(file_).parent_path());
+  std::string tmp = file_ + ".tmp";
+  std::ofstream(tmp) << j.dump(1) << "\n";
+  std::filesystem::rename(tmp, file_);
+}
+
+}  // namespace pet::backend
