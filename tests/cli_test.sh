@@ -43,7 +43,9 @@ LC_ALL=C sed 's/Softmax/Softmix/g' "$model" > "$TMP/unknown_op.onnx"
 expect 3 "node 'softmax' \(Softmix, opset 13\): op 'Softmix' is not supported" -- "$PET" run "$TMP/unknown_op.onnx"
 expect 2 "node 'conv1' \(Conv, opset 13\): input has 4 channels but weight expects 3" -- "$PET" run "$model" --shape x=1x4x16x16
 expect 2 "'1x3xfoo' is not a list of non-negative sizes" -- "$PET" run "$model" --shape x=1x3xfoo
-expect 3 "backend 'cpu' is not available in this build" -- "$PET" run "$model" --backend cpu
+expect 0 "on cpu: median" -- "$PET" run "$model" --backend cpu --threads 1
+expect 0 "oneDNN conv" -- "$PET" run "$model" --backend cpu --plan
+expect 3 "backend 'cuda' is not in this build" -- "$PET" run "$model" --backend cuda
 expect 2 "unknown backend 'gpu'" -- "$PET" run "$model" --backend gpu
 expect 2 "unknown option '--frob' for 'pet run'" -- "$PET" run "$model" --frob
 expect 2 "option '--repeat' needs a value" -- "$PET" run "$model" --repeat
@@ -54,7 +56,7 @@ expect 2 "test-data folder '$TMP/nodir' does not exist" -- "$PET" run "$model" -
 # references (fail, exit 1).
 expect 0 "median" -- "$PET" run "$model" --dim N=2 --save "$TMP/data" --seed 5
 expect 0 "check probs +pass" -- "$PET" run "$model" --check "$TMP/data" --repeat 3 --json "$TMP/run.json"
-for key in '"model"' '"backend": "reference"' '"median_ms"' '"min_ms"' '"runs": 3' '"outputs"' '"check": "pass"'; do
+for key in '"model"' '"backend": "cpu"' '"median_ms"' '"min_ms"' '"runs": 3' '"outputs"' '"check": "pass"'; do
   if ! grep -q -- "$key" "$TMP/run.json"; then echo "FAIL: run.json lacks $key"; fails=$((fails + 1)); fi
 done
 cp "$TMP/data/input_0.pb" "$TMP/data/output_0.pb"

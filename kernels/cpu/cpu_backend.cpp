@@ -193,9 +193,16 @@ class CpuExecutable final : public Executable {
         s.host = inputs[i];
       }
     }
-    for (auto& st : steps_) {
+    if (opt_.profile) step_ms_.resize(steps_.size(), 0.0), ++runs_;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      auto& st = steps_[i];
+      auto t0 = opt_.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if (st.prim) st.prim->execute(strm_, st.argmap);
       else st.fn();
+      if (opt_.profile) {
+        strm_.wait();
+        step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      }
     }
     strm_.wait();
     std::vector<Value<float>> out;
@@ -214,7 +221,14 @@ class CpuExecutable final : public Executable {
 
   std::string describe() const override {
     std::string s;
-    for (const auto& st : steps_) s += st.text + "\n";
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      if (runs_) {
+        char t[32];
+        std::snprintf(t, sizeof t, "%9.3f ms  ", step_ms_[i] / runs_);
+        s += t;
+      }
+      s += steps_[i].text + "\n";
+    }
     s += cat("memory: ", buffers_.size(), " buffers, ", planned_bytes_ / 1024, " KiB (", requested_bytes_ / 1024, " KiB without reuse)\n");
     return s;
   }
@@ -559,10 +573,20 @@ class CpuExecutable final : public Executable {
       return d;
     };
     if (bias_t) {
+      // oneDNN computes scale * (A B + bias): a constant C becomes bias = beta * C / alpha.
       auto d = bias_dims(g_.type(*bias_t).shape);
-      if (!d || beta != 1.f) return false;
+      if (!d || (!g_.tensor(*bias_t).is_constant() && (alpha != 1.f || beta != 1.f))) return false;
       bias_md = md_t(*d, dt::f32, memory::format_tag::any);
       bias_slot = int(*bias_t);
+      if (alpha != 1.f || beta != 1.f) {
+        Slot sc = slots_[size_t(*bias_t)];
+        const int64_t cnt = numel(sc.type.shape);
+        sc.owned = aligned_floats(size_t(cnt));
+        for (int64_t i = 0; i < cnt; ++i) sc.owned[size_t(i)] = ptr(int(*bias_t))[i] * beta / alpha;
+        sc.plain = -1;
+        slots_.push_back(sc);
+        bias_slot = int(slots_.size()) - 1;
+      }
     } else if (NodeId c = sole_consumer(out); c >= 0 && std::holds_alternative<ops::Add>(g_.node(c).op)) {
       const Node& add = g_.node(c);
       TensorId other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
@@ -1062,6 +1086,8 @@ class CpuExecutable final : public Executable {
   std::set<NodeId> absorbed_, lowered_;
   std::vector<int> output_slots_;
   size_t planned_bytes_ = 0, requested_bytes_ = 0;
+  std::vector<double> step_ms_;
+  int runs_ = 0;
 };
 
 class CpuBackend final : public Backend {

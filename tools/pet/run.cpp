@@ -27,7 +27,7 @@ Value<float> random_value(const TensorType& t, Rng& rng) {
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args a("run", argv, {"backend", "inputs", "check", "repeat", "json", "seed", "threads", "save", "shape", "dim",
-                       "default-dim", "atol", "rtol", "plan!"});
+                       "default-dim", "atol", "rtol", "plan!", "profile!"});
   if (a.positional.size() != 1)
     throw InvalidInput("usage: pet run MODEL.onnx [--backend cpu|cuda|reference] [--inputs DIR] [--check DIR] [--repeat N] [--json FILE]");
   const std::string path = a.positional[0];
@@ -67,6 +67,7 @@ int cmd_run(const std::vector<std::string>& argv) {
 
   backend::CompileOptions copt;
   copt.threads = int(a.get_int("threads", 0));
+  copt.profile = a.flag("profile");
   using clock = std::chrono::steady_clock;
   auto c0 = clock::now();
   auto exe = be->compile(g, copt);
@@ -82,6 +83,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
+  if (a.flag("profile")) std::fputs(exe->describe().c_str(), stdout);
   const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
 
   for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());

@@ -19,6 +19,8 @@ struct CompileOptions {
   /// Let the backend time alternative algorithms (e.g. Winograd vs direct convs) while
   /// compiling and keep the faster (results go to the profiler's cache).
   bool choose_algorithms = true;
+  /// Time every step of every run; describe() then reports the time per step.
+  bool profile = false;
 };
 
 /// A compiled program. run() takes values for the graph's inputs (in order) and returns the

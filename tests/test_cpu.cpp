@@ -1,0 +1,275 @@
+// The oneDNN cpu backend against the reference interpreter: every kernel on random shapes
+// (odd sizes, groups, dilation, asymmetric pads, 1-D and 3-D), the fusions (activations,
+// residual sums, biases, batch norm folding), layouts and buffer reuse across a program.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "../verify/pairs.hpp"
+#include "op_testing.hpp"
+#include "pet/backend/backend.hpp"
+#include "pet/eval/compare.hpp"
+
+using namespace pet;
+using namespace pet::testing;
+
+namespace {
+
+/// Runs g on the reference and the cpu backend with the same random inputs; every output
+/// must agree to float rounding.
+void same_as_reference(const Graph& g, uint64_t seed, const std::string& what) {
+  Rng rng(seed);
+  std::vector<Value<float>> in;
+  for (TensorId t : g.inputs()) {
+    InputSpec spec;
+    if (!is_float(g.type(t).dtype)) spec.ints = [](Rng& r) { return r.range(0, 2); };
+    in.push_back(random_inputs({g.type(t)}, rng, spec)[0]);
+  }
+  auto ref = backend::make_backend("reference")->compile(g)->run(in);
+  auto exe = backend::make_backend("cpu")->compile(g);
+  for (int round = 0; round < 2; ++round) {  // twice: buffers are reused between runs
+    auto got = exe->run(in);
+    REQUIRE(got.size() == ref.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      Comparison c = compare(got[k], ref[k], 1e-4, 1e-4);
+      INFO(what, " output ", k, ": ", c.problem, " max error ", c.max_abs_err, " max |ref| ", c.max_abs_ref, "\nplan:\n", exe->describe());
+      CHECK(c.pass);
+    }
+  }
+}
+
+Graph one_op(Op op, const Types& in, const std::vector<bool>& constant = {}, uint64_t seed = 1) {
+  Graph g;
+  Rng rng(seed);
+  std::vector<TensorId> ids;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (i < constant.size() && constant[i]) ids.push_back(g.add_constant(cat("c", i), lab::random_weight(in[i].shape, rng)));
+    else ids.push_back(g.add_input(cat("x", i), in[i]));
+  }
+  for (TensorId t : g.add_node("op", std::move(op), ids)) g.add_output(t);
+  return g;
+}
+
+std::string plan_of(const Graph& g) { return backend::make_backend("cpu")->compile(g)->describe(); }
+
+}  // namespace
+
+TEST_CASE("cpu convs: 1-D, 2-D, 3-D, strides, asymmetric pads, dilations, groups, bias") {
+  using ops::Conv;
+  struct C {
+    Conv op;
+    Shape x, w;
+  };
+  std::vector<C> cases = {
+      {Conv{.pads = {1, 1, 1, 1}}, {1, 3, 7, 9}, {8, 3, 3, 3}},
+      {Conv{.strides = {2, 2}, .pads = {0, 1, 2, 0}}, {2, 5, 11, 10}, {7, 5, 3, 2}},
+      {Conv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}}, {1, 16, 14, 14}, {16, 16, 3, 3}},
+      {Conv{.pads = {1, 1, 1, 1}, .group = 4}, {1, 8, 9, 9}, {12, 2, 3, 3}},
+      {Conv{.pads = {1, 1, 1, 1}, .group = 16}, {1, 16, 8, 8}, {16, 1, 3, 3}},  // depthwise
+      {Conv{}, {1, 32, 7, 7}, {24, 32, 1, 1}},
+      {Conv{.strides = {2}, .pads = {3, 0}}, {2, 4, 31}, {6, 4, 5}},            // 1-D
+      {Conv{.pads = {1, 1, 1, 1, 1, 1}}, {1, 3, 4, 6, 5}, {5, 3, 3, 3, 3}},     // 3-D
+      {Conv{.strides = {1, 2, 2}, .pads = {1, 3, 3, 1, 3, 3}}, {1, 3, 4, 14, 14}, {8, 3, 3, 7, 7}},
+  };
+  uint64_t seed = 1;
+  for (const auto& c : cases) {
+    for (bool bias : {false, true}) {
+      Types t{f32(c.x), f32(c.w)};
+      if (bias) t.push_back(f32({c.w[0]}));
+      same_as_reference(one_op(c.op, t, {false, true, true}, seed), seed, cat("conv x", c.x, " w", c.w));
+      ++seed;
+    }
+  }
+  // A weight that is an input (not a constant) works too.
+  same_as_reference(one_op(Conv{.pads = {1, 1, 1, 1}}, {f32({1, 3, 6, 6}), f32({4, 3, 3, 3})}), 99, "conv with input weight");
+}
+
+TEST_CASE("cpu fusions: conv + BN + residual add + relu, matmul + bias + relu, gemm") {
+  Graph g;
+  {
+    Builder b(g);
+    Rng rng(5);
+    auto w = [&](Shape s) { return b.constant(cat("w", g.num_tensors()), lab::random_weight(s, rng)); };
+    TensorId x = b.input("x", {1, 16, 10, 10});
+    TensorId c1 = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, w({16, 16, 3, 3})});
+    Tensor<float> var = lab::random_weight({16}, rng);
+    for (int64_t i = 0; i < 16; ++i) var[i] = std::abs(var[i]) + 0.5f;
+    TensorId bn = b.add(ops::BatchNormalization{}, {c1, w({16}), w({16}), w({16}), b.constant("var", var)});
+    TensorId r = b.add(ops::Relu{}, {bn});
+    TensorId c2 = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {r, w({16, 16, 3, 3}), w({16})});
+    TensorId s = b.add(ops::Add{}, {c2, x});  // residual
+    b.output(b.add(ops::Relu{}, {s}));
+  }
+  std::string plan = plan_of(g);
+  CHECK(plan.find("+ Relu") != std::string::npos);
+  CHECK(plan.find("residual add") != std::string::npos);
+  CHECK(plan.find("BatchNormalization") == std::string::npos);  // folded into the conv
+  same_as_reference(g, 1, "resnet block");
+
+  Graph m;
+  {
+    Builder b(m);
+    Rng rng(6);
+    TensorId x = b.input("x", {2, 5, 12});
+    TensorId y = b.add(ops::MatMul{}, {x, b.constant("w", lab::random_weight({12, 7}, rng))});
+    TensorId z = b.add(ops::Add{}, {y, b.constant("bias", lab::random_weight({7}, rng))});
+    b.output(b.add(ops::Relu{}, {z}));
+  }
+  CHECK(plan_of(m).find("+ bias + Relu") != std::string::npos);
+  same_as_reference(m, 2, "matmul + bias + relu");
+
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Shape c : {Shape{}, Shape{6}, Shape{4, 6}}) {
+        Shape a = ta ? Shape{5, 4} : Shape{4, 5}, bb = tb ? Shape{6, 5} : Shape{5, 6};
+        Types t{f32(a), f32(bb)};
+        if (!c.empty()) t.push_back(f32(c));
+        same_as_reference(one_op(ops::Gemm{.alpha = 0.5f, .beta = 1.0f, .trans_a = ta, .trans_b = tb}, t, {false, true, true}), 3,
+                          cat("gemm ", ta, tb, " C", c));
+        same_as_reference(one_op(ops::Gemm{.alpha = 1.0f, .beta = 2.0f, .trans_a = ta, .trans_b = tb}, t, {false, false, false}), 4,
+                          cat("gemm beta 2 ", ta, tb, " C", c));
+      }
+}
+
+TEST_CASE("cpu matmuls: batched, broadcasting, 1-D operands") {
+  for (auto [a, b] : std::vector<std::pair<Shape, Shape>>{{{3, 4}, {4, 5}},
+                                                          {{2, 3, 4}, {2, 4, 5}},
+                                                          {{2, 3, 4}, {4, 5}},
+                                                          {{5, 1, 3, 4}, {2, 4, 6}},
+                                                          {{4}, {4, 5}},
+                                                          {{3, 4}, {4}},
+                                                          {{12, 128, 64}, {12, 64, 128}}}) {
+    same_as_reference(one_op(ops::MatMul{}, {f32(a), f32(b)}), 7, cat("matmul ", a, " x ", b));
+    same_as_reference(one_op(ops::MatMul{}, {f32(a), f32(b)}, {false, true}), 8, cat("matmul const ", a, " x ", b));
+  }
+}
+
+TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
+  using ops::AveragePool, ops::MaxPool;
+  std::vector<std::pair<Op, Shape>> cases = {
+      {MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}}}, {1, 8, 11, 11}},
+      {MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .ceil_mode = true}}, {1, 3, 8, 8}},
+      {MaxPool{{.kernel_shape = {2, 2}, .dilations = {2, 2}}}, {1, 2, 7, 7}},
+      {MaxPool{{.kernel_shape = {3, 3, 3}, .strides = {2, 2, 2}, .pads = {1, 1, 1, 1, 1, 1}}}, {1, 2, 5, 6, 7}},
+      {AveragePool{{.kernel_shape = {3, 3}, .pads = {1, 0, 2, 1}}, false}, {2, 3, 7, 6}},
+      {AveragePool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}}, true}, {1, 3, 9, 9}},
+      {AveragePool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .ceil_mode = true}, false}, {1, 3, 8, 8}},
+      {AveragePool{{.kernel_shape = {2}}}, {1, 3, 9}},
+      {ops::GlobalAveragePool{}, {2, 5, 7, 3}},
+      {ops::Relu{}, {2, 3, 5}},
+      {ops::LeakyRelu{.alpha = 0.1f}, {7, 3}},
+      {ops::Sigmoid{}, {4, 4}},
+      {ops::Tanh{}, {9}},
+      {ops::Exp{}, {3, 3}},
+      {ops::Clip{.min = -0.2, .max = 0.3}, {2, 8}},
+      {ops::Neg{}, {5}},
+      {ops::Erf{}, {6, 2}},
+      {ops::Softmax{.axis = 1}, {2, 5, 3}},
+      {ops::Softmax{.axis = -1}, {2, 3, 7}},
+      {ops::Softmax{.axis = 1, .flatten_tail = true}, {2, 3, 4}},
+      {ops::ReduceMean{{.axes = {1}, .keepdims = true}}, {2, 3, 4}},
+      {ops::ReduceSum{{.axes = {0, 2}, .keepdims = false}}, {2, 3, 4}},
+      {ops::ReduceMax{{.axes = {2}}}, {2, 3, 4}},
+  };
+  uint64_t seed = 10;
+  for (const auto& [op, s] : cases) same_as_reference(one_op(op, {f32(s)}), seed++, std::string(op_name(op)));
+  same_as_reference(one_op(ops::Sqrt{}, {f32({4, 4})}), 30, "Sqrt");  // on |x| below
+  for (Op op : {Op(ops::Add{}), Op(ops::Sub{}), Op(ops::Mul{}), Op(ops::Div{})}) {
+    same_as_reference(one_op(op, {f32({2, 3, 4}), f32({2, 3, 4})}), seed++, cat(op_name(op), " same shape"));
+    same_as_reference(one_op(op, {f32({2, 3, 4}), f32({3, 1})}), seed++, cat(op_name(op), " broadcast second"));
+    same_as_reference(one_op(op, {f32({4}), f32({2, 3, 4})}), seed++, cat(op_name(op), " broadcast first"));
+  }
+  same_as_reference(one_op(ops::LayerNormalization{.axis = -1}, {f32({2, 5, 8}), f32({8}), f32({8})}, {false, true, true}), 40, "layer norm");
+  same_as_reference(one_op(ops::LayerNormalization{.axis = 1}, {f32({2, 3, 4}), f32({3, 4})}, {false, true}), 41, "layer norm 2 axes");
+  same_as_reference(one_op(ops::LayerNormalization{.axis = -1, .num_outputs = 3}, {f32({3, 6}), f32({6}), f32({6})}, {false, true, true}), 42,
+                    "layer norm with statistics");
+  same_as_reference(one_op(ops::BatchNormalization{}, {f32({2, 3, 4, 4}), f32({3}), f32({3}), f32({3}), f32({3})}, {false, true, true, true, false}), 43,
+                    "batch norm alone");
+}
+
+TEST_CASE("cpu layout ops: R/T, transpose, reshape views, slice, pad, split, concat, patch, expand") {
+  same_as_reference(one_op(ops::RT{.split_shape = {1, 4, 3, 2, 3, 2}, .perm = {3, 5, 0, 1, 2, 4}, .out_shape = {4, 4, 3, 3}}, {f32({1, 4, 6, 6})}), 50,
+                    "R/T");
+  same_as_reference(one_op(ops::Transpose{.perm = {0, 2, 1, 3}}, {f32({2, 17, 12, 33})}), 51, "transpose");
+  same_as_reference(one_op(ops::Transpose{.perm = {1, 0}}, {f32({67, 45})}), 52, "2-D transpose");
+  same_as_reference(one_op(ops::Reshape{.shape = {6, -1}}, {f32({2, 3, 4})}), 53, "reshape");
+  same_as_reference(one_op(ops::Slice{.starts = {-1, 1}, .ends = {INT64_MIN, 9}, .axes = {0, 2}, .steps = {-1, 3}}, {f32({4, 3, 10})}), 54,
+                    "slice");
+  same_as_reference(one_op(ops::Pad{.pads = {0, 2, -1, 1, 3, 0}, .value = 1.5}, {f32({3, 4, 5})}), 55, "pad");
+  same_as_reference(one_op(ops::Pad{.pads = {1, 1, 1, 1}, .mode = ops::PadMode::Reflect}, {f32({4, 5})}), 56, "reflect pad");
+  same_as_reference(one_op(ops::Split{.axis = 1, .split = {2, 0, 3}, .num_outputs = 3}, {f32({2, 5, 3})}), 57, "split");
+  same_as_reference(one_op(ops::Concat{.axis = 1}, {f32({2, 3, 4}), f32({2, 1, 4}), f32({2, 5, 4})}), 58, "concat");
+  same_as_reference(one_op(ops::Patch{.offsets = {0, 2, 1}}, {f32({2, 5, 4}), f32({2, 2, 3})}), 59, "patch");
+  same_as_reference(one_op(ops::Expand{.shape = {2, 3, 4}}, {f32({3, 1})}), 60, "expand");
+  // Concat of blocked conv outputs (Inception's pattern).
+  Graph g;
+  {
+    Builder b(g);
+    Rng rng(9);
+    TensorId x = b.input("x", {1, 8, 6, 6});
+    TensorId a = b.add(ops::Conv{}, {x, b.constant("wa", lab::random_weight({8, 8, 1, 1}, rng))});
+    TensorId c = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, b.constant("wc", lab::random_weight({16, 8, 3, 3}, rng))});
+    TensorId p = b.add(ops::MaxPool{{.kernel_shape = {3, 3}, .pads = {1, 1, 1, 1}}}, {x});
+    b.output(b.add(ops::Concat{.axis = 1}, {a, c, p}));
+  }
+  same_as_reference(g, 61, "inception-style concat");
+}
+
+TEST_CASE("cpu: integer tensors, fallbacks and buffer reuse over a long program") {
+  Graph g;
+  {
+    Builder b(g);
+    TensorId x = b.input("x", {3, 4});
+    TensorId idx = b.input("idx", {2}, DType::Int64);
+    TensorId gth = b.add(ops::Gather{.axis = 0}, {x, idx});
+    TensorId e = b.add(ops::Erf{}, {gth});
+    TensorId cond = b.add(ops::Reshape{.shape = {2, 1}}, {b.add(ops::Cast{.to = DType::Bool}, {idx})});
+    TensorId w = b.add(ops::Where{}, {cond, b.add(ops::ReduceMean{{.axes = {1}}}, {e}), e});
+    b.output(w);
+    b.output(b.add(ops::Pow{}, {x, b.constant("two", Tensor<float>(Shape{}, std::vector<float>{2.0f}))}));
+  }
+  same_as_reference(g, 70, "gather/erf/where/pow");
+  // A deep chain: buffers must be reused, results unchanged.
+  Graph chain;
+  {
+    Builder b(chain);
+    Rng rng(11);
+    TensorId t = b.input("x", {1, 8, 16, 16});
+    for (int i = 0; i < 12; ++i) {
+      t = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {t, b.constant(cat("w", i), lab::random_weight({8, 8, 3, 3}, rng))});
+      if (i % 3 == 2) t = b.add(ops::Transpose{.perm = {0, 1, 3, 2}}, {t});
+      t = b.add(ops::Relu{}, {t});
+    }
+    b.output(t);
+  }
+  auto exe = backend::make_backend("cpu")->compile(chain);
+  std::string d = exe->describe();
+  CHECK(d.find("memory:") != std::string::npos);
+  same_as_reference(chain, 71, "deep chain");
+}
+
+TEST_CASE("backend registry and the op profiler's cache") {
+  auto names = backend::available_backends();
+  CHECK(std::find(names.begin(), names.end(), "cpu") != names.end());
+  CHECK_THROWS_WITH_AS(backend::make_backend("tpu"), "unknown backend 'tpu' (choose reference, cpu or cuda)", InvalidInput);
+  std::string file = (std::filesystem::temp_directory_path() / cat("pet_opcache_", ::getpid(), ".json")).string();
+  auto cpu = backend::make_backend("cpu");
+  Op conv = ops::Conv{.pads = {1, 1, 1, 1}};
+  Types in{f32({1, 8, 14, 14}), f32({8, 8, 3, 3})};
+  {
+    backend::Profiler p(*cpu, file, 3, 0);
+    auto t = p.time_op(conv, in);
+    CHECK(t.median_ms > 0);
+    CHECK(t.runs >= 3);
+    CHECK(!t.cached);
+    CHECK(p.measured() == 1);
+    auto again = p.time_op(conv, in);
+    CHECK(again.median_ms == t.median_ms);
+    CHECK(p.hits() == 1);
+  }
+  backend::Profiler q(*cpu, file, 3, 0);  // a second optimizer run reads the file
+  auto t = q.time_op(conv, in);
+  CHECK(t.cached);
+  CHECK(q.measured() == 0);
+  std::filesystem::remove(file);
+}
