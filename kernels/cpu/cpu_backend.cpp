@@ -387,11 +387,71 @@ class CpuExecutable final : public Executable {
 
   /// Appends the activations (and, when allowed, one residual add) that follow tensor t as
   /// post-ops; returns the last tensor absorbed and the residual's tensor id (or -1).
+  /// A float scalar constant operand of a binary node (the other being t), or nullopt.
+  std::optional<float> scalar_operand(const Node& node, TensorId t) const {
+    if (node.inputs.size() != 2) return std::nullopt;
+    TensorId o = node.inputs[0] == t ? node.inputs[1] : node.inputs[0];
+    if (o == t || !g_.tensor(o).is_constant() || !is_float(g_.type(o).dtype) || numel(g_.type(o).shape) != 1) return std::nullopt;
+    if (g_.type(node.outputs[0]).shape != g_.type(t).shape) return std::nullopt;
+    return std::get<Tensor<float>>(*g_.tensor(o).value)[0];
+  }
+  /// GELU as PyTorch exports it: x * (erf(x / sqrt 2) + 1) * 0.5. Returns its nodes and output.
+  std::optional<std::pair<std::vector<NodeId>, TensorId>> match_gelu(TensorId x) const {
+    const auto& cs = consumers_[size_t(x)];
+    if (cs.size() != 2 || is_output_.count(x)) return std::nullopt;
+    for (NodeId d : cs) {
+      const Node& dn = g_.node(d);
+      auto c = scalar_operand(dn, x);
+      if (!c || dn.inputs[0] != x) continue;
+      bool div = std::holds_alternative<ops::Div>(dn.op) && std::abs(*c - 1.41421356f) < 1e-4f;
+      bool mul = std::holds_alternative<ops::Mul>(dn.op) && std::abs(*c - 0.70710678f) < 1e-4f;
+      if (!div && !mul) continue;
+      NodeId e = sole_consumer(dn.outputs[0]);
+      if (e < 0 || !std::holds_alternative<ops::Erf>(g_.node(e).op)) continue;
+      NodeId a = sole_consumer(g_.node(e).outputs[0]);
+      if (a < 0 || !std::holds_alternative<ops::Add>(g_.node(a).op)) continue;
+      auto one = scalar_operand(g_.node(a), g_.node(e).outputs[0]);
+      if (!one || *one != 1.f) continue;
+      NodeId m1 = sole_consumer(g_.node(a).outputs[0]);
+      NodeId other = cs[0] == d ? cs[1] : cs[0];
+      if (m1 != other || !std::holds_alternative<ops::Mul>(g_.node(m1).op)) continue;
+      NodeId m2 = sole_consumer(g_.node(m1).outputs[0]);
+      if (m2 < 0 || !std::holds_alternative<ops::Mul>(g_.node(m2).op)) continue;
+      auto half = scalar_operand(g_.node(m2), g_.node(m1).outputs[0]);
+      if (!half || *half != 0.5f) continue;
+      return std::pair{std::vector<NodeId>{d, e, a, m1, m2}, g_.node(m2).outputs[0]};
+    }
+    return std::nullopt;
+  }
+
   std::pair<TensorId, TensorId> absorb_post_ops(TensorId t, post_ops& po, std::string& text, bool allow_sum, NodeId self) {
     TensorId residual = -1;
     while (true) {
+      if (auto gelu = match_gelu(t)) {
+        po.append_eltwise(1.f, algorithm::eltwise_gelu_erf, 0.f, 0.f);
+        text += " + GELU";
+        for (NodeId q : gelu->first) absorbed_.insert(q);
+        t = gelu->second;
+        continue;
+      }
       NodeId c = sole_consumer(t);
       if (c < 0) break;
+      if (auto k = scalar_operand(g_.node(c), t)) {  // scaling and shifting by constants
+        const Op& op = g_.node(c).op;
+        bool lhs = g_.node(c).inputs[0] == t;
+        std::optional<std::pair<float, float>> lin;
+        if (std::holds_alternative<ops::Mul>(op)) lin = std::pair{*k, 0.f};
+        else if (std::holds_alternative<ops::Div>(op) && lhs) lin = std::pair{1.f / *k, 0.f};
+        else if (std::holds_alternative<ops::Add>(op)) lin = std::pair{1.f, *k};
+        else if (std::holds_alternative<ops::Sub>(op)) lin = lhs ? std::pair{1.f, -*k} : std::pair{-1.f, *k};
+        if (lin) {
+          po.append_eltwise(1.f, algorithm::eltwise_linear, lin->first, lin->second);
+          text += cat(" + ", op_name(op), " by a constant");
+          absorbed_.insert(c);
+          t = g_.node(c).outputs[0];
+          continue;
+        }
+      }
       const Node& node = g_.node(c);
       if (!is_float(g_.type(node.outputs[0]).dtype) || node.outputs.size() != 1) break;
       if (auto e = eltwise_of(node.op); e && fusable_activation(node.op)) {
@@ -599,7 +659,7 @@ class CpuExecutable final : public Executable {
           out = add.outputs[0];
         }
     }
-    auto [last, residual] = absorb_post_ops(out, po, text, false, n);
+    auto [last, residual] = absorb_post_ops(out, po, text, true, n);
     out = last;
     Shape bias_shape;
     if (bias_slot) {
@@ -628,8 +688,10 @@ class CpuExecutable final : public Executable {
     int av = view(as, amd);
     int bv = view(bs, bmd);
     if (bconst) bv = as_layout(bv, pd.weights_desc(), who);
-    define(out, plain_md(g_.type(out).shape));
+    if (residual >= 0) prepare_residual(out, residual, plain_md(g_.type(out).shape), who);
+    else define(out, plain_md(g_.type(out).shape));
     Step& st = add_step(cat(who, ": oneDNN matmul ", pd.impl_info_str(), text), {av, bv}, {int(out)});
+    if (residual >= 0) st.reads.push_back(int(residual));
     st.prim = primitive(matmul(pd));
     // the output's md for the primitive has the matmul's rank
     int ov = int(out);
