@@ -131,6 +131,39 @@ Graph prepare(const Graph& in) {
         continue;
       }
     }
+    // Pad (zeros, spatial dims only) -> Conv or AveragePool: the padding moves into the op, which
+    // then reads the unpadded tensor in its own layout (an explicitly padded AveragePool counts
+    // the zeros: count_include_pad).
+    if (node.inputs.size() >= 1 && (std::holds_alternative<ops::Conv>(node.op) || std::holds_alternative<ops::AveragePool>(node.op))) {
+      TensorId x = node.inputs[0];
+      NodeId p = in.tensor(x).producer;
+      const ops::Pad* pad = p >= 0 ? std::get_if<ops::Pad>(&in.node(p).op) : nullptr;
+      if (pad && pad->mode == ops::PadMode::Constant && pad->value == 0.0 && consumers[size_t(x)].size() == 1 && !outputs.count(x)) {
+        const size_t r = in.type(x).shape.size(), k = r - 2;
+        bool spatial = pad->pads[0] == 0 && pad->pads[1] == 0 && pad->pads[r] == 0 && pad->pads[r + 1] == 0;
+        for (int64_t v : pad->pads) spatial = spatial && v >= 0;
+        std::vector<int64_t> extra;
+        for (size_t i = 0; i < k; ++i) extra.push_back(pad->pads[2 + i]);
+        for (size_t i = 0; i < k; ++i) extra.push_back(pad->pads[r + 2 + i]);
+        Op merged = node.op;
+        bool ok = spatial;
+        if (auto* cv = std::get_if<ops::Conv>(&merged); ok && cv) {
+          for (size_t i = 0; i < extra.size(); ++i) cv->pads[i] += extra[i];
+        } else if (auto* ap = std::get_if<ops::AveragePool>(&merged); ok && ap) {
+          bool unpadded = true;
+          for (int64_t v : ap->pads) unpadded = unpadded && v == 0;
+          ok = unpadded && !ap->ceil_mode;
+          if (ok) ap->pads = extra, ap->count_include_pad = true;
+        }
+        if (ok) {
+          std::vector<TensorId> ins{c[in.node(p).inputs[0]]};
+          for (size_t i = 1; i < node.inputs.size(); ++i) ins.push_back(c[node.inputs[i]]);
+          auto outs = g.add_node(g.unique_name(node.name), merged, ins, {g.unique_name(in.tensor(node.outputs[0]).name)});
+          c.map[size_t(node.outputs[0])] = outs[0];
+          continue;
+        }
+      }
+    }
     c.node(n, false);
   }
   std::vector<TensorId> outs;
@@ -179,6 +212,9 @@ class CpuExecutable final : public Executable {
   std::vector<Value<float>> run(std::span<const Value<float>> inputs) override {
     if (inputs.size() != g_.inputs().size())
       throw InvalidInput(cat("the model has ", g_.inputs().size(), " inputs but ", inputs.size(), " values were given"));
+    // Inputs are read in place (no step writes an input's buffer); outputs are written straight
+    // into fresh tensors when their buffer belongs to them alone.
+    std::set<int> input_requests;
     for (size_t i = 0; i < inputs.size(); ++i) {
       TensorId t = g_.inputs()[i];
       Slot& s = slots_[size_t(t)];
@@ -187,11 +223,20 @@ class CpuExecutable final : public Executable {
       if (s.is_float()) {
         const auto* f = std::get_if<Tensor<float>>(&inputs[i]);
         if (!f) throw InvalidInput(cat("input '", g_.tensor(t).name, "' must be float32"));
-        std::memcpy(ptr(int(t)), f->data(), size_t(f->size()) * sizeof(float));
+        bind(s.request, const_cast<float*>(f->data()));
+        input_requests.insert(s.request);
       } else {
         if (!std::holds_alternative<Tensor<int64_t>>(inputs[i])) throw InvalidInput(cat("input '", g_.tensor(t).name, "' must be an integer tensor"));
         s.host = inputs[i];
       }
+    }
+    std::vector<std::optional<Tensor<float>>> direct(output_slots_.size());
+    std::set<int> bound;
+    for (size_t k = 0; k < output_slots_.size(); ++k) {
+      const Slot& sl = slots_[size_t(output_slots_[k])];
+      if (!sl.is_float() || sl.owned || input_requests.count(sl.request) || !bound.insert(sl.request).second) continue;
+      direct[k] = Tensor<float>(sl.type.shape);
+      bind(sl.request, direct[k]->data());
     }
     if (opt_.profile) step_ms_.resize(steps_.size(), 0.0), ++runs_;
     for (size_t i = 0; i < steps_.size(); ++i) {
@@ -206,16 +251,24 @@ class CpuExecutable final : public Executable {
     }
     strm_.wait();
     std::vector<Value<float>> out;
-    for (int s : output_slots_) {
+    for (size_t k = 0; k < output_slots_.size(); ++k) {
+      const int s = output_slots_[k];
       const Slot& sl = slots_[size_t(s)];
       if (!sl.is_float()) {
         out.push_back(*sl.host);
+        continue;
+      }
+      if (direct[k]) {
+        out.push_back(std::move(*direct[k]));
         continue;
       }
       Tensor<float> t(sl.type.shape);
       std::memcpy(t.data(), ptr(s), size_t(t.size()) * sizeof(float));
       out.push_back(t);
     }
+    // The caller's tensors are not ours to keep pointing at.
+    for (size_t q = 0; q < override_.size(); ++q)
+      if (override_[q]) bind(int(q), nullptr);
     return out;
   }
 
@@ -271,7 +324,16 @@ class CpuExecutable final : public Executable {
   float* ptr(int s) {
     const Slot& sl = slots_[size_t(s)];
     if (sl.owned) return sl.owned.get();
+    if (float* o = override_[size_t(sl.request)]) return o;
     return buffers_[size_t(requests_[size_t(sl.request)].buffer)].get();
+  }
+  /// Points request q at external memory (the caller's input, a fresh output tensor) or, with
+  /// nullptr, back at its planned buffer: every primitive argument on it follows.
+  void bind(int q, float* p) {
+    if (override_[size_t(q)] == p) return;
+    override_[size_t(q)] = p;
+    float* target = p ? p : buffers_[size_t(requests_[size_t(q)].buffer)].get();
+    for (auto& m : request_memories_[size_t(q)]) m.set_data_handle(target);
   }
   bool is_plain(int s) const { return slots_[size_t(s)].md == plain_md(slots_[size_t(s)].type.shape); }
   bool is_const(int s) const { return bool(slots_[size_t(s)].owned) || (s < g_.num_tensors() && g_.tensor(TensorId(s)).is_constant()); }
@@ -358,8 +420,14 @@ class CpuExecutable final : public Executable {
       }
       r.buffer = best;
     }
+    override_.assign(requests_.size(), nullptr);
+    request_memories_.resize(requests_.size());
     for (auto& st : steps_)
-      for (auto& [arg, s] : st.args) st.argmap.emplace(arg, memory(slots_[size_t(s)].md, eng_, ptr(s)));
+      for (auto& [arg, s] : st.args) {
+        memory m(slots_[size_t(s)].md, eng_, ptr(s));
+        st.argmap.emplace(arg, m);
+        if (slots_[size_t(s)].request >= 0 && !slots_[size_t(s)].owned) request_memories_[size_t(slots_[size_t(s)].request)].push_back(m);
+      }
   }
 
   // ------------------------------------------------------------ fusion helpers
@@ -1257,6 +1325,8 @@ class CpuExecutable final : public Executable {
   size_t planned_bytes_ = 0, requested_bytes_ = 0;
   std::vector<double> step_ms_;
   int runs_ = 0;
+  std::vector<float*> override_;
+  std::vector<std::vector<memory>> request_memories_;
 };
 
 class CpuBackend final : public Backend {
