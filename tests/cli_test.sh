@@ -6,6 +6,7 @@ PET=$1
 SRC=$2
 LAB_PAIRS=$3
 TMP=$(mktemp -d)
+export XDG_CACHE_HOME="$TMP/cache"  # the profiler cache of this test only
 trap 'rm -rf "$TMP"' EXIT
 fails=0
 model="$SRC/models/tiny_cnn.onnx"
@@ -114,6 +115,15 @@ expect 2 "node 'bn1' \(BatchNormalization\) is not multilinear" -- "$PET" mutate
 expect 2 "unknown rule 'nope'" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_bad" --rules nope
 expect 2 "usage: pet mutate" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx"
 expect 0 "corrected mutants" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_rules" --rules conv-batch-to-width --depth 0
+# Cost model: the cpu profiler by default (cached in $XDG_CACHE_HOME), or the roofline.
+if "$PET" run "$P/conv-batch-to-width.original.onnx" --backend cpu > /dev/null 2>&1; then
+  expect 0 '"cost_model": "cpu op profiler' -- cat "$TMP/mut_conv-batch-to-width.json"
+  test -s "$XDG_CACHE_HOME/pet/opcache.json" || { echo "FAIL: no profiler cache written"; fails=$((fails + 1)); }
+  "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_again" --json "$TMP/m_again.json" > /dev/null
+  expect 0 '"measured": 0' -- cat "$TMP/m_again.json"
+fi
+expect 0 '"cost_model": "roofline' -- "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_roof" --cost roofline --json /dev/stdout
+expect 2 "--cost 'nope': choose profile or roofline" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_bad" --cost nope
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails CLI check(s) failed"

@@ -9,6 +9,7 @@
 #include "op_testing.hpp"
 #include "pet/backend/backend.hpp"
 #include "pet/eval/compare.hpp"
+#include "pet/mutate/mutate.hpp"
 
 using namespace pet;
 using namespace pet::testing;
@@ -272,4 +273,55 @@ TEST_CASE("backend registry and the op profiler's cache") {
   CHECK(t.cached);
   CHECK(q.measured() == 0);
   std::filesystem::remove(file);
+}
+
+TEST_CASE("profiled program cost: ops on constants are free, shapes are real, results cached") {
+  auto cpu = backend::make_backend("cpu");
+  Graph g;
+  Builder b(g);
+  Rng rng(5);
+  TensorId x = b.input("x", {1, 8, 12, 12});
+  // The weight is a Concat of two constants: computed once at compile time, free.
+  TensorId w = b.add(ops::Concat{.axis = 0}, {b.constant("w1", lab::random_weight({4, 8, 3, 3}, rng)),
+                                               b.constant("w2", lab::random_weight({4, 8, 3, 3}, rng))});
+  TensorId y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, w});
+  b.output(b.add(ops::Gather{.axis = 3}, {y, b.ints("idx", {0, 11, 5})}));  // an integer constant with its real values
+  backend::Profiler p(*cpu, "", 3, 0);
+  double ms = p.program_cost_ms(g);
+  CHECK(ms > 0);
+  CHECK(p.measured() == 2);  // Conv and Gather; not the Concat
+  CHECK(p.program_cost_ms(g) == ms);
+  CHECK(p.measured() == 2);
+  CHECK(p.hits() == 2);
+  // The same op with different index values is a different configuration.
+  Graph h;
+  Builder c(h);
+  c.output(c.add(ops::Gather{.axis = 3}, {c.input("x", {1, 8, 12, 12}), c.ints("idx", {1, 2, 3})}));
+  CHECK(p.program_cost_ms(h) > 0);
+  CHECK(p.measured() == 3);
+}
+
+TEST_CASE("mutants ranked by the profiler's cost") {
+  auto cpu = backend::make_backend("cpu");
+  backend::Profiler p(*cpu, "", 3, 0);
+  Graph g;
+  Builder b(g);
+  Rng rng(6);
+  b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {2, 8, 10, 10}), b.constant("w", lab::random_weight({8, 8, 3, 3}, rng))}));
+  mutate::Options opt;
+  opt.depth = 1;
+  int calls = 0;
+  opt.cost = [&](const Graph& m) {
+    ++calls;
+    return p.program_cost_ms(m);
+  };
+  auto r = mutate::run(g, opt);
+  REQUIRE(r.mutants.size() >= 2);
+  CHECK(calls >= 1 + int(r.mutants.size()));
+  CHECK(r.original_est_ms == p.program_cost_ms(g));
+  for (size_t i = 0; i < r.mutants.size(); ++i) {
+    CHECK(r.mutants[i].est_ms > 0);
+    CHECK(r.mutants[i].est_ms == std::min(p.program_cost_ms(r.mutants[i].graph), r.mutants[i].est_ms));
+    if (i) CHECK(r.mutants[i - 1].est_ms <= r.mutants[i].est_ms);
+  }
 }

@@ -167,6 +167,69 @@ OpTiming Profiler::time_op(const Op& op, const Types& in, std::vector<bool> cons
   return r;
 }
 
+OpTiming Profiler::time_node(const Graph& src, NodeId n, const std::vector<bool>& constant) {
+  const Node& node = src.node(n);
+  Types in = src.input_types(n);
+  std::vector<bool> c(node.inputs.size());
+  std::string k = key(b_.name(), node.op, in, {});
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    TensorId t = node.inputs[i];
+    c[i] = constant.at(size_t(t));
+    k += c[i] ? "c" : "";
+    if (!c[i] || is_float(in[i].dtype)) continue;
+    // Integer constants are shape data: their values decide what the op does.
+    const auto& v = src.tensor(t).value;
+    if (!v) throw InvalidInput(cat(op_name(node.op), " '", node.name, "': integer input ", i, " is computed, not a constant; cannot time the node alone"));
+    const auto& iv = std::get<Tensor<int64_t>>(*v);
+    k += "=";
+    for (int64_t j = 0; j < iv.size(); ++j) k += cat(j ? "," : "", iv[j]);
+  }
+  for (const auto& t : src.output_types(n)) k += cat("->", to_string(t));
+  if (auto it = cache_.find(k); it != cache_.end()) {
+    ++hits_;
+    return it->second;
+  }
+  Graph g;
+  Rng rng(1);
+  std::vector<TensorId> ids;
+  std::vector<Value<float>> inputs;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (c[i] && !is_float(in[i].dtype)) {
+      ids.push_back(g.add_constant(cat("c", i), in[i].dtype, *src.tensor(node.inputs[i]).value));
+    } else if (c[i]) {
+      ids.push_back(g.add_constant(cat("c", i), in[i].dtype, random_value(in[i], rng)));
+    } else {
+      ids.push_back(g.add_input(cat("x", i), in[i]));
+      inputs.push_back(random_value(in[i], rng));
+    }
+  }
+  for (TensorId t : g.add_node("op", node.op, ids)) g.add_output(t);
+  auto exe = b_.compile(g);
+  std::string desc = exe->describe();
+  OpTiming r = summarize(time_runs(*exe, inputs, repeats_, min_seconds_), desc.substr(0, desc.find('\n')));
+  cache_[k] = r;
+  ++measured_;
+  dirty_ = true;
+  return r;
+}
+
+double Profiler::program_cost_ms(const Graph& g) {
+  std::vector<bool> constant(size_t(g.num_tensors()), false);
+  for (TensorId t = 0; t < g.num_tensors(); ++t) constant[size_t(t)] = g.tensor(t).is_constant();
+  double ms = 0;
+  for (NodeId n : g.topo_order()) {
+    const Node& node = g.node(n);
+    bool all_const = true;
+    for (TensorId t : node.inputs) all_const = all_const && constant[size_t(t)];
+    if (all_const) {
+      for (TensorId t : node.outputs) constant[size_t(t)] = true;
+      continue;
+    }
+    ms += time_node(g, n, constant).median_ms;
+  }
+  return ms;
+}
+
 OpTiming Profiler::time_program(const Graph& g) {
   Rng rng(1);
   std::vector<Value<float>> inputs;

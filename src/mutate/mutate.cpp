@@ -24,7 +24,8 @@ MutateResult run(const Graph& sub, const Options& opt) {
   auto t0 = std::chrono::steady_clock::now();
   verify::require_multilinear(sub, "subprogram");
   MutateResult res;
-  res.original_est_ms = estimate_ms(sub);
+  auto cost = [&](const Graph& g) { return opt.cost ? opt.cost(g) : estimate_ms(g); };
+  res.original_est_ms = cost(sub);
   std::vector<std::pair<Graph, std::string>> candidates;
 
   // 1. Rules, at every node they match.
@@ -81,7 +82,7 @@ MutateResult run(const Graph& sub, const Options& opt) {
     Graph corrected = add_corrections(sub, m, rep, &mu.corrections);
     Graph fused = corrected;
     mu.corrections.fused_convs = fuse(fused);
-    double c = estimate_ms(corrected), f = estimate_ms(fused);
+    double c = cost(corrected), f = cost(fused);
     mu.fused = f < c;
     mu.graph = mu.fused ? std::move(fused) : std::move(corrected);
     mu.est_ms = std::min(c, f);

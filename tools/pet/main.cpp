@@ -18,6 +18,7 @@ const char* kUsage =
     "                             [--exhaustive]\n"
     "  mutate SUB.onnx --out-dir DIR   corrected mutants of a multilinear subprogram as ONNX files:\n"
     "                             [--depth d] [--rules all|none|NAME,...] [--json FILE] [--list-rules] [--explain]\n"
+    "                             [--cost profile|roofline] [--profile-cache FILE|none] [--threads N]\n"
     "common options: --shape NAME=1x3x224x224  --dim NAME=N  --default-dim N (symbolic dims, default 1)\n";
 }
 

@@ -1,4 +1,5 @@
 // pet mutate SUB.onnx: every corrected mutant of a multilinear subprogram, as ONNX files.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -6,13 +7,15 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "pet/backend/backend.hpp"
+#include "pet/core/parallel.hpp"
 #include "pet/mutate/mutate.hpp"
 
 namespace pet::cli {
 
 int cmd_mutate(const std::vector<std::string>& argv) {
   Args a("mutate", argv, {"depth", "rules", "out-dir", "json", "list-rules!", "tests", "seed", "time-budget", "explain!", "shape", "dim",
-                          "default-dim", "quiet!"});
+                          "default-dim", "quiet!", "cost", "profile-cache", "threads"});
   if (a.flag("list-rules")) {
     for (const auto& r : mutate::builtin_rules().rules())
       std::printf("%-32s %s\n", std::string(r->name()).c_str(), std::string(r->description()).c_str());
@@ -35,6 +38,25 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   opt.verify.tests = int(a.get_int("tests", 2));
   opt.verify.seed = uint64_t(a.get_int("seed", 1));
   if (auto t = a.get("time-budget")) opt.generator.seconds = std::stod(*t);
+  if (auto t = a.get_int("threads", 0); t > 0) set_num_threads(int(t));
+  else if (t < 0) throw InvalidInput("--threads needs a positive count");
+  // Cost model: the cpu backend's op profiler (measured, cached on disk) when this build has
+  // it, else the roofline estimate.
+  const auto backends = backend::available_backends();
+  std::string cost = a.get("cost").value_or(std::find(backends.begin(), backends.end(), "cpu") != backends.end() ? "profile" : "roofline");
+  if (cost != "profile" && cost != "roofline") throw InvalidInput(cat("--cost '", cost, "': choose profile or roofline"));
+  std::unique_ptr<backend::Backend> cpu;
+  std::unique_ptr<backend::Profiler> prof;
+  std::string cost_desc = "roofline estimate: FLOPs at 200 GFLOP/s, bytes at 10 GB/s per op";
+  if (cost == "profile") {
+    cpu = backend::make_backend("cpu");
+    std::string cache = a.get("profile-cache").value_or(backend::Profiler::default_cache_file());
+    if (cache == "none") cache.clear();
+    prof = std::make_unique<backend::Profiler>(*cpu, cache);
+    cost_desc = cat("cpu op profiler: sum of the median times of the ops, each timed alone on ", num_threads(), " threads (cache ",
+                    cache.empty() ? "off" : cache, ")");
+    opt.cost = [&](const Graph& g) { return prof->program_cost_ms(g); };
+  }
   mutate::MutateResult r;
   try {
     r = mutate::run(m.graph, opt);
@@ -49,7 +71,11 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   j["stop_reason"] = r.stop_reason;
   j["counts"] = {{"rule_attempts", r.rule_attempts}, {"rule_matches", r.rule_matches}, {"generated", r.generated},
                  {"verified", r.verified}, {"not_equivalent", r.rejected}, {"duplicates", r.duplicates}};
-  j["cost_model"] = "roofline estimate: FLOPs at 200 GFLOP/s, bytes at 10 GB/s per op";
+  j["cost_model"] = cost_desc;
+  if (prof) {
+    j["profiler"] = {{"measured", prof->measured()}, {"cache_hits", prof->hits()}};
+    prof->save();
+  }
   j["mutants"] = nlohmann::json::array();
   for (size_t i = 0; i < r.mutants.size(); ++i) {
     const auto& mu = r.mutants[i];

@@ -67,6 +67,14 @@ class Profiler {
   /// `constant` flag is set are constants of the program (weights), so backends may
   /// preprocess them (default: the weights and biases of convs and Gemms).
   OpTiming time_op(const Op& op, const Types& in, std::vector<bool> constant = {});
+  /// Median time of node `n` of `g` run alone: inputs flagged in `constant` are constants
+  /// (integer initializers keep their values, so Reshape shapes and Gather indices are
+  /// real; float constants are random), the others random inputs. Cached like time_op.
+  OpTiming time_node(const Graph& g, NodeId n, const std::vector<bool>& constant);
+  /// The cost model's estimate of a whole program: the sum of the median times of its
+  /// nodes, each timed alone (and cached); nodes that read only constants are computed once
+  /// at compile time and cost nothing.
+  double program_cost_ms(const Graph& g);
   /// Median time of a whole program.
   OpTiming time_program(const Graph& g);
   /// Writes the cache (also done by the destructor).

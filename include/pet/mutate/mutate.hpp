@@ -3,6 +3,8 @@
 /// the rules and from the generic generator, verified (not equivalent ones dropped),
 /// corrected (correction kernels patched over the failing boxes), fused, checked once more
 /// to be equivalent as a whole, and ranked by estimated cost.
+#include <functional>
+
 #include "pet/mutate/correct.hpp"
 #include "pet/mutate/generator.hpp"
 #include "pet/mutate/rule.hpp"
@@ -17,6 +19,10 @@ struct Options {
   /// Generated programs that agree with the original at fewer sampled positions than this
   /// are not verified (their correction would cover most of the output).
   double min_agreement = 0.5;
+  /// Cost of a program in milliseconds, used to rank mutants and to choose between the fused
+  /// and unfused corrections: pet mutate passes the cpu backend's op profiler
+  /// (backend::Profiler::program_cost_ms); empty: the roofline estimate_ms().
+  std::function<double(const Graph&)> cost;
 };
 
 struct Mutant {
