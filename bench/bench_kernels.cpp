@@ -177,6 +177,9 @@ const std::vector<CopyCase>& copy_cases() {
       {"nchw->nhwc [64,56,56]", {64, 56 * 56}, {1, 0}},
       {"2-D transpose [2048,2048]", {2048, 2048}, {1, 0}},
       {"parity regroup [512,7,2,7,2]", {512, 7, 2, 7, 2}, {2, 4, 0, 1, 3}},
+      {"parity regroup [512,14,2,14,2]", {512, 14, 2, 14, 2}, {2, 4, 0, 1, 3}},
+      {"tiles 2x2 [768,2,9,2,9]", {768, 2, 9, 2, 9}, {1, 3, 0, 2, 4}},
+      {"tiles 4x4 [768,4,5,4,5]", {768, 4, 5, 4, 5}, {1, 3, 0, 2, 4}},
   };
   return c;
 }
@@ -215,6 +218,6 @@ BENCHMARK(BM_conv_chain_pet)->ArgsProduct({{0, 1, 2, 4}, {0, 1}})->Unit(benchmar
 BENCHMARK(BM_conv_onednn)->DenseRange(0, 4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_matmul_pet)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_matmul_onednn)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_rt_copy)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_memcpy)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_rt_copy)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_memcpy)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_MAIN();

@@ -10,6 +10,7 @@
 #include "pet/backend/backend.hpp"
 #include "pet/eval/compare.hpp"
 #include "pet/mutate/mutate.hpp"
+#include "../kernels/cpu/copy.hpp"
 
 using namespace pet;
 using namespace pet::testing;
@@ -323,5 +324,34 @@ TEST_CASE("mutants ranked by the profiler's cost") {
     CHECK(r.mutants[i].est_ms > 0);
     CHECK(r.mutants[i].est_ms == std::min(p.program_cost_ms(r.mutants[i].graph), r.mutants[i].est_ms));
     if (i) CHECK(r.mutants[i - 1].est_ms <= r.mutants[i].est_ms);
+  }
+}
+
+TEST_CASE("strided copy kernel: every path (rows, tiles, transposes, parity regroups, gathers) against a plain loop") {
+  Rng rng(77);
+  const int64_t extents[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 24, 65};
+  for (int trial = 0; trial < 600; ++trial) {
+    const int r = int(rng.range(1, 5));
+    Shape split;
+    for (int i = 0; i < r; ++i) split.push_back(extents[rng.range(0, 12)]);
+    while (numel(split) > 200000) split[size_t(rng.range(0, r - 1))] = 2;
+    std::vector<int64_t> perm(static_cast<size_t>(r));
+    for (int i = 0; i < r; ++i) perm[size_t(i)] = i;
+    for (int i = r - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng.range(0, i))]);
+    Shape t;
+    std::vector<int64_t> st;
+    cpu::rt_view(split, perm, t, st);
+    const int64_t n = numel(split);
+    std::vector<float> src(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.f), want(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) src[size_t(i)] = float(i);
+    Index idx(r);
+    for (int64_t q = 0; q < n; ++q, next_index(idx, t)) {
+      int64_t so = 0;
+      for (int i = 0; i < r; ++i) so += idx[i] * st[size_t(i)];
+      want[size_t(q)] = src[size_t(so)];
+    }
+    cpu::strided_copy(src.data(), st, got.data(), t);
+    INFO("split ", split, " perm ", perm);
+    CHECK(got == want);
   }
 }

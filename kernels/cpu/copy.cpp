@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #ifdef __AVX2__
 #include <immintrin.h>
 #endif
@@ -79,6 +81,72 @@ void transpose_rows(const float* src, int64_t ssj, float* dst, int64_t dsi, int6
 }
 }  // namespace
 
+namespace {
+/// Calls blk(src + so, dst + d) for every position of `outer` (offsets so/d by the strides),
+/// in parallel chunks of about `grain` positions. The last outer dim is a plain loop and the
+/// others follow an odometer, so a position costs an add or two however many dims there are.
+template <class Block>
+void for_each_block(const float* src, const std::vector<int64_t>& os, float* dst, const std::vector<int64_t>& od, const Shape& outer,
+                    int64_t grain, Block&& blk) {
+  const int ro = int(outer.size()) - 1;
+  const int64_t m = outer.back(), ms = os.back(), md = od.back();
+  const Shape head(outer.begin(), outer.end() - 1);
+  const int64_t n = numel(head);
+  parallel_chunks(n, std::max<int64_t>(1, grain / m), [&](int64_t b, int64_t e) {
+    Index idx = unflatten(b, head);
+    int64_t so = 0, d = 0;
+    for (int i = 0; i < ro; ++i) so += idx[i] * os[size_t(i)], d += idx[i] * od[size_t(i)];
+    for (int64_t q = b; q < e; ++q) {
+      const float* sp = src + so;
+      float* dp = dst + d;
+      for (int64_t l = 0; l < m; ++l) blk(sp + l * ms, dp + l * md);
+      for (int i = ro - 1; i >= 0; --i) {
+        so += os[size_t(i)], d += od[size_t(i)];
+        if (++idx[i] < outer[size_t(i)]) break;
+        so -= os[size_t(i)] * outer[size_t(i)], d -= od[size_t(i)] * outer[size_t(i)];
+        idx[i] = 0;
+      }
+    }
+  });
+}
+
+/// Copies n < 64 floats: whole vectors, the last one overlapping the one before it (both
+/// within [0, n)), so that short rows cost no scalar tail.
+inline void copy_short(const float* __restrict sp, float* __restrict dp, int64_t n) {
+#ifdef __AVX2__
+  if (n >= 8) {
+    int64_t j = 0;
+    for (; j + 8 < n; j += 8) _mm256_storeu_ps(dp + j, _mm256_loadu_ps(sp + j));
+    _mm256_storeu_ps(dp + n - 8, _mm256_loadu_ps(sp + n - 8));
+    return;
+  }
+  if (n >= 4) {
+    _mm_storeu_ps(dp, _mm_loadu_ps(sp));
+    _mm_storeu_ps(dp + n - 4, _mm_loadu_ps(sp + n - 4));
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < n; ++j) dp[j] = sp[j];
+}
+
+/// Calls f(std::integral_constant<int, n>) for 1 <= n <= 16.
+template <class F>
+void with_small_length(int64_t n, F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { ((n == I + 1 ? (f(std::integral_constant<int, I + 1>{}), 0) : 0), ...); }(
+      std::make_integer_sequence<int, 16>{});
+}
+
+/// Even (k = 0) and odd (k = 1) elements of 16 consecutive floats, in order.
+#ifdef __AVX2__
+inline void deinterleave2(const float* sp, float* d0, float* d1) {
+  __m256 a = _mm256_loadu_ps(sp), b = _mm256_loadu_ps(sp + 8);
+  __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xDD);  // a0 a2 b0 b2 | a4 a6 b4 b6
+  _mm256_storeu_ps(d0, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+  if (d1) _mm256_storeu_ps(d1, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8)));
+}
+#endif
+}  // namespace
+
 void box_copy(const float* src, const std::vector<int64_t>& src_strides, float* dst, const std::vector<int64_t>& dst_strides,
               const Shape& shape_in) {
   if (numel(shape_in) == 0) return;
@@ -86,19 +154,35 @@ void box_copy(const float* src, const std::vector<int64_t>& src_strides, float* 
   std::vector<int64_t> ss = src_strides, ds = dst_strides;
   simplify(shape, ss, ds);
   const int r = int(shape.size());
-  const int64_t inner = shape.back();
-  if (ss.back() == 1 && ds.back() == 1) {  // contiguous rows: memcpy
-    Shape outer(shape.begin(), shape.end() - 1);
-    const int64_t rows = numel(outer);
-    parallel_chunks(rows, std::max<int64_t>(1, 16384 / inner), [&](int64_t b, int64_t e) {
-      Index idx = unflatten(b, outer);
-      for (int64_t row = b; row < e; ++row) {
-        int64_t so = 0, d = 0;
-        for (int i = 0; i < r - 1; ++i) so += idx[i] * ss[size_t(i)], d += idx[i] * ds[size_t(i)];
-        std::memcpy(dst + d, src + so, size_t(inner) * sizeof(float));
-        next_index(idx, outer);
-      }
-    });
+  const int64_t inner = shape.back(), si = ss.back(), di = ds.back();
+  const int64_t grain = std::max<int64_t>(1, 16384 / inner);
+  auto outer_without = [&](int skip, Shape& o, std::vector<int64_t>& os, std::vector<int64_t>& od) {
+    for (int i = 0; i < r - 1; ++i)
+      if (i != skip) o.push_back(shape[size_t(i)]), os.push_back(ss[size_t(i)]), od.push_back(ds[size_t(i)]);
+    if (o.empty()) o = {1}, os = {0}, od = {0};
+    // Walk the outer dims in source order (largest source stride outermost): the source is
+    // then read once, front to back, and the destination written as a few sequential streams
+    // (a tile regroup otherwise re-reads every source cache line once per tile column).
+    std::vector<size_t> order(o.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return os[x] > os[y]; });
+    Shape o2;
+    std::vector<int64_t> os2, od2;
+    for (size_t i : order) o2.push_back(o[i]), os2.push_back(os[i]), od2.push_back(od[i]);
+    o = o2, os = os2, od = od2;
+  };
+  if (si == 1 && di == 1) {  // contiguous rows: memcpy for long ones, a plain loop for short ones
+    Shape o;
+    std::vector<int64_t> os, od;
+    outer_without(-1, o, os, od);
+    if (inner >= 64)
+      for_each_block(src, os, dst, od, o, grain, [&](const float* sp, float* dp) { std::memcpy(dp, sp, size_t(inner) * sizeof(float)); });
+    else if (inner <= 16)  // the row length as a compile-time constant: no loop, no branch
+      with_small_length(inner, [&]<int N>(std::integral_constant<int, N>) {
+        for_each_block(src, os, dst, od, o, grain, [](const float* sp, float* dp) { copy_short(sp, dp, N); });
+      });
+    else
+      for_each_block(src, os, dst, od, o, grain, [&](const float* sp, float* dp) { copy_short(sp, dp, inner); });
     return;
   }
   // A transposed pair of dims: find the dim that is contiguous in the source and tile the
@@ -106,7 +190,7 @@ void box_copy(const float* src, const std::vector<int64_t>& src_strides, float* 
   int k = -1;
   for (int i = 0; i < r - 1; ++i)
     if (ss[size_t(i)] == 1) k = i;
-  if (k >= 0 && ds.back() == 1 && shape[size_t(k)] >= 8 && inner >= 8) {
+  if (k >= 0 && di == 1 && shape[size_t(k)] >= 8 && inner >= 8) {
     Shape outer;
     std::vector<int> dims;
     for (int i = 0; i < r - 1; ++i)
@@ -118,33 +202,60 @@ void box_copy(const float* src, const std::vector<int64_t>& src_strides, float* 
       Index idx = unflatten(o, outer);
       int64_t so = 0, d = 0;
       for (size_t p = 0; p < dims.size(); ++p) so += idx[int(p)] * ss[size_t(dims[p])], d += idx[int(p)] * ds[size_t(dims[p])];
-      transpose_rows(src + so, ss.back(), dst + d, ds[size_t(k)], b * 64, std::min(ni, (b + 1) * 64), inner);
+      transpose_rows(src + so, si, dst + d, ds[size_t(k)], b * 64, std::min(ni, (b + 1) * 64), inner);
     }, n * ni * inner > 16384);
     return;
   }
-  // General gather: rows of the innermost dim, offsets kept by an odometer over the outer dims.
-  Shape outer(shape.begin(), shape.end() - 1);
-  const int64_t rows = numel(outer), si = ss.back(), di = ds.back();
-  const int ro = r - 1;
-  parallel_chunks(rows, std::max<int64_t>(1, 16384 / inner), [&](int64_t b, int64_t e) {
-    Index idx = unflatten(b, outer);
-    int64_t so = 0, d = 0;
-    for (int i = 0; i < ro; ++i) so += idx[i] * ss[size_t(i)], d += idx[i] * ds[size_t(i)];
-    for (int64_t row = b; row < e; ++row) {
-      const float* sp = src + so;
-      float* dp = dst + d;
-      if (di == 1 && si == 2)
-        for (int64_t j = 0; j < inner; ++j) dp[j] = sp[2 * j];
-      else if (di == 1)
-        for (int64_t j = 0; j < inner; ++j) dp[j] = sp[j * si];
-      else
-        for (int64_t j = 0; j < inner; ++j) dp[j * di] = sp[j * si];
-      for (int i = ro - 1; i >= 0; --i) {  // odometer step
-        so += ss[size_t(i)], d += ds[size_t(i)];
-        if (++idx[i] < shape[size_t(i)]) break;
-        so -= ss[size_t(i)] * shape[size_t(i)], d -= ds[size_t(i)] * shape[size_t(i)];
-        idx[i] = 0;
-      }
+  // A narrow transposed pair (a parity or phase regroup: the source holds rows of `e` < 8
+  // interleaved phases): read each source block [inner][e] once and write e destination rows.
+  if (k >= 0 && di == 1 && si == shape[size_t(k)]) {
+    const int64_t e = shape[size_t(k)], dk = ds[size_t(k)];
+    Shape o;
+    std::vector<int64_t> os, od;
+    outer_without(k, o, os, od);
+    auto run = [&]<int E>(std::integral_constant<int, E>) {
+      for_each_block(src, os, dst, od, o, std::max<int64_t>(1, grain / e), [&](const float* sp, float* dp) {
+        int64_t j = 0;
+#ifdef __AVX2__
+        if constexpr (E == 2)
+          for (; j + 8 <= inner; j += 8) deinterleave2(sp + 2 * j, dp + j, dp + dk + j);
+#endif
+        const int64_t ee = E > 0 ? E : e;
+        for (; j < inner; ++j)
+          for (int64_t p = 0; p < ee; ++p) dp[p * dk + j] = sp[j * ee + p];
+      });
+    };
+    if (e == 2 && inner <= 16)  // both extents compile-time constants (a parity regroup of small maps)
+      with_small_length(inner, [&]<int N>(std::integral_constant<int, N>) {
+        for_each_block(src, os, dst, od, o, std::max<int64_t>(1, grain / 2), [dk](const float* sp, float* dp) {
+          int j = 0;
+#ifdef __AVX2__
+          for (; j + 8 <= N; j += 8) deinterleave2(sp + 2 * j, dp + j, dp + dk + j);
+#endif
+          for (; j < N; ++j) dp[j] = sp[2 * j], dp[dk + j] = sp[2 * j + 1];
+        });
+      });
+    else if (e == 2) run(std::integral_constant<int, 2>{});
+    else if (e == 3) run(std::integral_constant<int, 3>{});
+    else if (e == 4) run(std::integral_constant<int, 4>{});
+    else run(std::integral_constant<int, 0>{});
+    return;
+  }
+  // General gather along rows of the innermost dim.
+  Shape o;
+  std::vector<int64_t> os, od;
+  outer_without(-1, o, os, od);
+  for_each_block(src, os, dst, od, o, grain, [&](const float* sp, float* dp) {
+    int64_t j = 0;
+    if (di == 1 && si == 2) {
+#ifdef __AVX2__
+      for (; j + 8 < inner; j += 8) deinterleave2(sp + 2 * j, dp + j, nullptr);  // reads sp[2j+15] <= sp[2(inner-1)]
+#endif
+      for (; j < inner; ++j) dp[j] = sp[2 * j];
+    } else if (di == 1) {
+      for (; j < inner; ++j) dp[j] = sp[j * si];
+    } else {
+      for (; j < inner; ++j) dp[j * di] = sp[j * si];
     }
   });
 }
