@@ -19,7 +19,8 @@ namespace {
 
 /// Runs g on the reference and the cpu backend with the same random inputs; every output
 /// must agree to float rounding.
-void same_as_reference(const Graph& g, uint64_t seed, const std::string& what) {
+void same_as_reference(const Graph& g, uint64_t seed, const std::string& what, const backend::CompileOptions& opt = {},
+                       const std::string& plan_must_say = "") {
   Rng rng(seed);
   std::vector<Value<float>> in;
   for (TensorId t : g.inputs()) {
@@ -28,7 +29,11 @@ void same_as_reference(const Graph& g, uint64_t seed, const std::string& what) {
     in.push_back(random_inputs({g.type(t)}, rng, spec)[0]);
   }
   auto ref = backend::make_backend("reference")->compile(g)->run(in);
-  auto exe = backend::make_backend("cpu")->compile(g);
+  auto exe = backend::make_backend("cpu")->compile(g, opt);
+  if (!plan_must_say.empty()) {
+    INFO(what, " plan:\n", exe->describe());
+    CHECK(exe->describe().find(plan_must_say) != std::string::npos);
+  }
   for (int round = 0; round < 2; ++round) {  // twice: buffers are reused between runs
     auto got = exe->run(in);
     REQUIRE(got.size() == ref.size());
@@ -354,4 +359,48 @@ TEST_CASE("strided copy kernel: every path (rows, tiles, transposes, parity regr
     INFO("split ", split, " perm ", perm);
     CHECK(got == want);
   }
+}
+
+TEST_CASE("pet's Winograd F(4x4,3x3) convs: pads, odd sizes, batches, bias, fused activations and residual sums") {
+  backend::CompileOptions wino;
+  wino.conv_algorithm = "winograd";
+  struct Case {
+    Shape x;
+    int64_t k;
+    std::vector<int64_t> pads;
+    bool bias;
+    int post;  // 0 none, 1 relu, 2 residual add + relu, 3 leaky relu, 4 residual add
+  };
+  const Case cases[] = {
+      {{1, 8, 8, 8}, 8, {1, 1, 1, 1}, false, 0},     {{1, 16, 13, 11}, 24, {1, 1, 1, 1}, true, 1},
+      {{2, 8, 9, 10}, 16, {0, 0, 0, 0}, true, 0},    {{1, 8, 7, 5}, 8, {2, 0, 1, 3}, false, 1},
+      {{3, 32, 17, 19}, 8, {1, 1, 1, 1}, true, 2},   {{1, 24, 6, 6}, 32, {1, 1, 1, 1}, true, 3},
+      {{1, 64, 28, 28}, 64, {1, 1, 1, 1}, true, 4},  {{1, 8, 3, 3}, 8, {0, 0, 0, 0}, false, 0},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    Graph g;
+    Builder b(g);
+    Rng rng(900 + uint64_t(i));
+    TensorId x = b.input("x", c.x);
+    std::vector<TensorId> in{x, b.constant("w", lab::random_weight({c.k, c.x[1], 3, 3}, rng))};
+    if (c.bias) in.push_back(b.constant("b", lab::random_weight({c.k}, rng)));
+    TensorId y = b.add(ops::Conv{.pads = c.pads}, in);
+    const Shape ys = g.type(y).shape;
+    if (c.post == 2 || c.post == 4) y = b.add(ops::Add{}, {y, b.input("r", ys)});
+    if (c.post == 1 || c.post == 2) y = b.add(ops::Relu{}, {y});
+    if (c.post == 3) y = b.add(ops::LeakyRelu{.alpha = 0.1f}, {y});
+    b.output(y);
+    same_as_reference(g, 950 + uint64_t(i), cat("winograd case ", i, " x ", c.x, " k ", c.k, " pads ", c.pads), wino, "pet winograd");
+    ++i;
+  }
+  // Where it does not apply (channels not a multiple of 8, strides, dilations), the direct conv runs.
+  Graph g;
+  Builder b(g);
+  Rng rng(960);
+  b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {1, 5, 9, 9}), b.constant("w", lab::random_weight({8, 5, 3, 3}, rng))}));
+  backend::CompileOptions direct;
+  direct.conv_algorithm = "direct";
+  same_as_reference(g, 961, "5 input channels", wino, "direct");
+  same_as_reference(g, 962, "forced direct", direct, "direct");
 }

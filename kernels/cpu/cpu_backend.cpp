@@ -18,6 +18,7 @@
 #include <set>
 
 #include "copy.hpp"
+#include "winograd.hpp"
 #include "pet/backend/cpu.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/eval/interpreter.hpp"
@@ -630,6 +631,33 @@ class CpuExecutable final : public Executable {
         // no Winograd implementation for this CPU / shape: direct it is
       }
     }
+    // pet's own Winograd F(4x4, 3x3) on the direct conv's blocked layouts (oneDNN has Winograd
+    // only for AVX-512): timed against the direct conv, the faster one is kept.
+    std::shared_ptr<cpu::Winograd4x3> wg;
+    std::vector<cpu::Epilogue> epi;
+    const bool pet_wino = k == 2 && c.group == 1 && ws[2] == 3 && ws[3] == 3 && c.strides == std::vector<int64_t>{1, 1} &&
+                          c.dilations == std::vector<int64_t>{1, 1} && opt_.conv_algorithm != "direct" &&
+                          (opt_.choose_algorithms || opt_.conv_algorithm == "winograd") && alg == "direct" &&
+                          cpu::Winograd4x3::applies(ws[1], ws[0]) && g_.tensor(w).is_constant() &&
+                          (!bias || g_.tensor(node.inputs[2]).is_constant()) && cpu::epilogue_of(po, epi);
+    md_t xs8, ys8;  // nChw8c, the layout pet's transforms read and write
+    if (pet_wino) xs8 = md_t(dims_of(xs), dt::f32, memory::format_tag::nChw8c), ys8 = md_t(dims_of(ys), dt::f32, memory::format_tag::nChw8c);
+    if (pet_wino) {
+      const float* bptr = bias ? std::get<Tensor<float>>(*g_.tensor(node.inputs[2]).value).data() : nullptr;
+      auto cand = std::make_shared<cpu::Winograd4x3>(eng_, xs[0], xs[1], xs[2], xs[3], ws[0], c.pads[0], c.pads[1], c.pads[2], c.pads[3],
+                                                     std::get<Tensor<float>>(*g_.tensor(w).value).data(), bptr, epi);
+      if (opt_.conv_algorithm == "winograd" || time_winograd(*cand, xs8, ys8) < time_pd(pd)) wg = cand, alg = cat("pet winograd F(4x4,3x3), ", cand->chunks(), "x", cand->chunk_tiles(), " tiles");
+    }
+    if (wg) {
+      int xs_slot = as_layout(int(x), xs8, who);
+      if (residual >= 0) prepare_residual(out, residual, ys8, who);
+      else define(out, ys8);
+      std::vector<int> reads{xs_slot};
+      if (residual >= 0) reads.push_back(int(residual));
+      Step& st = add_step(cat(who, ": ", alg, " (", layout_name(xs8), ")", text), reads, {int(out)});
+      st.fn = [this, wg, xs_slot, o = int(out)] { wg->run(strm_, ptr(xs_slot), ptr(o)); };
+      return true;
+    }
     int xs_slot = as_layout(int(x), pd.src_desc(), who);
     int w_slot = int(w);
     if (c.group > 1) {
@@ -655,6 +683,21 @@ class CpuExecutable final : public Executable {
     }
     if (residual >= 0) st.reads.push_back(int(residual));
     return true;
+  }
+
+  /// Median time of pet's Winograd conv on scratch buffers with the direct conv's layouts.
+  double time_winograd(cpu::Winograd4x3& wg, const md_t& src_md, const md_t& dst_md) {
+    auto src = aligned_floats(src_md.get_size() / sizeof(float) + 1), dst = aligned_floats(dst_md.get_size() / sizeof(float) + 1);
+    std::memset(src.get(), 0, src_md.get_size());
+    std::memset(dst.get(), 0, dst_md.get_size());
+    std::vector<double> t;
+    for (int i = 0; i < 6; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      wg.run(strm_, src.get(), dst.get());
+      if (i) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
   }
 
   /// Median time of a primitive on scratch buffers (algorithm choice at compile time).

@@ -19,6 +19,9 @@ struct CompileOptions {
   /// Let the backend time alternative algorithms (e.g. Winograd vs direct convs) while
   /// compiling and keep the faster (results go to the profiler's cache).
   bool choose_algorithms = true;
+  /// 3x3 stride-1 convs: "auto" (time them and keep the faster), "direct" or "winograd"
+  /// (pet's F(4x4,3x3) wherever it applies). Lets the cost model price each choice.
+  std::string conv_algorithm = "auto";
   /// Time every step of every run; describe() then reports the time per step.
   bool profile = false;
 };

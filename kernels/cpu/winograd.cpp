@@ -1,0 +1,207 @@
+// Winograd F(4x4, 3x3) (Lavin and Gray, 2016) with the transforms on 8-channel vectors and
+// the per-position products as one batched oneDNN matmul, over chunks of tiles that stay in
+// cache.
+#include "winograd.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "pet/core/error.hpp"
+#include "pet/core/parallel.hpp"
+
+namespace pet::cpu {
+
+namespace {
+using md_t = dnnl::memory::desc;
+typedef float v8 __attribute__((vector_size(32)));
+
+inline v8 load(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
+
+std::shared_ptr<float[]> floats(size_t n) {
+  size_t bytes = std::max<size_t>(64, (n * sizeof(float) + 63) / 64 * 64);
+  return std::shared_ptr<float[]>(static_cast<float*>(std::aligned_alloc(64, bytes)), [](float* p) { std::free(p); });
+}
+
+/// r = B^T d for six rows d (the input transform, applied to rows then to columns).
+template <class T>
+inline void bt6(const T d[6], T r[6]) {
+  r[0] = 4 * d[0] - 5 * d[2] + d[4];
+  r[1] = -4 * d[1] - 4 * d[2] + d[3] + d[4];
+  r[2] = 4 * d[1] - 4 * d[2] - d[3] + d[4];
+  r[3] = -2 * d[1] - d[2] + 2 * d[3] + d[4];
+  r[4] = 2 * d[1] - d[2] - 2 * d[3] + d[4];
+  r[5] = 4 * d[1] - 5 * d[3] + d[5];
+}
+/// r = A^T m for six rows m (the output transform).
+template <class T>
+inline void at6(const T m[6], T r[4]) {
+  const T a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
+  r[0] = m[0] + a + c;
+  r[1] = b + 2 * d;
+  r[2] = a + 4 * c;
+  r[3] = b + 8 * d + m[5];
+}
+}  // namespace
+
+bool epilogue_of(const dnnl::post_ops& po, std::vector<Epilogue>& out) {
+  out.clear();
+  for (int i = 0; i < po.len(); ++i) {
+    Epilogue e;
+    if (po.kind(i) == dnnl::primitive::kind::sum) {
+      e.kind = Epilogue::Sum;
+      po.get_params_sum(i, e.scale);
+    } else if (po.kind(i) == dnnl::primitive::kind::eltwise) {
+      po.get_params_eltwise(i, e.scale, e.alg, e.alpha, e.beta);
+      if (e.alg != dnnl::algorithm::eltwise_relu && e.alg != dnnl::algorithm::eltwise_linear) return false;
+    } else {
+      return false;
+    }
+    out.push_back(e);
+  }
+  return true;
+}
+
+Winograd4x3::Winograd4x3(const dnnl::engine& eng, int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t pt, int64_t pl,
+                         int64_t pb, int64_t pr, const float* weights, const float* bias, std::vector<Epilogue> epilogue)
+    : n_(n), c_(c), h_(h), w_(w), k_(k), pt_(pt), pl_(pl), epi_(std::move(epilogue)) {
+  PET_CHECK(applies(c, k), "Winograd4x3: channels must be multiples of 8");
+  oh_ = h + pt + pb - 2;
+  ow_ = w + pl + pr - 2;
+  PET_CHECK(oh_ > 0 && ow_ > 0, "Winograd4x3: empty output");
+  th_ = (oh_ + 3) / 4;
+  tw_ = (ow_ + 3) / 4;
+  tiles_ = n * th_ * tw_;
+  // Chunks of tiles whose transformed inputs and products (36 x tiles x channels each) take
+  // about 2 MiB, so that the matmul reads what the transform just wrote from cache.
+  const int64_t per_tile = 36 * std::max(c, k) * int64_t(sizeof(float));
+  int64_t want = std::max<int64_t>(16, (int64_t(2) << 20) / per_tile);
+  chunks_ = (tiles_ + want - 1) / want;
+  tc_ = (tiles_ + chunks_ - 1) / chunks_;
+  bias_.assign(size_t(k), 0.f);
+  if (bias) std::copy(bias, bias + k, bias_.begin());
+
+  // U[p][c][k] = (G g G^T)[p] for each filter, in double.
+  static const double G[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                 {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6},  {0, 0, 1}};
+  std::vector<float> u(size_t(36 * c * k));
+  parallel_for(k, [&](int64_t kk) {
+    for (int64_t cc = 0; cc < c; ++cc) {
+      const float* g = weights + (kk * c + cc) * 9;
+      double t[6][3];
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * g[0 * 3 + j] + G[i][1] * g[1 * 3 + j] + G[i][2] * g[2 * 3 + j];
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) u[size_t(((i * 6 + j) * c + cc) * k + kk)] = float(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
+    }
+  });
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  md_t vmd({36, tc_, c}, dt::f32, tag::abc), umd_any({36, c, k}, dt::f32, tag::any), mmd({36, tc_, k}, dt::f32, tag::abc);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(vmd, umd_any, mmd), eng);
+  mm_ = dnnl::matmul(pd);
+  v_ = floats(size_t(36 * tc_ * c));
+  m_ = floats(size_t(36 * tc_ * k));
+  u_ = floats(pd.weights_desc().get_size() / sizeof(float) + 1);
+  dnnl::stream s(eng);
+  dnnl::memory plain(md_t({36, c, k}, dt::f32, tag::abc), eng, u.data());
+  umem_ = dnnl::memory(pd.weights_desc(), eng, u_.get());
+  dnnl::reorder(plain, umem_).execute(s, plain, umem_);
+  s.wait();
+  vmem_ = dnnl::memory(vmd, eng, v_.get());
+  mmem_ = dnnl::memory(mmd, eng, m_.get());
+}
+
+Winograd4x3::~Winograd4x3() = default;
+
+void Winograd4x3::input_transform(const float* src, int64_t t0) {
+  const int64_t cb = c_ / 8;
+  float* V = v_.get();
+  parallel_for(tc_ * cb, [&](int64_t q) {
+    const int64_t tl = q / cb, b = q % cb, t = t0 + tl;
+    v8 d[6][6];
+    if (t >= tiles_) {
+      for (int p = 0; p < 36; ++p) store(V + (p * tc_ + tl) * c_ + b * 8, v8{});
+      return;
+    }
+    const int64_t img = t / (th_ * tw_), r = t % (th_ * tw_), y0 = (r / tw_) * 4 - pt_, x0 = (r % tw_) * 4 - pl_;
+    const float* base = src + (img * cb + b) * h_ * w_ * 8;
+    for (int i = 0; i < 6; ++i) {
+      const int64_t y = y0 + i;
+      for (int j = 0; j < 6; ++j) {
+        const int64_t x = x0 + j;
+        d[i][j] = (y >= 0 && y < h_ && x >= 0 && x < w_) ? load(base + (y * w_ + x) * 8) : v8{};
+      }
+    }
+    v8 col[6], tr[6][6];
+    for (int j = 0; j < 6; ++j) {  // columns: B^T d
+      for (int i = 0; i < 6; ++i) col[i] = d[i][j];
+      v8 o[6];
+      bt6(col, o);
+      for (int i = 0; i < 6; ++i) tr[i][j] = o[i];
+    }
+    for (int i = 0; i < 6; ++i) {  // rows: (B^T d) B
+      v8 o[6];
+      bt6(tr[i], o);
+      for (int j = 0; j < 6; ++j) store(V + ((i * 6 + j) * tc_ + tl) * c_ + b * 8, o[j]);
+    }
+  }, tc_ * cb > 1);
+}
+
+void Winograd4x3::output_transform(float* dst, int64_t t0) {
+  const int64_t kb = k_ / 8;
+  const float* M = m_.get();
+  const int64_t real = std::min(tc_, tiles_ - t0);
+  parallel_for(real * kb, [&](int64_t q) {
+    const int64_t tl = q / kb, b = q % kb, t = t0 + tl;
+    const int64_t img = t / (th_ * tw_), r = t % (th_ * tw_), y0 = (r / tw_) * 4, x0 = (r % tw_) * 4;
+    v8 m[6][6], tr[4][6], o[4][4];
+    for (int p = 0; p < 36; ++p) m[p / 6][p % 6] = load(M + (p * tc_ + tl) * k_ + b * 8);
+    for (int j = 0; j < 6; ++j) {  // columns: A^T m
+      v8 col[6], r4[4];
+      for (int i = 0; i < 6; ++i) col[i] = m[i][j];
+      at6(col, r4);
+      for (int i = 0; i < 4; ++i) tr[i][j] = r4[i];
+    }
+    for (int i = 0; i < 4; ++i) at6(tr[i], o[i]);  // rows: (A^T m) A
+    const v8 bias = load(bias_.data() + b * 8);
+    float* base = dst + (img * kb + b) * oh_ * ow_ * 8;
+    for (int i = 0; i < 4; ++i) {
+      const int64_t y = y0 + i;
+      if (y >= oh_) break;
+      for (int j = 0; j < 4; ++j) {
+        const int64_t x = x0 + j;
+        if (x >= ow_) break;
+        float* p = base + (y * ow_ + x) * 8;
+        v8 v = o[i][j] + bias;
+        for (const Epilogue& e : epi_) {
+          if (e.kind == Epilogue::Sum) {
+            v += e.scale * load(p);
+          } else if (e.alg == dnnl::algorithm::eltwise_relu) {
+            v = v > 0 ? v : e.alpha * v;
+          } else {
+            v = e.alpha * v + e.beta;
+          }
+        }
+        store(p, v);
+      }
+    }
+  }, real * kb > 1);
+}
+
+void Winograd4x3::run(dnnl::stream& s, const float* src, float* dst) {
+  for (int64_t ch = 0; ch < chunks_; ++ch) {
+    const int64_t t0 = ch * tc_;
+    input_transform(src, t0);
+    mm_.execute(s, {{DNNL_ARG_SRC, vmem_}, {DNNL_ARG_WEIGHTS, umem_}, {DNNL_ARG_DST, mmem_}});
+    s.wait();
+    output_transform(dst, t0);
+  }
+}
+
+}  // namespace pet::cpu
