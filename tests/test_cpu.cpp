@@ -394,6 +394,28 @@ TEST_CASE("pet's Winograd F(4x4,3x3) convs: pads, odd sizes, batches, bias, fuse
     same_as_reference(g, 950 + uint64_t(i), cat("winograd case ", i, " x ", c.x, " k ", c.k, " pads ", c.pads), wino, "pet winograd");
     ++i;
   }
+  // 3-D: Winograd in H and W, the depth taps summed in the matmul.
+  struct Case3 {
+    Shape x;
+    int64_t k, kd;
+    std::vector<int64_t> pads;
+    bool residual;
+  };
+  const Case3 cases3[] = {{{1, 8, 4, 6, 7}, 8, 3, {1, 1, 1, 1, 1, 1}, false},
+                          {{2, 16, 3, 9, 5}, 8, 3, {0, 1, 0, 2, 0, 1}, true},
+                          {{1, 8, 2, 5, 5}, 16, 1, {0, 1, 1, 0, 1, 1}, false},
+                          {{1, 8, 5, 6, 6}, 8, 2, {1, 0, 1, 0, 1, 2}, true}};
+  for (const Case3& c : cases3) {
+    Graph g;
+    Builder b(g);
+    Rng rng(900 + uint64_t(i));
+    TensorId y = b.add(ops::Conv{.pads = c.pads}, {b.input("x", c.x), b.constant("w", lab::random_weight({c.k, c.x[1], c.kd, 3, 3}, rng)),
+                                                   b.constant("b", lab::random_weight({c.k}, rng))});
+    if (c.residual) y = b.add(ops::Add{}, {y, b.input("r", g.type(y).shape)});
+    b.output(b.add(ops::Relu{}, {y}));
+    same_as_reference(g, 950 + uint64_t(i), cat("3-D winograd case ", i, " x ", c.x, " kd ", c.kd, " pads ", c.pads), wino, "pet winograd");
+    ++i;
+  }
   // Where it does not apply (channels not a multiple of 8, strides, dilations), the direct conv runs.
   Graph g;
   Builder b(g);

@@ -635,18 +635,27 @@ class CpuExecutable final : public Executable {
     // only for AVX-512): timed against the direct conv, the faster one is kept.
     std::shared_ptr<cpu::Winograd4x3> wg;
     std::vector<cpu::Epilogue> epi;
-    const bool pet_wino = k == 2 && c.group == 1 && ws[2] == 3 && ws[3] == 3 && c.strides == std::vector<int64_t>{1, 1} &&
-                          c.dilations == std::vector<int64_t>{1, 1} && opt_.conv_algorithm != "direct" &&
-                          (opt_.choose_algorithms || opt_.conv_algorithm == "winograd") && alg == "direct" &&
+    const bool three_by_three = (k == 2 || (k == 3 && ws[2] <= 3)) && ws[k] == 3 && ws[k + 1] == 3;
+    const bool pet_wino = three_by_three && c.group == 1 && std::all_of(c.strides.begin(), c.strides.end(), [](int64_t v) { return v == 1; }) &&
+                          std::all_of(c.dilations.begin(), c.dilations.end(), [](int64_t v) { return v == 1; }) &&
+                          opt_.conv_algorithm != "direct" && (opt_.choose_algorithms || opt_.conv_algorithm == "winograd") && alg == "direct" &&
                           cpu::Winograd4x3::applies(ws[1], ws[0]) && g_.tensor(w).is_constant() &&
                           (!bias || g_.tensor(node.inputs[2]).is_constant()) && cpu::epilogue_of(po, epi);
-    md_t xs8, ys8;  // nChw8c, the layout pet's transforms read and write
-    if (pet_wino) xs8 = md_t(dims_of(xs), dt::f32, memory::format_tag::nChw8c), ys8 = md_t(dims_of(ys), dt::f32, memory::format_tag::nChw8c);
+    md_t xs8, ys8;  // nChw8c / nCdhw8c, the layouts pet's transforms read and write
     if (pet_wino) {
+      const auto tag8 = k == 2 ? memory::format_tag::nChw8c : memory::format_tag::nCdhw8c;
+      xs8 = md_t(dims_of(xs), dt::f32, tag8);
+      ys8 = md_t(dims_of(ys), dt::f32, tag8);
+      cpu::WinogradShape sh;
+      sh.n = xs[0], sh.c = xs[1], sh.k = ws[0];
+      sh.h = xs[k], sh.w = xs[k + 1];
+      sh.pad_top = c.pads[k - 2], sh.pad_left = c.pads[k - 1], sh.pad_bottom = c.pads[2 * k - 2], sh.pad_right = c.pads[2 * k - 1];
+      if (k == 3) sh.d = xs[2], sh.kd = ws[2], sh.pad_front = c.pads[0], sh.pad_back = c.pads[3];
       const float* bptr = bias ? std::get<Tensor<float>>(*g_.tensor(node.inputs[2]).value).data() : nullptr;
-      auto cand = std::make_shared<cpu::Winograd4x3>(eng_, xs[0], xs[1], xs[2], xs[3], ws[0], c.pads[0], c.pads[1], c.pads[2], c.pads[3],
-                                                     std::get<Tensor<float>>(*g_.tensor(w).value).data(), bptr, epi);
-      if (opt_.conv_algorithm == "winograd" || time_winograd(*cand, xs8, ys8) < time_pd(pd)) wg = cand, alg = cat("pet winograd F(4x4,3x3), ", cand->chunks(), "x", cand->chunk_tiles(), " tiles");
+      auto cand = std::make_shared<cpu::Winograd4x3>(eng_, sh, std::get<Tensor<float>>(*g_.tensor(w).value).data(), bptr, epi);
+      if (opt_.conv_algorithm == "winograd" || time_winograd(*cand, xs8, ys8) < time_pd(pd))
+        wg = cand, alg = cat("pet winograd F(4x4,3x3)", k == 3 ? cat(" x ", sh.kd, " depth taps") : "", ", ", cand->chunks(), "x",
+                             cand->chunk_tiles(), " tiles");
     }
     if (wg) {
       int xs_slot = as_layout(int(x), xs8, who);

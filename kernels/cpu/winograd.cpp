@@ -67,52 +67,57 @@ bool epilogue_of(const dnnl::post_ops& po, std::vector<Epilogue>& out) {
   return true;
 }
 
-Winograd4x3::Winograd4x3(const dnnl::engine& eng, int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t pt, int64_t pl,
-                         int64_t pb, int64_t pr, const float* weights, const float* bias, std::vector<Epilogue> epilogue)
-    : n_(n), c_(c), h_(h), w_(w), k_(k), pt_(pt), pl_(pl), epi_(std::move(epilogue)) {
+Winograd4x3::Winograd4x3(const dnnl::engine& eng, const WinogradShape& shape, const float* weights, const float* bias,
+                         std::vector<Epilogue> epilogue)
+    : s_(shape), epi_(std::move(epilogue)) {
+  const int64_t c = s_.c, k = s_.k, kd = s_.kd;
   PET_CHECK(applies(c, k), "Winograd4x3: channels must be multiples of 8");
-  oh_ = h + pt + pb - 2;
-  ow_ = w + pl + pr - 2;
-  PET_CHECK(oh_ > 0 && ow_ > 0, "Winograd4x3: empty output");
+  od_ = s_.d + s_.pad_front + s_.pad_back - kd + 1;
+  oh_ = s_.h + s_.pad_top + s_.pad_bottom - 2;
+  ow_ = s_.w + s_.pad_left + s_.pad_right - 2;
+  PET_CHECK(od_ > 0 && oh_ > 0 && ow_ > 0, "Winograd4x3: empty output");
   th_ = (oh_ + 3) / 4;
   tw_ = (ow_ + 3) / 4;
-  tiles_ = n * th_ * tw_;
+  tiles_ = s_.n * od_ * th_ * tw_;
+  kc_ = kd * c;  // the matmul's inner dim: every depth tap of every input channel
   // Chunks of tiles whose transformed inputs and products (36 x tiles x channels each) take
   // about 2 MiB, so that the matmul reads what the transform just wrote from cache.
-  const int64_t per_tile = 36 * std::max(c, k) * int64_t(sizeof(float));
+  const int64_t per_tile = 36 * std::max(kc_, k) * int64_t(sizeof(float));
   int64_t want = std::max<int64_t>(16, (int64_t(2) << 20) / per_tile);
   chunks_ = (tiles_ + want - 1) / want;
   tc_ = (tiles_ + chunks_ - 1) / chunks_;
   bias_.assign(size_t(k), 0.f);
   if (bias) std::copy(bias, bias + k, bias_.begin());
 
-  // U[p][c][k] = (G g G^T)[p] for each filter, in double.
+  // U[p][z*c + cc][k] = (G g G^T)[p] for filter k, channel cc, depth tap z, in double.
   static const double G[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
                                  {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6},  {0, 0, 1}};
-  std::vector<float> u(size_t(36 * c * k));
+  std::vector<float> u(size_t(36 * kc_ * k));
   parallel_for(k, [&](int64_t kk) {
-    for (int64_t cc = 0; cc < c; ++cc) {
-      const float* g = weights + (kk * c + cc) * 9;
-      double t[6][3];
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * g[0 * 3 + j] + G[i][1] * g[1 * 3 + j] + G[i][2] * g[2 * 3 + j];
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j) u[size_t(((i * 6 + j) * c + cc) * k + kk)] = float(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
-    }
+    for (int64_t cc = 0; cc < c; ++cc)
+      for (int64_t z = 0; z < kd; ++z) {
+        const float* g = weights + ((kk * c + cc) * kd + z) * 9;
+        double t[6][3];
+        for (int i = 0; i < 6; ++i)
+          for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * g[0 * 3 + j] + G[i][1] * g[1 * 3 + j] + G[i][2] * g[2 * 3 + j];
+        for (int i = 0; i < 6; ++i)
+          for (int j = 0; j < 6; ++j)
+            u[size_t(((i * 6 + j) * kc_ + z * c + cc) * k + kk)] = float(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
+      }
   });
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
-  md_t vmd({36, tc_, c}, dt::f32, tag::abc), umd_any({36, c, k}, dt::f32, tag::any), mmd({36, tc_, k}, dt::f32, tag::abc);
+  md_t vmd({36, tc_, kc_}, dt::f32, tag::abc), umd_any({36, kc_, k}, dt::f32, tag::any), mmd({36, tc_, k}, dt::f32, tag::abc);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(vmd, umd_any, mmd), eng);
   mm_ = dnnl::matmul(pd);
-  v_ = floats(size_t(36 * tc_ * c));
+  v_ = floats(size_t(36 * tc_ * kc_));
   m_ = floats(size_t(36 * tc_ * k));
   u_ = floats(pd.weights_desc().get_size() / sizeof(float) + 1);
-  dnnl::stream s(eng);
-  dnnl::memory plain(md_t({36, c, k}, dt::f32, tag::abc), eng, u.data());
+  dnnl::stream st(eng);
+  dnnl::memory plain(md_t({36, kc_, k}, dt::f32, tag::abc), eng, u.data());
   umem_ = dnnl::memory(pd.weights_desc(), eng, u_.get());
-  dnnl::reorder(plain, umem_).execute(s, plain, umem_);
-  s.wait();
+  dnnl::reorder(plain, umem_).execute(st, plain, umem_);
+  st.wait();
   vmem_ = dnnl::memory(vmd, eng, v_.get());
   mmem_ = dnnl::memory(mmd, eng, m_.get());
 }
@@ -120,22 +125,25 @@ Winograd4x3::Winograd4x3(const dnnl::engine& eng, int64_t n, int64_t c, int64_t 
 Winograd4x3::~Winograd4x3() = default;
 
 void Winograd4x3::input_transform(const float* src, int64_t t0) {
-  const int64_t cb = c_ / 8;
+  const int64_t cb = s_.c / 8, kd = s_.kd, H = s_.h, W = s_.w, D = s_.d;
   float* V = v_.get();
-  parallel_for(tc_ * cb, [&](int64_t q) {
-    const int64_t tl = q / cb, b = q % cb, t = t0 + tl;
-    v8 d[6][6];
-    if (t >= tiles_) {
-      for (int p = 0; p < 36; ++p) store(V + (p * tc_ + tl) * c_ + b * 8, v8{});
+  parallel_for(tc_ * kd * cb, [&](int64_t q) {
+    const int64_t tl = q / (kd * cb), z = (q / cb) % kd, b = q % cb, t = t0 + tl;
+    float* out = V + tl * kc_ + z * s_.c + b * 8;  // position p at out + p * tc_ * kc_
+    const int64_t img = t / (od_ * th_ * tw_), r = t % (od_ * th_ * tw_), zo = r / (th_ * tw_), rr = r % (th_ * tw_);
+    const int64_t zi = zo + z - s_.pad_front;
+    if (t >= tiles_ || zi < 0 || zi >= D) {
+      for (int p = 0; p < 36; ++p) store(out + p * tc_ * kc_, v8{});
       return;
     }
-    const int64_t img = t / (th_ * tw_), r = t % (th_ * tw_), y0 = (r / tw_) * 4 - pt_, x0 = (r % tw_) * 4 - pl_;
-    const float* base = src + (img * cb + b) * h_ * w_ * 8;
+    const int64_t y0 = (rr / tw_) * 4 - s_.pad_top, x0 = (rr % tw_) * 4 - s_.pad_left;
+    const float* base = src + ((img * cb + b) * D + zi) * H * W * 8;
+    v8 d[6][6];
     for (int i = 0; i < 6; ++i) {
       const int64_t y = y0 + i;
       for (int j = 0; j < 6; ++j) {
         const int64_t x = x0 + j;
-        d[i][j] = (y >= 0 && y < h_ && x >= 0 && x < w_) ? load(base + (y * w_ + x) * 8) : v8{};
+        d[i][j] = (y >= 0 && y < H && x >= 0 && x < W) ? load(base + (y * W + x) * 8) : v8{};
       }
     }
     v8 col[6], tr[6][6];
@@ -148,20 +156,21 @@ void Winograd4x3::input_transform(const float* src, int64_t t0) {
     for (int i = 0; i < 6; ++i) {  // rows: (B^T d) B
       v8 o[6];
       bt6(tr[i], o);
-      for (int j = 0; j < 6; ++j) store(V + ((i * 6 + j) * tc_ + tl) * c_ + b * 8, o[j]);
+      for (int j = 0; j < 6; ++j) store(out + (i * 6 + j) * tc_ * kc_, o[j]);
     }
-  }, tc_ * cb > 1);
+  }, tc_ * kd * cb > 1);
 }
 
 void Winograd4x3::output_transform(float* dst, int64_t t0) {
-  const int64_t kb = k_ / 8;
+  const int64_t kb = s_.k / 8, K = s_.k;
   const float* M = m_.get();
   const int64_t real = std::min(tc_, tiles_ - t0);
   parallel_for(real * kb, [&](int64_t q) {
     const int64_t tl = q / kb, b = q % kb, t = t0 + tl;
-    const int64_t img = t / (th_ * tw_), r = t % (th_ * tw_), y0 = (r / tw_) * 4, x0 = (r % tw_) * 4;
+    const int64_t img = t / (od_ * th_ * tw_), r = t % (od_ * th_ * tw_), zo = r / (th_ * tw_), rr = r % (th_ * tw_);
+    const int64_t y0 = (rr / tw_) * 4, x0 = (rr % tw_) * 4;
     v8 m[6][6], tr[4][6], o[4][4];
-    for (int p = 0; p < 36; ++p) m[p / 6][p % 6] = load(M + (p * tc_ + tl) * k_ + b * 8);
+    for (int p = 0; p < 36; ++p) m[p / 6][p % 6] = load(M + (p * tc_ + tl) * K + b * 8);
     for (int j = 0; j < 6; ++j) {  // columns: A^T m
       v8 col[6], r4[4];
       for (int i = 0; i < 6; ++i) col[i] = m[i][j];
@@ -170,7 +179,7 @@ void Winograd4x3::output_transform(float* dst, int64_t t0) {
     }
     for (int i = 0; i < 4; ++i) at6(tr[i], o[i]);  // rows: (A^T m) A
     const v8 bias = load(bias_.data() + b * 8);
-    float* base = dst + (img * kb + b) * oh_ * ow_ * 8;
+    float* base = dst + ((img * kb + b) * od_ + zo) * oh_ * ow_ * 8;
     for (int i = 0; i < 4; ++i) {
       const int64_t y = y0 + i;
       if (y >= oh_) break;

@@ -21,17 +21,22 @@ struct Epilogue {
 /// The post-ops as Epilogue steps; false when one of them is not relu, linear or a sum.
 bool epilogue_of(const dnnl::post_ops& po, std::vector<Epilogue>& out);
 
+/// The geometry of a conv that Winograd4x3 runs: x [n, c, (d,) h, w], weights [k, c, (kd,) 3, 3],
+/// stride 1, dilation 1, one group. 2-D convs have d = kd = 1 and no depth pads; 3-D convs are
+/// Winograd in H and W and a sum over the kd depth taps (folded into the matmul's inner dim).
+struct WinogradShape {
+  int64_t n = 1, c = 0, d = 1, h = 0, w = 0, k = 0, kd = 1;
+  int64_t pad_front = 0, pad_back = 0, pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+};
+
 class Winograd4x3 {
  public:
-  /// A 2-D conv, stride 1, dilation 1, one group, 3x3 kernels, on x [n, c, h, w] with pads
-  /// (top, left, bottom, right); c and k multiples of 8. weights [k, c, 3, 3], bias [k] or null.
-  Winograd4x3(const dnnl::engine& eng, int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t pt, int64_t pl, int64_t pb,
-              int64_t pr, const float* weights, const float* bias, std::vector<Epilogue> epilogue);
+  /// weights [k, c, kd, 3, 3] (row-major), bias [k] or null; c and k multiples of 8.
+  Winograd4x3(const dnnl::engine& eng, const WinogradShape& shape, const float* weights, const float* bias, std::vector<Epilogue> epilogue);
   ~Winograd4x3();
-  /// src in nChw8c, dst in nChw8c ([n, k, oh, ow]); dst is read first when a Sum is fused.
+  /// src in nChw8c / nCdhw8c, dst likewise ([n, k, (od,) oh, ow]); dst is read first when a
+  /// Sum is fused.
   void run(dnnl::stream& s, const float* src, float* dst);
-  int64_t out_h() const { return oh_; }
-  int64_t out_w() const { return ow_; }
   /// Tiles per chunk (the matmul's rows) and chunks per run.
   int64_t chunk_tiles() const { return tc_; }
   int64_t chunks() const { return chunks_; }
@@ -40,7 +45,8 @@ class Winograd4x3 {
  private:
   void input_transform(const float* src, int64_t t0);
   void output_transform(float* dst, int64_t t0);
-  int64_t n_, c_, h_, w_, k_, pt_, pl_, oh_, ow_, th_, tw_, tiles_, tc_, chunks_;
+  WinogradShape s_;
+  int64_t od_, oh_, ow_, th_, tw_, tiles_, tc_, chunks_, kc_;
   std::vector<float> bias_;
   std::vector<Epilogue> epi_;
   std::shared_ptr<float[]> v_, m_, u_;
