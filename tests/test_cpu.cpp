@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "../verify/pairs.hpp"
 #include "op_testing.hpp"
@@ -273,6 +275,11 @@ TEST_CASE("backend registry and the op profiler's cache") {
     auto again = p.time_op(conv, in);
     CHECK(again.median_ms == t.median_ms);
     CHECK(p.hits() == 1);
+  }
+  {
+    std::ifstream f(file);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CHECK(text.find(cat("\"cpu@", cpu->version(), "|")) != std::string::npos);  // older kernels' timings never match
   }
   backend::Profiler q(*cpu, file, 3, 0);  // a second optimizer run reads the file
   auto t = q.time_op(conv, in);

@@ -36,6 +36,7 @@ class ReferenceExecutable final : public Executable {
 class ReferenceBackend final : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
+  std::string version() const override { return "1"; }
   std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt) override {
     if (opt.threads > 0) set_num_threads(opt.threads);
     return std::make_unique<ReferenceExecutable>(g);
@@ -128,7 +129,7 @@ std::string Profiler::default_cache_file() {
 }
 
 std::string Profiler::key(std::string_view backend, const Op& op, const Types& in, const std::vector<bool>& constant) {
-  std::string k = cat(backend, "|", num_threads(), "|", op_signature(op));
+  std::string k = cat(backend, "|", num_threads(), "|", op_signature(op));  // backend: name@version
   for (size_t i = 0; i < in.size(); ++i) k += cat("|", to_string(in[i]), i < constant.size() && constant[i] ? "c" : "");
   return k;
 }
@@ -139,7 +140,7 @@ OpTiming Profiler::time_op(const Op& op, const Types& in, std::vector<bool> cons
     if (std::holds_alternative<ops::Conv>(op) || std::holds_alternative<ops::Gemm>(op))
       for (size_t i = 1; i < in.size(); ++i) constant[i] = true;
   }
-  std::string k = key(b_.name(), op, in, constant);
+  std::string k = key(cat(b_.name(), "@", b_.version()), op, in, constant);
   if (auto it = cache_.find(k); it != cache_.end()) {
     ++hits_;
     return it->second;
@@ -171,7 +172,7 @@ OpTiming Profiler::time_node(const Graph& src, NodeId n, const std::vector<bool>
   const Node& node = src.node(n);
   Types in = src.input_types(n);
   std::vector<bool> c(node.inputs.size());
-  std::string k = key(b_.name(), node.op, in, {});
+  std::string k = key(cat(b_.name(), "@", b_.version()), node.op, in, {});
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     TensorId t = node.inputs[i];
     c[i] = constant.at(size_t(t));

@@ -48,6 +48,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+  /// The library and kernel versions behind the timings: part of the profiler's cache key,
+  /// so measurements of older kernels are never reused.
+  virtual std::string version() const = 0;
   virtual std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt = {}) = 0;
 };
 
