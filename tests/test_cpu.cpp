@@ -342,14 +342,8 @@ TEST_CASE("mutants ranked by the profiler's cost") {
 TEST_CASE("strided copy kernel: every path (rows, tiles, transposes, parity regroups, gathers) against a plain loop") {
   Rng rng(77);
   const int64_t extents[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 24, 65};
-  for (int trial = 0; trial < 600; ++trial) {
-    const int r = int(rng.range(1, 5));
-    Shape split;
-    for (int i = 0; i < r; ++i) split.push_back(extents[rng.range(0, 12)]);
-    while (numel(split) > 200000) split[size_t(rng.range(0, r - 1))] = 2;
-    std::vector<int64_t> perm(static_cast<size_t>(r));
-    for (int i = 0; i < r; ++i) perm[size_t(i)] = i;
-    for (int i = r - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng.range(0, i))]);
+  auto check = [](const Shape& split, const std::vector<int64_t>& perm) {
+    const int r = int(split.size());
     Shape t;
     std::vector<int64_t> st;
     cpu::rt_view(split, perm, t, st);
@@ -365,6 +359,24 @@ TEST_CASE("strided copy kernel: every path (rows, tiles, transposes, parity regr
     cpu::strided_copy(src.data(), st, got.data(), t);
     INFO("split ", split, " perm ", perm);
     CHECK(got == want);
+  };
+  // The benchmark's shapes: parity regroups (rows of 7, 13, 14 pairs), tiles, head splits.
+  check({512, 7, 2, 7, 2}, {2, 4, 0, 1, 3});
+  check({64, 14, 2, 14, 2}, {2, 4, 0, 1, 3});
+  check({3, 5, 2, 13, 2}, {2, 4, 0, 1, 3});
+  check({16, 2, 9, 2, 9}, {1, 3, 0, 2, 4});
+  check({16, 4, 5, 4, 5}, {1, 3, 0, 2, 4});
+  check({128, 12, 64}, {1, 0, 2});
+  check({67, 45}, {1, 0});
+  for (int trial = 0; trial < 600; ++trial) {
+    const int r = int(rng.range(1, 5));
+    Shape split;
+    for (int i = 0; i < r; ++i) split.push_back(extents[rng.range(0, 12)]);
+    while (numel(split) > 200000) split[size_t(rng.range(0, r - 1))] = 2;
+    std::vector<int64_t> perm(static_cast<size_t>(r));
+    for (int i = 0; i < r; ++i) perm[size_t(i)] = i;
+    for (int i = r - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng.range(0, i))]);
+    check(split, perm);
   }
 }
 

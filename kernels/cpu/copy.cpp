@@ -82,29 +82,50 @@ void transpose_rows(const float* src, int64_t ssj, float* dst, int64_t dsi, int6
 }  // namespace
 
 namespace {
+/// Nested loops over R dims with the rank known at compile time (tight code, no odometer).
+template <int R, class Block>
+inline void nest(const float* s, float* d, const int64_t* ext, const int64_t* os, const int64_t* od, Block& blk) {
+  if constexpr (R == 0) {
+    blk(s, d);
+  } else {
+    const int64_t n = ext[0], a = os[0], b = od[0];
+    for (int64_t i = 0; i < n; ++i) nest<R - 1>(s + i * a, d + i * b, ext + 1, os + 1, od + 1, blk);
+  }
+}
+
 /// Calls blk(src + so, dst + d) for every position of `outer` (offsets so/d by the strides),
-/// in parallel chunks of about `grain` positions. The last outer dim is a plain loop and the
-/// others follow an odometer, so a position costs an add or two however many dims there are.
+/// in parallel over the first dim (chunks of about `grain` positions). Ranks up to 6 run as
+/// nested loops of known depth; deeper ones follow an odometer.
 template <class Block>
 void for_each_block(const float* src, const std::vector<int64_t>& os, float* dst, const std::vector<int64_t>& od, const Shape& outer,
                     int64_t grain, Block&& blk) {
-  const int ro = int(outer.size()) - 1;
-  const int64_t m = outer.back(), ms = os.back(), md = od.back();
-  const Shape head(outer.begin(), outer.end() - 1);
-  const int64_t n = numel(head);
-  parallel_chunks(n, std::max<int64_t>(1, grain / m), [&](int64_t b, int64_t e) {
-    Index idx = unflatten(b, head);
-    int64_t so = 0, d = 0;
-    for (int i = 0; i < ro; ++i) so += idx[i] * os[size_t(i)], d += idx[i] * od[size_t(i)];
-    for (int64_t q = b; q < e; ++q) {
-      const float* sp = src + so;
-      float* dp = dst + d;
-      for (int64_t l = 0; l < m; ++l) blk(sp + l * ms, dp + l * md);
-      for (int i = ro - 1; i >= 0; --i) {
-        so += os[size_t(i)], d += od[size_t(i)];
-        if (++idx[i] < outer[size_t(i)]) break;
-        so -= os[size_t(i)] * outer[size_t(i)], d -= od[size_t(i)] * outer[size_t(i)];
-        idx[i] = 0;
+  const int r = int(outer.size());
+  const int64_t n0 = outer[0], per = numel(outer) / std::max<int64_t>(n0, 1);
+  auto slab = [&]<int R>(std::integral_constant<int, R>, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) nest<R>(src + i * os[0], dst + i * od[0], outer.data() + 1, os.data() + 1, od.data() + 1, blk);
+  };
+  parallel_chunks(n0, std::max<int64_t>(1, grain / std::max<int64_t>(per, 1)), [&](int64_t b, int64_t e) {
+    switch (r) {
+      case 1: return slab(std::integral_constant<int, 0>{}, b, e);
+      case 2: return slab(std::integral_constant<int, 1>{}, b, e);
+      case 3: return slab(std::integral_constant<int, 2>{}, b, e);
+      case 4: return slab(std::integral_constant<int, 3>{}, b, e);
+      case 5: return slab(std::integral_constant<int, 4>{}, b, e);
+      case 6: return slab(std::integral_constant<int, 5>{}, b, e);
+      default: break;
+    }
+    const Shape rest(outer.begin() + 1, outer.end());
+    for (int64_t i = b; i < e; ++i) {
+      Index idx(r - 1);
+      int64_t so = i * os[0], d = i * od[0];
+      for (int64_t q = 0; q < per; ++q) {
+        blk(src + so, dst + d);
+        for (int k = r - 2; k >= 0; --k) {
+          so += os[size_t(k + 1)], d += od[size_t(k + 1)];
+          if (++idx[k] < rest[size_t(k)]) break;
+          so -= os[size_t(k + 1)] * rest[size_t(k)], d -= od[size_t(k + 1)] * rest[size_t(k)];
+          idx[k] = 0;
+        }
       }
     }
   });
@@ -138,6 +159,12 @@ void with_small_length(int64_t n, F&& f) {
 
 /// Even (k = 0) and odd (k = 1) elements of 16 consecutive floats, in order.
 #ifdef __AVX2__
+/// The same for 8 consecutive floats (4 pairs).
+inline void deinterleave2x4(const float* sp, float* d0, float* d1) {
+  __m128 a = _mm_loadu_ps(sp), b = _mm_loadu_ps(sp + 4);
+  _mm_storeu_ps(d0, _mm_shuffle_ps(a, b, 0x88));
+  _mm_storeu_ps(d1, _mm_shuffle_ps(a, b, 0xDD));
+}
 inline void deinterleave2(const float* sp, float* d0, float* d1) {
   __m256 a = _mm256_loadu_ps(sp), b = _mm256_loadu_ps(sp + 8);
   __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xDD);  // a0 a2 b0 b2 | a4 a6 b4 b6
@@ -231,6 +258,11 @@ void box_copy(const float* src, const std::vector<int64_t>& src_strides, float* 
           int j = 0;
 #ifdef __AVX2__
           for (; j + 8 <= N; j += 8) deinterleave2(sp + 2 * j, dp + j, dp + dk + j);
+          if constexpr (N % 8 >= 4) {  // 4 more pairs, then the last 4 again (overlapping) for the rest
+            deinterleave2x4(sp + 2 * j, dp + j, dp + dk + j);
+            if (N % 4) deinterleave2x4(sp + 2 * (N - 4), dp + N - 4, dp + dk + N - 4);
+            j = N;
+          }
 #endif
           for (; j < N; ++j) dp[j] = sp[2 * j], dp[dk + j] = sp[2 * j + 1];
         });

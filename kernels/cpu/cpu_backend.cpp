@@ -1387,7 +1387,7 @@ class CpuBackend final : public Backend {
   /// oneDNN's version and pet's cpu-kernel revision (bump it when a kernel changes).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
-    return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet3");
+    return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet4");
   }
   std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt) override {
     return std::make_unique<CpuExecutable>(g, opt);
