@@ -445,3 +445,19 @@ TEST_CASE("pet's Winograd F(4x4,3x3) convs: pads, odd sizes, batches, bias, fuse
   same_as_reference(g, 961, "5 input channels", wino, "direct");
   same_as_reference(g, 962, "forced direct", direct, "direct");
 }
+
+TEST_CASE("convs at layout boundaries (pet copies in and out): plain or blocked by measurement, same results") {
+  for (int64_t kk : {1, 3}) {
+    Graph g;
+    Builder b(g);
+    Rng rng(980 + uint64_t(kk));
+    TensorId x = b.input("x", {1, 32, 14, 14});
+    // phases of a dilation-2 conv in the batch, as the dilated-to-dense mutant builds them
+    TensorId ph = b.rt(x, {32, 7, 2, 7, 2}, {2, 4, 0, 1, 3}, {4, 32, 7, 7});
+    TensorId y = b.add(ops::Conv{.pads = {kk / 2, kk / 2, kk / 2, kk / 2}},
+                       {ph, b.constant("w", lab::random_weight({16, 32, kk, kk}, rng)), b.constant("b", lab::random_weight({16}, rng))});
+    y = b.add(ops::Relu{}, {y});
+    b.output(b.rt(y, {2, 2, 16, 7, 7}, {2, 3, 0, 4, 1}, {1, 16, 14, 14}));
+    same_as_reference(g, 990 + uint64_t(kk), cat("boundary conv ", kk, "x", kk));
+  }
+}

@@ -613,14 +613,36 @@ class CpuExecutable final : public Executable {
     attr.set_post_ops(po);
     const Shape& ys = g_.type(node.outputs[0]).shape;
     const bool bias = node.inputs.size() == 3;
-    auto make = [&](algorithm alg) {
-      auto d = bias ? convolution_forward::desc(prop_kind::forward_inference, alg, any_md(xs), any_md(wdims), plain_md({ws[0]}), any_md(ys),
-                                                strides, dil, pl, pr)
-                    : convolution_forward::desc(prop_kind::forward_inference, alg, any_md(xs), any_md(wdims), any_md(ys), strides, dil, pl, pr);
+    auto make_with = [&](algorithm alg, const md_t& src_md, const md_t& dst_md) {
+      auto d = bias ? convolution_forward::desc(prop_kind::forward_inference, alg, src_md, any_md(wdims), plain_md({ws[0]}), dst_md, strides,
+                                                dil, pl, pr)
+                    : convolution_forward::desc(prop_kind::forward_inference, alg, src_md, any_md(wdims), dst_md, strides, dil, pl, pr);
       return convolution_forward::primitive_desc(d, attr, eng_);
     };
+    auto make = [&](algorithm alg) { return make_with(alg, any_md(xs), any_md(ys)); };
     auto pd = dnnl_call(who, [&] { return make(algorithm::convolution_direct); });
     std::string alg = "direct";
+    // At a layout boundary (the input is plain: a graph input or a pet copy; the output goes
+    // to a plain consumer), the conv may also run on plain layouts: timed with the reorders
+    // that the blocked one needs, the cheaper is kept.
+    const bool plain_in = is_plain(int(x)), plain_out = wants_plain(out);
+    auto boundary = [&](const md_t& src_md, const md_t& dst_md) {
+      double t = 0;
+      if (plain_in && src_md != plain_md(xs)) t += time_reorder(plain_md(xs), src_md);
+      if (plain_out && dst_md != plain_md(ys)) t += time_reorder(dst_md, plain_md(ys));
+      return t;
+    };
+    double direct_s = -1;
+    if (opt_.choose_algorithms && opt_.conv_algorithm == "auto" && plain_in && (pd.src_desc() != plain_md(xs) || pd.dst_desc() != plain_md(ys))) {
+      try {
+        auto ppd = make_with(algorithm::convolution_direct, plain_md(xs), plain_md(ys));
+        const double blocked = time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc()), plain = time_pd(ppd);
+        direct_s = blocked;
+        if (plain < blocked) pd = ppd, direct_s = plain;
+      } catch (const dnnl::error&) {
+        // no plain-layout implementation: blocked it is
+      }
+    }
     bool wino_ok = k == 2 && c.group == 1 && ws[2] == 3 && ws[3] == 3 && c.strides == std::vector<int64_t>{1, 1} &&
                    c.dilations == std::vector<int64_t>{1, 1} && opt_.choose_algorithms;
     if (wino_ok) {
@@ -653,7 +675,8 @@ class CpuExecutable final : public Executable {
       if (k == 3) sh.d = xs[2], sh.kd = ws[2], sh.pad_front = c.pads[0], sh.pad_back = c.pads[3];
       const float* bptr = bias ? std::get<Tensor<float>>(*g_.tensor(node.inputs[2]).value).data() : nullptr;
       auto cand = std::make_shared<cpu::Winograd4x3>(eng_, sh, std::get<Tensor<float>>(*g_.tensor(w).value).data(), bptr, epi);
-      if (opt_.conv_algorithm == "winograd" || time_winograd(*cand, xs8, ys8) < time_pd(pd))
+      if (opt_.conv_algorithm == "winograd" ||
+          time_winograd(*cand, xs8, ys8) + boundary(xs8, ys8) < (direct_s >= 0 ? direct_s : time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc())))
         wg = cand, alg = cat("pet winograd F(4x4,3x3)", k == 3 ? cat(" x ", sh.kd, " depth taps") : "", ", ", cand->chunks(), "x",
                              cand->chunk_tiles(), " tiles");
     }
@@ -692,6 +715,37 @@ class CpuExecutable final : public Executable {
     }
     if (residual >= 0) st.reads.push_back(int(residual));
     return true;
+  }
+
+  /// Whether t (in a blocked layout) would need a reorder: a graph output, or read by an op
+  /// that works on plain layouts only (pet copies, matmuls, reshapes).
+  bool wants_plain(TensorId t) const {
+    if (is_output_.count(t)) return true;
+    for (NodeId c : consumers_[size_t(t)]) {
+      const Op& op = g_.node(c).op;
+      if (std::holds_alternative<ops::RT>(op) || std::holds_alternative<ops::Transpose>(op) || std::holds_alternative<ops::Slice>(op) ||
+          std::holds_alternative<ops::Split>(op) || std::holds_alternative<ops::Pad>(op) || std::holds_alternative<ops::Patch>(op) ||
+          std::holds_alternative<ops::MatMul>(op) || std::holds_alternative<ops::Gemm>(op) || std::holds_alternative<ops::Reshape>(op) ||
+          std::holds_alternative<ops::Flatten>(op))
+        return true;
+    }
+    return false;
+  }
+  /// Median time of a reorder between two layouts (scratch buffers).
+  double time_reorder(const md_t& from, const md_t& to) {
+    auto a = aligned_floats(from.get_size() / sizeof(float) + 1), b = aligned_floats(to.get_size() / sizeof(float) + 1);
+    std::memset(a.get(), 0, from.get_size());
+    memory ma(from, eng_, a.get()), mb(to, eng_, b.get());
+    reorder r(ma, mb);
+    std::vector<double> t;
+    for (int i = 0; i < 6; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      r.execute(strm_, ma, mb);
+      strm_.wait();
+      if (i) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
   }
 
   /// Median time of pet's Winograd conv on scratch buffers with the direct conv's layouts.
@@ -1387,7 +1441,7 @@ class CpuBackend final : public Backend {
   /// oneDNN's version and pet's cpu-kernel revision (bump it when a kernel changes).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
-    return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet4");
+    return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet5");
   }
   std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt) override {
     return std::make_unique<CpuExecutable>(g, opt);
