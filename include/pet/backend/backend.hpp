@@ -77,9 +77,11 @@ class Profiler {
   /// (integer initializers keep their values, so Reshape shapes and Gather indices are
   /// real; float constants are random), the others random inputs. Cached like time_op.
   OpTiming time_node(const Graph& g, NodeId n, const std::vector<bool>& constant);
-  /// The cost model's estimate of a whole program: the sum of the median times of its
+  /// The cost model's estimate of a whole program: the sum of the minimum times of its
   /// nodes, each timed alone (and cached); nodes that read only constants are computed once
-  /// at compile time and cost nothing.
+  /// at compile time and cost nothing. The minimum, not the median: on a shared machine
+  /// other tenants only ever add time, and medians of near-equal alternatives swung by
+  /// +-30 % between runs here.
   double program_cost_ms(const Graph& g);
   /// Median time of a whole program.
   OpTiming time_program(const Graph& g);
