@@ -3,6 +3,7 @@
 // residual sums, biases, batch norm folding), layouts and buffer reuse across a program.
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -460,4 +461,46 @@ TEST_CASE("convs at layout boundaries (pet copies in and out): plain or blocked 
     b.output(b.rt(y, {2, 2, 16, 7, 7}, {2, 3, 0, 4, 1}, {1, 16, 14, 14}));
     same_as_reference(g, 990 + uint64_t(kk), cat("boundary conv ", kk, "x", kk));
   }
+}
+
+TEST_CASE("algorithm choices are cached on disk and reused without timing") {
+  const std::string file = (std::filesystem::temp_directory_path() / cat("pet_algos_", ::getpid(), ".json")).string();
+  std::filesystem::remove(file);
+  Graph g;
+  {
+    Builder b(g);
+    Rng rng(1001);
+    TensorId y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {1, 16, 12, 12}), b.constant("w", lab::random_weight({16, 16, 3, 3}, rng))});
+    b.output(b.add(ops::Relu{}, {y}));
+  }
+  backend::CompileOptions opt;
+  opt.algorithm_cache = file;
+  auto cpu = backend::make_backend("cpu");
+  const std::string first = cpu->compile(g, opt)->describe();
+  CHECK(first.find("cached choice") == std::string::npos);
+  REQUIRE(std::filesystem::exists(file));
+  // A new executable (as a new pet process would) reads the choice instead of timing.
+  const std::string second = cpu->compile(g, opt)->describe();
+  CHECK(second.find("cached choice") != std::string::npos);
+  // The file decides: rewrite every choice as pet's Winograd, in a fresh file name (the
+  // process keeps what it read), and the conv follows it.
+  const std::string forced = file + ".forced.json";
+  {
+    std::ifstream f(file);
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (const char* v : {"\"blocked\"", "\"plain\"", "\"onednn-winograd\""})
+      for (size_t p; (p = text.find(v)) != std::string::npos;) text.replace(p, std::strlen(v), "\"pet-winograd\"");
+    std::ofstream(forced) << text;
+  }
+  opt.algorithm_cache = forced;
+  const std::string third = cpu->compile(g, opt)->describe();
+  CHECK(third.find("pet winograd") != std::string::npos);
+  CHECK(third.find("cached choice") != std::string::npos);
+  same_as_reference(g, 1002, "conv with a cached choice", opt);
+  // A damaged file is ignored: choices are measured again.
+  const std::string damaged = file + ".damaged.json";
+  std::ofstream(damaged) << "{ not json";
+  opt.algorithm_cache = damaged;
+  CHECK(cpu->compile(g, opt)->describe().find("cached choice") == std::string::npos);
+  for (const auto& f : {file, forced, damaged}) std::filesystem::remove(f);
 }

@@ -9,11 +9,18 @@
 // (4) buffers are assigned by lifetime and reused once dead; views share their source's.
 #include <dnnl.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <map>
 #include <set>
 
@@ -174,6 +181,61 @@ Graph prepare(const Graph& in) {
 }
 
 // ---------------------------------------------------------------- the executable
+/// oneDNN's version and pet's cpu-kernel revision (bump it when a kernel changes): part of
+/// every cache key, so that timings and choices of older kernels are never reused.
+std::string cpu_backend_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet6");
+}
+
+/// Algorithm choices made by measurement, per configuration: in memory for the process, and
+/// in a JSON file when one is named (read once, rewritten on every new choice). A damaged
+/// file is ignored, never trusted.
+class AlgorithmCache {
+ public:
+  static AlgorithmCache& instance() {
+    static AlgorithmCache c;
+    return c;
+  }
+  std::optional<std::string> get(const std::string& file, const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& m = load(file);
+    if (auto it = m.find(key); it != m.end()) return it->second;
+    return std::nullopt;
+  }
+  void put(const std::string& file, const std::string& key, const std::string& value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& m = load(file);
+    m[key] = value;
+    if (file.empty()) return;
+    try {
+      nlohmann::json j(m);
+      std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+      const std::string tmp = cat(file, ".tmp", ::getpid());
+      std::ofstream(tmp) << j.dump(1) << "\n";
+      std::filesystem::rename(tmp, file);
+    } catch (const std::exception&) {
+      // an unwritable cache only costs time
+    }
+  }
+
+ private:
+  std::map<std::string, std::string>& load(const std::string& file) {
+    auto [it, fresh] = files_.try_emplace(file);
+    if (fresh && !file.empty() && std::filesystem::exists(file)) {
+      try {
+        std::ifstream f(file);
+        it->second = nlohmann::json::parse(f).get<std::map<std::string, std::string>>();
+      } catch (const std::exception&) {
+        it->second.clear();
+      }
+    }
+    return it->second;
+  }
+  std::mutex mu_;
+  std::map<std::string, std::map<std::string, std::string>> files_;
+};
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(const Graph& original, const CompileOptions& opt) : opt_(opt), g_(prepare(original)) {
@@ -632,23 +694,34 @@ class CpuExecutable final : public Executable {
       if (plain_out && dst_md != plain_md(ys)) t += time_reorder(dst_md, plain_md(ys));
       return t;
     };
+    // A choice made before for the same configuration is reused without timing.
+    const bool measure = opt_.choose_algorithms && opt_.conv_algorithm == "auto";
+    const std::string cache_key = cat("cpu@", cpu_backend_version(), "|", num_threads(), "|", op_signature(node.op), "|", xs, wdims,
+                                      ys, bias ? "b" : "", "|", text, "|", plain_in ? "plain-in" : "", plain_out ? "plain-out" : "");
+    std::optional<std::string> chosen;
+    if (measure) chosen = AlgorithmCache::instance().get(opt_.algorithm_cache, cache_key);
+    std::string decision = "blocked";
     double direct_s = -1;
-    if (opt_.choose_algorithms && opt_.conv_algorithm == "auto" && plain_in && (pd.src_desc() != plain_md(xs) || pd.dst_desc() != plain_md(ys))) {
+    if (measure && plain_in && (pd.src_desc() != plain_md(xs) || pd.dst_desc() != plain_md(ys)) && (!chosen || *chosen == "plain")) {
       try {
         auto ppd = make_with(algorithm::convolution_direct, plain_md(xs), plain_md(ys));
-        const double blocked = time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc()), plain = time_pd(ppd);
-        direct_s = blocked;
-        if (plain < blocked) pd = ppd, direct_s = plain;
+        if (chosen) {
+          pd = ppd, decision = "plain";
+        } else {
+          const double blocked = time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc()), plain = time_pd(ppd);
+          direct_s = blocked;
+          if (plain < blocked) pd = ppd, direct_s = plain, decision = "plain";
+        }
       } catch (const dnnl::error&) {
         // no plain-layout implementation: blocked it is
       }
     }
     bool wino_ok = k == 2 && c.group == 1 && ws[2] == 3 && ws[3] == 3 && c.strides == std::vector<int64_t>{1, 1} &&
-                   c.dilations == std::vector<int64_t>{1, 1} && opt_.choose_algorithms;
+                   c.dilations == std::vector<int64_t>{1, 1} && opt_.choose_algorithms && (!chosen || *chosen == "onednn-winograd");
     if (wino_ok) {
       try {
         auto wpd = make(algorithm::convolution_winograd);
-        if (time_pd(wpd) < time_pd(pd)) pd = wpd, alg = "winograd";
+        if (chosen || time_pd(wpd) < time_pd(pd)) pd = wpd, alg = "winograd", decision = "onednn-winograd";
       } catch (const dnnl::error&) {
         // no Winograd implementation for this CPU / shape: direct it is
       }
@@ -664,7 +737,7 @@ class CpuExecutable final : public Executable {
                           cpu::Winograd4x3::applies(ws[1], ws[0]) && g_.tensor(w).is_constant() &&
                           (!bias || g_.tensor(node.inputs[2]).is_constant()) && cpu::epilogue_of(po, epi);
     md_t xs8, ys8;  // nChw8c / nCdhw8c, the layouts pet's transforms read and write
-    if (pet_wino) {
+    if (pet_wino && (!chosen || *chosen == "pet-winograd" || opt_.conv_algorithm == "winograd")) {
       const auto tag8 = k == 2 ? memory::format_tag::nChw8c : memory::format_tag::nCdhw8c;
       xs8 = md_t(dims_of(xs), dt::f32, tag8);
       ys8 = md_t(dims_of(ys), dt::f32, tag8);
@@ -675,11 +748,15 @@ class CpuExecutable final : public Executable {
       if (k == 3) sh.d = xs[2], sh.kd = ws[2], sh.pad_front = c.pads[0], sh.pad_back = c.pads[3];
       const float* bptr = bias ? std::get<Tensor<float>>(*g_.tensor(node.inputs[2]).value).data() : nullptr;
       auto cand = std::make_shared<cpu::Winograd4x3>(eng_, sh, std::get<Tensor<float>>(*g_.tensor(w).value).data(), bptr, epi);
-      if (opt_.conv_algorithm == "winograd" ||
-          time_winograd(*cand, xs8, ys8) + boundary(xs8, ys8) < (direct_s >= 0 ? direct_s : time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc())))
-        wg = cand, alg = cat("pet winograd F(4x4,3x3)", k == 3 ? cat(" x ", sh.kd, " depth taps") : "", ", ", cand->chunks(), "x",
-                             cand->chunk_tiles(), " tiles");
+      if (opt_.conv_algorithm == "winograd" || (chosen && *chosen == "pet-winograd") ||
+          (!chosen && time_winograd(*cand, xs8, ys8) + boundary(xs8, ys8) <
+                          (direct_s >= 0 ? direct_s : time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc()))))
+        wg = cand, decision = "pet-winograd",
+        alg = cat("pet winograd F(4x4,3x3)", k == 3 ? cat(" x ", sh.kd, " depth taps") : "", ", ", cand->chunks(), "x", cand->chunk_tiles(),
+                  " tiles");
     }
+    if (measure && !chosen) AlgorithmCache::instance().put(opt_.algorithm_cache, cache_key, decision);
+    if (chosen) alg += " (cached choice)";
     if (wg) {
       int xs_slot = as_layout(int(x), xs8, who);
       if (residual >= 0) prepare_residual(out, residual, ys8, who);
@@ -1438,11 +1515,7 @@ class CpuExecutable final : public Executable {
 class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
-  /// oneDNN's version and pet's cpu-kernel revision (bump it when a kernel changes).
-  std::string version() const override {
-    const dnnl_version_t* v = dnnl_version();
-    return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet5");
-  }
+  std::string version() const override { return cpu_backend_version(); }
   std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt) override {
     return std::make_unique<CpuExecutable>(g, opt);
   }

@@ -128,6 +128,10 @@ std::string Profiler::default_cache_file() {
   return (base / "pet" / "opcache.json").string();
 }
 
+std::string Profiler::default_algorithm_cache_file() {
+  return (std::filesystem::path(default_cache_file()).parent_path() / "algorithms.json").string();
+}
+
 std::string Profiler::key(std::string_view backend, const Op& op, const Types& in, const std::vector<bool>& constant) {
   std::string k = cat(backend, "|", num_threads(), "|", op_signature(op));  // backend: name@version
   for (size_t i = 0; i < in.size(); ++i) k += cat("|", to_string(in[i]), i < constant.size() && constant[i] ? "c" : "");

@@ -13,7 +13,7 @@ const char* kUsage =
     "  info MODEL.onnx            inputs, outputs, op counts, FLOPs, parameters, multilinear subprograms\n"
     "  run  MODEL.onnx            execute: [--backend cpu|cuda|reference] [--inputs DIR] [--check DIR] [--repeat N]\n"
     "                             [--json FILE] [--save DIR] [--seed S] [--threads N] [--plan] [--profile]\n"
-    "                             [--conv-algorithm auto|direct|winograd]\n"
+    "                             [--conv-algorithm auto|direct|winograd] [--algorithm-cache FILE|none]\n"
     "  verify A.onnx B.onnx       which outputs of B agree with A for all inputs and weights:\n"
     "                             [--tests t] [--prime p] [--seed s] [--z3] [--z3-all] [--json FILE] [--cells]\n"
     "                             [--exhaustive]\n"

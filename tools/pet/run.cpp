@@ -27,7 +27,7 @@ Value<float> random_value(const TensorType& t, Rng& rng) {
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args a("run", argv, {"backend", "inputs", "check", "repeat", "json", "seed", "threads", "save", "shape", "dim",
-                       "default-dim", "atol", "rtol", "plan!", "profile!", "conv-algorithm"});
+                       "default-dim", "atol", "rtol", "plan!", "profile!", "conv-algorithm", "algorithm-cache"});
   if (a.positional.size() != 1)
     throw InvalidInput("usage: pet run MODEL.onnx [--backend cpu|cuda|reference] [--inputs DIR] [--check DIR] [--repeat N] [--json FILE]");
   const std::string path = a.positional[0];
@@ -69,6 +69,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   copt.threads = int(a.get_int("threads", 0));
   copt.profile = a.flag("profile");
   copt.conv_algorithm = a.get("conv-algorithm").value_or("auto");
+  copt.algorithm_cache = a.get("algorithm-cache").value_or(backend::Profiler::default_algorithm_cache_file());
+  if (copt.algorithm_cache == "none") copt.algorithm_cache.clear();
   if (copt.conv_algorithm != "auto" && copt.conv_algorithm != "direct" && copt.conv_algorithm != "winograd")
     throw InvalidInput(cat("--conv-algorithm '", copt.conv_algorithm, "': choose auto, direct or winograd"));
   using clock = std::chrono::steady_clock;

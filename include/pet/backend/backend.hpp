@@ -22,6 +22,10 @@ struct CompileOptions {
   /// 3x3 stride-1 convs: "auto" (time them and keep the faster), "direct" or "winograd"
   /// (pet's F(4x4,3x3) wherever it applies). Lets the cost model price each choice.
   std::string conv_algorithm = "auto";
+  /// Where the algorithm choices made by measurement are kept (JSON, keyed by backend
+  /// version, threads, op, shapes, fused ops and layout boundary), so that compiling the same
+  /// configuration again does not time it again. Empty: kept for this process only.
+  std::string algorithm_cache;
   /// Time every step of every run; describe() then reports the time per step.
   bool profile = false;
 };
@@ -90,6 +94,8 @@ class Profiler {
   int64_t measured() const { return measured_; }
   int64_t hits() const { return hits_; }
   static std::string default_cache_file();
+  /// The default algorithm-choice cache, beside the op cache (algorithms.json).
+  static std::string default_algorithm_cache_file();
   static std::string key(std::string_view backend, const Op& op, const Types& in, const std::vector<bool>& constant);
 
  private:
