@@ -808,21 +808,27 @@ class CpuExecutable final : public Executable {
     }
     return false;
   }
+  /// Median seconds of five runs of f (and the stream) after one warm-up: the compile-time
+  /// algorithm choices.
+  template <class F>
+  double median_seconds(F&& f) {
+    std::vector<double> t;
+    for (int i = 0; i < 6; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      f();
+      strm_.wait();
+      if (i) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
   /// Median time of a reorder between two layouts (scratch buffers).
   double time_reorder(const md_t& from, const md_t& to) {
     auto a = aligned_floats(from.get_size() / sizeof(float) + 1), b = aligned_floats(to.get_size() / sizeof(float) + 1);
     std::memset(a.get(), 0, from.get_size());
     memory ma(from, eng_, a.get()), mb(to, eng_, b.get());
     reorder r(ma, mb);
-    std::vector<double> t;
-    for (int i = 0; i < 6; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      r.execute(strm_, ma, mb);
-      strm_.wait();
-      if (i) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return median_seconds([&] { r.execute(strm_, ma, mb); });
   }
 
   /// Median time of pet's Winograd conv on scratch buffers with the direct conv's layouts.
@@ -830,14 +836,7 @@ class CpuExecutable final : public Executable {
     auto src = aligned_floats(src_md.get_size() / sizeof(float) + 1), dst = aligned_floats(dst_md.get_size() / sizeof(float) + 1);
     std::memset(src.get(), 0, src_md.get_size());
     std::memset(dst.get(), 0, dst_md.get_size());
-    std::vector<double> t;
-    for (int i = 0; i < 6; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      wg.run(strm_, src.get(), dst.get());
-      if (i) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return median_seconds([&] { wg.run(strm_, src.get(), dst.get()); });
   }
 
   /// Median time of a primitive on scratch buffers (algorithm choice at compile time).
@@ -852,15 +851,7 @@ class CpuExecutable final : public Executable {
                                          {DNNL_ARG_DST, mem(pd.dst_desc())}};
     if (pd.bias_desc().get_size()) args.emplace(DNNL_ARG_BIAS, mem(pd.bias_desc()));
     convolution_forward prim(pd);
-    std::vector<double> t;
-    for (int i = 0; i < 6; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      prim.execute(strm_, args);
-      strm_.wait();
-      if (i) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return median_seconds([&] { prim.execute(strm_, args); });
   }
 
   /// Matrix products (MatMul, Gemm) as oneDNN matmul on plain layouts; constant right
