@@ -95,7 +95,7 @@ expect 0 "conv-batch-to-width +images of a batch side by side" -- "$PET" mutate 
 for sub in conv-batch-to-width dilated-to-dense-blocks matmuls-to-batched; do
   orig="$P/$sub.original.onnx"
   expect 0 "corrected mutants" -- "$PET" mutate "$orig" --out-dir "$TMP/mut_$sub" --json "$TMP/mut_$sub.json"
-  for key in '"mutants"' '"file"' '"verdict"' '"corrected_elements"' '"est_ms"' '"seconds"' '"stop_reason"'; do
+  for key in '"mutants"' '"file"' '"verdict"' '"corrected_elements"' '"est_ms"' '"correction_ms"' '"seconds"' '"stop_reason"'; do
     if ! grep -q -- "$key" "$TMP/mut_$sub.json"; then echo "FAIL: mutate json lacks $key"; fails=$((fails + 1)); fi
   done
   "$PET" run "$orig" --save "$TMP/ref_$sub" --seed 3 > /dev/null

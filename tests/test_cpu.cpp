@@ -335,6 +335,7 @@ TEST_CASE("mutants ranked by the profiler's cost") {
   CHECK(r.original_est_ms == p.program_cost_ms(g));
   for (size_t i = 0; i < r.mutants.size(); ++i) {
     CHECK(r.mutants[i].est_ms > 0);
+    CHECK(r.mutants[i].uncorrected_ms > 0);
     CHECK(r.mutants[i].est_ms == std::min(p.program_cost_ms(r.mutants[i].graph), r.mutants[i].est_ms));
     if (i) CHECK(r.mutants[i - 1].est_ms <= r.mutants[i].est_ms);
   }

@@ -86,6 +86,7 @@ MutateResult run(const Graph& sub, const Options& opt) {
     mu.fused = f < c;
     mu.graph = mu.fused ? std::move(fused) : std::move(corrected);
     mu.est_ms = std::min(c, f);
+    mu.uncorrected_ms = mu.corrections.kernels ? cost(m) : mu.est_ms;
     // The corrected program must be equivalent as a whole; a failure here is pet's bug.
     verify::Report check = verify::verify(sub, mu.graph, opt.verify);
     PET_CHECK(check.verdict == verify::Verdict::Equivalent, "the corrected ", origin, " mutant (", op_list(m), ") is ",

@@ -91,6 +91,7 @@ int cmd_mutate(const std::vector<std::string>& argv) {
                      {"fused", mu.fused},
                      {"fused_convs", mu.corrections.fused_convs},
                      {"est_ms", mu.est_ms},
+                     {"correction_ms", std::max(0.0, mu.est_ms - mu.uncorrected_ms)},
                      {"est_speedup", mu.est_ms > 0 ? r.original_est_ms / mu.est_ms : 0.0},
                      {"ops", mu.summary}};
     if (mu.origin == "generated") e["generated"] = true;

@@ -32,6 +32,7 @@ struct Mutant {
   CorrectionStats corrections;
   bool fused = false;
   double est_ms = 0;
+  double uncorrected_ms = 0;  ///< the mutant alone; est_ms - uncorrected_ms is what the corrections cost
   std::string summary;       ///< its ops, e.g. "PetRT Conv PetRT + 2 corrections"
 };
 
