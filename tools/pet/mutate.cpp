@@ -52,8 +52,8 @@ int cmd_mutate(const std::vector<std::string>& argv) {
     cpu = backend::make_backend("cpu");
     std::string cache = a.get("profile-cache").value_or(backend::Profiler::default_cache_file());
     if (cache == "none") cache.clear();
-    prof = std::make_unique<backend::Profiler>(*cpu, cache, 20, 0.03);
-    cost_desc = cat("cpu op profiler: sum of the minimum times of the ops (20+ runs each), each timed alone on ", num_threads(), " threads (cache ",
+    prof = std::make_unique<backend::Profiler>(*cpu, cache, 8, 0.04);
+    cost_desc = cat("cpu op profiler: sum of the minimum times of the ops (8+ runs and 40+ ms each), each timed alone on ", num_threads(), " threads (cache ",
                     cache.empty() ? "off" : cache, ")");
     opt.cost = [&](const Graph& g) { return prof->program_cost_ms(g); };
   }
