@@ -81,7 +81,6 @@ std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inp
 }
 
 // ---------------------------------------------------------------- profiler
-namespace {
 Value<float> random_value(const TensorType& t, Rng& rng) {
   if (is_float(t.dtype)) {
     Tensor<float> x(t.shape);
@@ -90,6 +89,8 @@ Value<float> random_value(const TensorType& t, Rng& rng) {
   }
   return Tensor<int64_t>(t.shape, int64_t(0));
 }
+
+namespace {
 OpTiming summarize(const std::vector<double>& t, std::string algorithm) {
   OpTiming r;
   r.runs = int(t.size());
@@ -144,38 +145,14 @@ OpTiming Profiler::time_op(const Op& op, const Types& in, std::vector<bool> cons
     if (std::holds_alternative<ops::Conv>(op) || std::holds_alternative<ops::Gemm>(op))
       for (size_t i = 1; i < in.size(); ++i) constant[i] = true;
   }
-  std::string k = key(cat(b_.name(), "@", b_.version()), op, in, constant);
-  if (auto it = cache_.find(k); it != cache_.end()) {
-    ++hits_;
-    return it->second;
-  }
-  Graph g;
-  Rng rng(1);
-  std::vector<TensorId> ids;
-  std::vector<Value<float>> inputs;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (constant[i]) {
-      ids.push_back(g.add_constant(cat("c", i), in[i].dtype, random_value(in[i], rng)));
-    } else {
-      ids.push_back(g.add_input(cat("x", i), in[i]));
-      inputs.push_back(random_value(in[i], rng));
-    }
-  }
-  for (TensorId t : g.add_node("op", op, ids)) g.add_output(t);
-  auto exe = b_.compile(g);
-  std::string desc = exe->describe();
-  std::string algorithm = desc.substr(0, desc.find('\n'));
-  OpTiming r = summarize(time_runs(*exe, inputs, repeats_, min_seconds_), algorithm);
-  cache_[k] = r;
-  ++measured_;
-  dirty_ = true;
-  return r;
+  return measure(key(cat(b_.name(), "@", b_.version()), op, in, constant), op, in, constant, {});
 }
 
 OpTiming Profiler::time_node(const Graph& src, NodeId n, const std::vector<bool>& constant) {
   const Node& node = src.node(n);
   Types in = src.input_types(n);
   std::vector<bool> c(node.inputs.size());
+  std::vector<const ConstValue*> values(node.inputs.size(), nullptr);
   std::string k = key(cat(b_.name(), "@", b_.version()), node.op, in, {});
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     TensorId t = node.inputs[i];
@@ -185,11 +162,17 @@ OpTiming Profiler::time_node(const Graph& src, NodeId n, const std::vector<bool>
     // Integer constants are shape data: their values decide what the op does.
     const auto& v = src.tensor(t).value;
     if (!v) throw InvalidInput(cat(op_name(node.op), " '", node.name, "': integer input ", i, " is computed, not a constant; cannot time the node alone"));
+    values[i] = &*v;
     const auto& iv = std::get<Tensor<int64_t>>(*v);
     k += "=";
     for (int64_t j = 0; j < iv.size(); ++j) k += cat(j ? "," : "", iv[j]);
   }
   for (const auto& t : src.output_types(n)) k += cat("->", to_string(t));
+  return measure(k, node.op, in, c, values);
+}
+
+OpTiming Profiler::measure(const std::string& k, const Op& op, const Types& in, const std::vector<bool>& constant,
+                           const std::vector<const ConstValue*>& values) {
   if (auto it = cache_.find(k); it != cache_.end()) {
     ++hits_;
     return it->second;
@@ -199,16 +182,15 @@ OpTiming Profiler::time_node(const Graph& src, NodeId n, const std::vector<bool>
   std::vector<TensorId> ids;
   std::vector<Value<float>> inputs;
   for (size_t i = 0; i < in.size(); ++i) {
-    if (c[i] && !is_float(in[i].dtype)) {
-      ids.push_back(g.add_constant(cat("c", i), in[i].dtype, *src.tensor(node.inputs[i]).value));
-    } else if (c[i]) {
-      ids.push_back(g.add_constant(cat("c", i), in[i].dtype, random_value(in[i], rng)));
+    const ConstValue* fixed = i < values.size() ? values[i] : nullptr;
+    if (constant[i]) {
+      ids.push_back(g.add_constant(cat("c", i), in[i].dtype, fixed ? *fixed : random_value(in[i], rng)));
     } else {
       ids.push_back(g.add_input(cat("x", i), in[i]));
       inputs.push_back(random_value(in[i], rng));
     }
   }
-  for (TensorId t : g.add_node("op", node.op, ids)) g.add_output(t);
+  for (TensorId t : g.add_node("op", op, ids)) g.add_output(t);
   auto exe = b_.compile(g);
   std::string desc = exe->describe();
   OpTiming r = summarize(time_runs(*exe, inputs, repeats_, min_seconds_), desc.substr(0, desc.find('\n')));

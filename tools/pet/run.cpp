@@ -14,17 +14,6 @@
 
 namespace pet::cli {
 
-namespace {
-Value<float> random_value(const TensorType& t, Rng& rng) {
-  if (is_float(t.dtype)) {
-    Tensor<float> x(t.shape);
-    for (int64_t i = 0; i < x.size(); ++i) x[i] = float(rng.uniform(-1.0, 1.0));
-    return x;
-  }
-  return Tensor<int64_t>(t.shape, int64_t(0));
-}
-}  // namespace
-
 int cmd_run(const std::vector<std::string>& argv) {
   Args a("run", argv, {"backend", "inputs", "check", "repeat", "json", "seed", "threads", "save", "shape", "dim",
                        "default-dim", "atol", "rtol", "plan!", "profile!", "conv-algorithm", "algorithm-cache"});
@@ -61,7 +50,7 @@ int cmd_run(const std::vector<std::string>& argv) {
       auto pos = std::find(m.declared_inputs.begin(), m.declared_inputs.end(), name) - m.declared_inputs.begin();
       inputs.push_back(given[size_t(pos)].value);
     } else {
-      inputs.push_back(random_value(g.type(t), rng));
+      inputs.push_back(backend::random_value(g.type(t), rng));
     }
   }
 

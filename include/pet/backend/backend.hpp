@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "pet/core/rng.hpp"
 #include "pet/eval/value.hpp"
 #include "pet/ir/graph.hpp"
 
@@ -99,6 +100,10 @@ class Profiler {
   static std::string key(std::string_view backend, const Op& op, const Types& in, const std::vector<bool>& constant);
 
  private:
+  /// The cached timing under key k, or a measurement of op alone: inputs flagged constant
+  /// become constants (values[i] when given, else random), the others random inputs.
+  OpTiming measure(const std::string& k, const Op& op, const Types& in, const std::vector<bool>& constant,
+                   const std::vector<const ConstValue*>& values);
   Backend& b_;
   std::string file_;
   int repeats_;
@@ -107,6 +112,9 @@ class Profiler {
   int64_t measured_ = 0, hits_ = 0;
   bool dirty_ = false;
 };
+
+/// A random value of type t: floats uniform in [-1, 1], integers zero (seeded inputs).
+Value<float> random_value(const TensorType& t, Rng& rng);
 
 /// Runs `exe` `repeats` times after one warm-up and returns the sorted times (ms).
 std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds = 0);
