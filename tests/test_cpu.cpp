@@ -505,3 +505,123 @@ TEST_CASE("algorithm choices are cached on disk and reused without timing") {
   CHECK(cpu->compile(g, opt)->describe().find("cached choice") == std::string::npos);
   for (const auto& f : {file, forced, damaged}) std::filesystem::remove(f);
 }
+
+namespace {
+/// same_as_reference under every conv algorithm and layout the backend can be forced to,
+/// on 1 and 2 threads (the differential test's configurations).
+void on_every_path(const Graph& g, uint64_t seed, const std::string& what, const std::string& plan_must_say = "") {
+  for (const char* alg : {"auto", "direct", "winograd", "onednn-winograd"})
+    for (const char* layout : {"auto", "blocked", "plain"})
+      for (int threads : {1, 2}) {
+        backend::CompileOptions opt;
+        opt.conv_algorithm = alg;
+        opt.conv_layout = layout;
+        opt.threads = threads;
+        same_as_reference(g, seed, cat(what, " [", alg, ", ", layout, ", ", threads, " threads]"), opt, plan_must_say);
+      }
+}
+}  // namespace
+
+// Regressions of the defects the differential test found (tests/difftest): each program here
+// gave wrong answers or crashed before the fix.
+TEST_CASE("fusion defect A: two post-ops of one kind keep their own parameters") {
+  Rng rng(2001);
+  {  // Mul(a, b) * 0.5 * 0.689 on a binary primitive
+    Graph g;
+    Builder b(g);
+    TensorId x = b.add(ops::Mul{}, {b.input("a", {2, 3, 5}), b.input("b", {2, 3, 5})});
+    x = b.add(ops::Mul{}, {x, b.constant("h", Tensor<float>({}, 0.5f))});
+    b.output(b.add(ops::Mul{}, {x, b.constant("k", Tensor<float>({}, 0.689f))}));
+    on_every_path(g, 1, "binary * 0.5 * 0.689");
+  }
+  {  // conv + bias, then * 2 and * 3 (once 4x)
+    Graph g;
+    Builder b(g);
+    TensorId x = b.add(ops::Conv{.pads = {1, 1, 1, 1}},
+                       {b.input("x", {1, 16, 9, 9}), b.constant("w", lab::random_weight({16, 16, 3, 3}, rng)), b.constant("b", lab::random_weight({16}, rng))});
+    x = b.add(ops::Mul{}, {x, b.constant("two", Tensor<float>({}, 2.f))});
+    x = b.add(ops::Mul{}, {b.constant("three", Tensor<float>({1}, 3.f)), x});
+    x = b.add(ops::Sub{}, {x, b.constant("one", Tensor<float>({}, 1.f))});
+    b.output(x);
+    on_every_path(g, 2, "conv * 2 * 3 - 1", "+ Mul by a constant + Mul by a constant + Sub by a constant");
+  }
+  {  // LeakyRelu(0.3) then Relu; Clip(Clip(x)) with other bounds; a linear, a relu, a linear
+    Graph g;
+    Builder b(g);
+    TensorId x = b.add(ops::Conv{}, {b.input("x", {1, 8, 6, 6}), b.constant("w", lab::random_weight({16, 8, 1, 1}, rng))});
+    x = b.add(ops::LeakyRelu{.alpha = 0.3f}, {x});
+    x = b.add(ops::Relu{}, {x});
+    TensorId y = b.add(ops::MatMul{}, {b.input("m", {4, 7}), b.constant("v", lab::random_weight({7, 9}, rng))});
+    y = b.add(ops::Clip{.min = -0.5, .max = 0.5}, {y});
+    y = b.add(ops::Clip{.min = -0.1, .max = 0.2}, {y});
+    TensorId z = b.add(ops::Mul{}, {b.input("a", {3, 5}), b.input("c", {3, 5})});
+    z = b.add(ops::Add{}, {z, b.constant("s", Tensor<float>({}, 0.25f))});
+    z = b.add(ops::Relu{}, {z});
+    z = b.add(ops::Mul{}, {z, b.constant("t", Tensor<float>({}, -3.f))});
+    b.output(x);
+    b.output(y);
+    b.output(z);
+    on_every_path(g, 3, "repeated activations", "not fused: oneDNN 2.6 keeps one set of parameters per post-op kind");
+  }
+}
+
+TEST_CASE("fusion defect B: a conv whose output rows see only padding, with a residual add") {
+  // input 2x3x1x1, weights 3x3x3x1 with bias, dilation [2,1], pads [1,0,3,0]: output row 0
+  // reads rows -1, 1 and 3 of a 1-row input; then Clip, then Add of the conv's input.
+  Rng rng(2002);
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {2, 3, 1, 1});
+  TensorId y = b.add(ops::Conv{.pads = {1, 0, 3, 0}, .dilations = {2, 1}},
+                     {x, b.constant("w", lab::random_weight({3, 3, 3, 1}, rng)), b.constant("b", lab::random_weight({3}, rng))});
+  REQUIRE(g.type(y).shape == Shape{2, 3, 1, 1});
+  y = b.add(ops::Clip{.min = -0.3, .max = 0.4}, {y});
+  b.output(b.add(ops::Add{}, {y, x}));
+  on_every_path(g, 4, "all-padding conv row + clip + residual");
+  // a graph input seen through a view as the residual: its buffer is the caller's
+  Graph h;
+  Builder c(h);
+  TensorId in = c.input("x", {1, 8, 5, 5});
+  TensorId flat = c.input("r", {200});
+  TensorId r = c.add(ops::Reshape{.shape = {1, 8, 5, 5}}, {flat});
+  TensorId z = c.add(ops::Conv{.pads = {1, 1, 1, 1}}, {in, c.constant("w", lab::random_weight({8, 8, 3, 3}, rng))});
+  c.output(c.add(ops::Add{}, {z, r}));
+  on_every_path(h, 5, "residual that is a view of a graph input");
+}
+
+TEST_CASE("fusion defect C: binary ops on blocked layouts with a post-op") {
+  Rng rng(2003);
+  {  // grouped 1x1 conv (nChw4c) -> Mul(conv, conv input) -> Clip
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {1, 8, 11, 8});
+    TensorId y = b.add(ops::Conv{.group = 2}, {x, b.constant("w", lab::random_weight({8, 4, 1, 1}, rng))});
+    y = b.add(ops::Mul{}, {y, x});
+    b.output(b.add(ops::Clip{.min = -0.2, .max = 0.3}, {y}));
+    on_every_path(g, 6, "grouped conv * input, clip");
+  }
+  {  // pet's Winograd (nChw8c) -> Add(y, y) -> Sigmoid; -> Sub -> Relu
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {2, 8, 6, 9});
+    TensorId y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, b.constant("w", lab::random_weight({8, 8, 3, 3}, rng))});
+    b.output(b.add(ops::Sigmoid{}, {b.add(ops::Add{}, {y, y})}));
+    b.output(b.add(ops::Relu{}, {b.add(ops::Sub{}, {y, x})}));
+    on_every_path(g, 7, "winograd output + itself, sigmoid; - input, relu");
+  }
+}
+
+TEST_CASE("defect D: a max-pool window of padding only gives the lowest float on every backend") {
+  Graph g;
+  Builder b(g);
+  // kernel 2, dilation 2, pads 1: output 0 reads positions -1 and 1 of a 1-wide input
+  TensorId y = b.add(ops::MaxPool{{.kernel_shape = {2, 2}, .pads = {1, 1, 1, 1}, .dilations = {2, 2}}}, {b.input("x", {1, 2, 1, 1})});
+  b.output(y);
+  Rng rng(2004);
+  std::vector<Value<float>> in{backend::random_value(g.type(g.inputs()[0]), rng)};
+  auto ref = backend::make_backend("reference")->compile(g)->run(in);
+  const auto& t = std::get<Tensor<float>>(ref[0]);
+  REQUIRE(t.size() > 0);
+  for (int64_t i = 0; i < t.size(); ++i) CHECK(t[i] == std::numeric_limits<float>::lowest());
+  on_every_path(g, 8, "max pool over padding");
+}

@@ -222,6 +222,26 @@ TEST_CASE("pools: ceil_mode, pads, strides, dilations, count_include_pad, 1-D an
     CHECK(out_shape(c.op, {f32(c.x)}) == c.out);
     check_op(c.op, {f32(c.x)}, seed++);
   }
+  // ceil_mode as ONNX (and ONNX Runtime 1.20) compute it: the last window may start past the
+  // input and the begin padding; with count_include_pad the divisor is the whole window.
+  // Values of x = 1..n as ONNX Runtime gives them.
+  auto pool1d = [](Op op, int64_t n) {
+    auto [o, out] = resolve(op, {f32({1, 1, n})});
+    Tensor<float> x({1, 1, n});
+    for (int64_t i = 0; i < n; ++i) x[i] = float(i + 1);
+    std::vector<Value<float>> in{x};
+    return std::get<Tensor<float>>(evaluate_op<float>(o, in, out)[0]).vec();
+  };
+  using V = std::vector<float>;
+  for (bool include : {false, true})
+    CHECK(pool1d(AveragePool{{.kernel_shape = {2}, .strides = {3}, .pads = {0, 1}, .ceil_mode = true}, include}, 5) == V{1.5f, 4.5f, 0.f});
+  CHECK(pool1d(MaxPool{{.kernel_shape = {2}, .strides = {3}, .pads = {0, 1}, .ceil_mode = true}}, 5) ==
+        V{2.f, 5.f, std::numeric_limits<float>::lowest()});
+  CHECK(pool1d(AveragePool{{.kernel_shape = {3}, .strides = {2}, .pads = {1, 1}, .ceil_mode = true}, true}, 10) ==
+        V{1.f, 3.f, 5.f, 7.f, 9.f, 10.f / 3.f});
+  CHECK(pool1d(AveragePool{{.kernel_shape = {3}, .strides = {2}, .pads = {1, 1}, .ceil_mode = true}, false}, 10) ==
+        V{1.5f, 3.f, 5.f, 7.f, 9.f, 10.f});
+  CHECK(pool1d(MaxPool{{.kernel_shape = {2}, .pads = {1, 1}, .dilations = {2}}}, 1) == V{std::numeric_limits<float>::lowest()});
   // MaxPool's Indices output (row-major flat positions in X).
   MaxPool mp{{.kernel_shape = {2, 2}, .strides = {2, 2}}};
   mp.num_outputs = 2;

@@ -185,7 +185,7 @@ Graph prepare(const Graph& in) {
 /// every cache key, so that timings and choices of older kernels are never reused.
 std::string cpu_backend_version() {
   const dnnl_version_t* v = dnnl_version();
-  return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet7");
+  return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet8");
 }
 
 /// Algorithm choices made by measurement, per configuration: in memory for the process, and
@@ -443,7 +443,12 @@ class CpuExecutable final : public Executable {
     if (d.format_kind != dnnl_blocked) return "any";
     std::string s;
     for (int i = 0; i < d.format_desc.blocking.inner_nblks; ++i) s += cat(d.format_desc.blocking.inner_blks[i], "b");
-    return s.empty() ? "plain" : "blocked " + s;
+    if (!s.empty()) return "blocked " + s;
+    // no inner blocks: row-major, or the dims in another order (nhwc: "channels last")
+    const auto* st = d.format_desc.blocking.strides;
+    for (int i = 1; i < d.ndims; ++i)
+      if (st[i] > st[i - 1] && d.dims[i] > 1 && d.dims[i - 1] > 1) return "plain, permuted";
+    return "plain";
   }
 
   // ------------------------------------------------------------ memory planning
@@ -506,7 +511,8 @@ class CpuExecutable final : public Executable {
     if (std::holds_alternative<ops::Exp>(op)) return std::tuple{algorithm::eltwise_exp, 0.f, 0.f};
     if (std::holds_alternative<ops::Sqrt>(op)) return std::tuple{algorithm::eltwise_sqrt, 0.f, 0.f};
     if (std::holds_alternative<ops::Neg>(op)) return std::tuple{algorithm::eltwise_linear, -1.f, 0.f};
-    if (auto* c = std::get_if<ops::Clip>(&op))
+    // min > max: ONNX (and the reference) give max everywhere; oneDNN's clip does not
+    if (auto* c = std::get_if<ops::Clip>(&op); c && c->min <= c->max)
       return std::tuple{algorithm::eltwise_clip, float(std::max(c->min, -3.4e38)), float(std::min(c->max, 3.4e38))};
     return std::nullopt;
   }
@@ -534,8 +540,8 @@ class CpuExecutable final : public Executable {
       const Node& dn = g_.node(d);
       auto c = scalar_operand(dn, x);
       if (!c || dn.inputs[0] != x) continue;
-      bool div = std::holds_alternative<ops::Div>(dn.op) && std::abs(*c - 1.41421356f) < 1e-4f;
-      bool mul = std::holds_alternative<ops::Mul>(dn.op) && std::abs(*c - 0.70710678f) < 1e-4f;
+      bool div = std::holds_alternative<ops::Div>(dn.op) && std::abs(*c - 1.41421356f) < 1e-6f;
+      bool mul = std::holds_alternative<ops::Mul>(dn.op) && std::abs(*c - 0.70710678f) < 1e-6f;
       if (!div && !mul) continue;
       NodeId e = sole_consumer(dn.outputs[0]);
       if (e < 0 || !std::holds_alternative<ops::Erf>(g_.node(e).op)) continue;
@@ -555,11 +561,61 @@ class CpuExecutable final : public Executable {
     return std::nullopt;
   }
 
-  std::pair<TensorId, TensorId> absorb_post_ops(TensorId t, post_ops& po, std::string& text, bool allow_sum, NodeId self) {
+  /// The post-ops of one primitive, kept to what oneDNN 2.6 computes exactly: scalings and
+  /// shifts that follow each other compose into one linear post-op, and no eltwise kind
+  /// appears twice. (Its jit kernels -- brgconv, binary, matmul -- keep one set of parameters
+  /// per eltwise kind, so a second Clip, linear or relu in one chain computed with the
+  /// first one's: `x * 0.5 * 0.689` came out as `x * 0.5 * 0.5`.) A chain stops where that
+  /// would happen; the rest runs as the next primitives, and the plan says why.
+  struct PostOpChain {
+    struct Entry {
+      bool sum = false;
+      algorithm alg = algorithm::eltwise_linear;
+      float alpha = 0, beta = 0;
+    };
+    std::vector<Entry> entries;
+    bool has_sum() const {
+      return std::any_of(entries.begin(), entries.end(), [](const Entry& e) { return e.sum; });
+    }
+    /// Whether an eltwise of this kind can be appended (or, for a linear right after a
+    /// linear, composed).
+    bool accepts(algorithm alg) const {
+      if (alg == algorithm::eltwise_linear && !entries.empty() && !entries.back().sum && entries.back().alg == alg) return true;
+      return std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return !e.sum && e.alg == alg; });
+    }
+    void eltwise(algorithm alg, float a, float b) {
+      if (alg == algorithm::eltwise_linear && !entries.empty() && !entries.back().sum && entries.back().alg == alg) {
+        Entry& l = entries.back();  // a2 (a1 x + b1) + b2
+        l.beta = a * l.beta + b;
+        l.alpha = a * l.alpha;
+        return;
+      }
+      entries.push_back({false, alg, a, b});
+    }
+    void sum() { entries.push_back({true}); }
+    post_ops build() const {
+      post_ops po;
+      for (const Entry& e : entries) {
+        if (e.sum) po.append_sum(1.f);
+        else po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
+      }
+      return po;
+    }
+  };
+
+  static std::string split_note(const Op& op) {
+    return cat(" (", op_name(op), " not fused: oneDNN 2.6 keeps one set of parameters per post-op kind in a primitive)");
+  }
+
+  std::pair<TensorId, TensorId> absorb_post_ops(TensorId t, PostOpChain& po, std::string& text, bool allow_sum) {
     TensorId residual = -1;
     while (true) {
       if (auto gelu = match_gelu(t)) {
-        po.append_eltwise(1.f, algorithm::eltwise_gelu_erf, 0.f, 0.f);
+        if (!po.accepts(algorithm::eltwise_gelu_erf)) {
+          text += " (GELU not fused: a second GELU post-op)";
+          break;
+        }
+        po.eltwise(algorithm::eltwise_gelu_erf, 0.f, 0.f);
         text += " + GELU";
         for (NodeId q : gelu->first) absorbed_.insert(q);
         t = gelu->second;
@@ -576,7 +632,11 @@ class CpuExecutable final : public Executable {
         else if (std::holds_alternative<ops::Add>(op)) lin = std::pair{1.f, *k};
         else if (std::holds_alternative<ops::Sub>(op)) lin = lhs ? std::pair{1.f, -*k} : std::pair{-1.f, *k};
         if (lin) {
-          po.append_eltwise(1.f, algorithm::eltwise_linear, lin->first, lin->second);
+          if (!po.accepts(algorithm::eltwise_linear)) {
+            text += split_note(op);
+            break;
+          }
+          po.eltwise(algorithm::eltwise_linear, lin->first, lin->second);
           text += cat(" + ", op_name(op), " by a constant");
           absorbed_.insert(c);
           t = g_.node(c).outputs[0];
@@ -587,7 +647,11 @@ class CpuExecutable final : public Executable {
       if (!is_float(g_.type(node.outputs[0]).dtype) || node.outputs.size() != 1) break;
       if (auto e = eltwise_of(node.op); e && fusable_activation(node.op)) {
         auto [alg, a, b] = *e;
-        po.append_eltwise(1.f, alg, a, b);
+        if (!po.accepts(alg)) {
+          text += split_note(node.op);
+          break;
+        }
+        po.eltwise(alg, a, b);
         text += cat(" + ", op_name(node.op));
         absorbed_.insert(c);
         t = node.outputs[0];
@@ -599,8 +663,7 @@ class CpuExecutable final : public Executable {
         // The residual must already exist (computed before this node).
         NodeId p = g_.tensor(other).producer;
         if (p >= 0 && !lowered_.count(p)) break;
-        (void)self;
-        po.append_sum(1.f);
+        po.sum();
         text += " + residual add";
         absorbed_.insert(c);
         residual = other;
@@ -616,9 +679,13 @@ class CpuExecutable final : public Executable {
   /// when the residual dies here in the right layout, else a reorder (copy).
   void prepare_residual(TensorId dst_t, TensorId residual, const md_t& dst_md, const std::string& who) {
     int r = int(residual);
-    bool dies = consumers_[size_t(residual)].size() == 1 && !is_output_.count(residual) && !g_.tensor(residual).is_constant() &&
-                std::find(g_.inputs().begin(), g_.inputs().end(), residual) == g_.inputs().end();
-    if (dies && slots_[size_t(r)].md == dst_md && slots_[size_t(r)].request >= 0) {
+    // In place only when the buffer is the residual's alone: not a graph input's (the
+    // caller's memory) and not shared with a tensor it is a view of, which may be read later.
+    const int q = slots_[size_t(r)].request;
+    bool dies = consumers_[size_t(residual)].size() == 1 && !is_output_.count(residual) && !g_.tensor(residual).is_constant() && q >= 0 &&
+                !requests_[size_t(q)].pinned && !slots_[size_t(r)].owned;
+    for (TensorId t = 0; t < g_.num_tensors() && dies; ++t) dies = t == residual || slots_[size_t(t)].request != q;
+    if (dies && slots_[size_t(r)].md == dst_md) {
       alias(int(dst_t), r, dst_md);  // in place: the conv accumulates into the residual's buffer
       return;
     }
@@ -668,9 +735,18 @@ class CpuExecutable final : public Executable {
       wdims[0] = ws[0] / c.group;
       wdims.insert(wdims.begin(), c.group);
     }
-    post_ops po;
+    PostOpChain chain;
     std::string text;
-    auto [out, residual] = absorb_post_ops(node.outputs[0], po, text, true, n);
+    // oneDNN 2.6's brgconv loses the bias in output rows that see only padding when a sum
+    // post-op is fused (and crashes with an eltwise before the sum): such convs add their
+    // residual in a separate step.
+    const bool pad_rows = sees_only_padding(c, xs);
+    auto [out, residual] = absorb_post_ops(node.outputs[0], chain, text, !pad_rows);
+    if (pad_rows && text.find("residual") == std::string::npos) {
+      NodeId a = sole_consumer(out);
+      if (a >= 0 && std::holds_alternative<ops::Add>(g_.node(a).op)) text += " (residual add not fused: output rows that see only padding)";
+    }
+    const post_ops po = chain.build();
     primitive_attr attr;
     attr.set_post_ops(po);
     const Shape& ys = g_.type(node.outputs[0]).shape;
@@ -683,10 +759,12 @@ class CpuExecutable final : public Executable {
     };
     auto make = [&](algorithm alg) { return make_with(alg, any_md(xs), any_md(ys)); };
     auto pd = dnnl_call(who, [&] { return make(algorithm::convolution_direct); });
-    std::string alg = "direct";
-    // At a layout boundary (the input is plain: a graph input or a pet copy; the output goes
-    // to a plain consumer), the conv may also run on plain layouts: timed with the reorders
-    // that the blocked one needs, the cheaper is kept.
+    // The candidates: oneDNN's direct conv on its blocked layouts or on plain ones, oneDNN's
+    // Winograd (AVX-512 only in 2.x) and pet's Winograd F(4x4,3x3). A forced algorithm or
+    // layout (CompileOptions) is taken where it applies; "auto" times the candidates (with the
+    // reorders each needs at a layout boundary: a plain input from a graph input or a pet
+    // copy, a plain consumer) and keeps the fastest, remembered per configuration.
+    const std::string &want_alg = opt_.conv_algorithm, &want_layout = opt_.conv_layout;
     const bool plain_in = is_plain(int(x)), plain_out = wants_plain(out);
     auto boundary = [&](const md_t& src_md, const md_t& dst_md) {
       double t = 0;
@@ -694,68 +772,96 @@ class CpuExecutable final : public Executable {
       if (plain_out && dst_md != plain_md(ys)) t += time_reorder(dst_md, plain_md(ys));
       return t;
     };
-    // A choice made before for the same configuration is reused without timing.
-    const bool measure = opt_.choose_algorithms && opt_.conv_algorithm == "auto";
+    const bool measure = opt_.choose_algorithms && want_alg == "auto";
+    std::vector<std::string> names;  // candidates in order of preference when nothing is timed
+    if (want_alg == "winograd") names.push_back("pet-winograd");
+    if (want_alg == "onednn-winograd") names.push_back("onednn-winograd");
+    if (want_layout == "plain") names.push_back("plain");
+    names.push_back("blocked");
+    if (measure) {
+      if (want_layout == "auto" && plain_in) names.push_back("plain");
+      if (want_layout == "auto") names.push_back("onednn-winograd"), names.push_back("pet-winograd");
+    }
+    std::optional<convolution_forward::primitive_desc> plain_pd, owino_pd;
+    std::shared_ptr<cpu::Winograd4x3> wg_cand;
+    md_t xs8, ys8;  // nChw8c / nCdhw8c, the layouts pet's transforms read and write
+    const bool three_by_three = (k == 2 || (k == 3 && ws[2] <= 3)) && ws[k] == 3 && ws[k + 1] == 3;
+    const bool unit = std::all_of(c.strides.begin(), c.strides.end(), [](int64_t v) { return v == 1; }) &&
+                      std::all_of(c.dilations.begin(), c.dilations.end(), [](int64_t v) { return v == 1; });
+    std::vector<cpu::Epilogue> epi;
+    // Builds candidate `n` if it applies here; false if not.
+    auto available = [&](const std::string& n) -> bool {
+      if (n == "blocked") return true;
+      if (n == "plain") {
+        if (pd.src_desc() == plain_md(xs) && pd.dst_desc() == plain_md(ys)) return false;  // blocked is plain already
+        try {
+          plain_pd = make_with(algorithm::convolution_direct, plain_md(xs), plain_md(ys));
+          return true;
+        } catch (const dnnl::error&) {
+          return false;  // no plain-layout implementation
+        }
+      }
+      if (n == "onednn-winograd") {
+        if (k != 2 || c.group != 1 || !three_by_three || !unit) return false;
+        try {
+          owino_pd = make(algorithm::convolution_winograd);
+          return true;
+        } catch (const dnnl::error&) {
+          return false;  // no Winograd implementation for this CPU / shape
+        }
+      }
+      if (n == "pet-winograd") {
+        if (!three_by_three || c.group != 1 || !unit || !cpu::Winograd4x3::applies(ws[1], ws[0]) || !g_.tensor(w).is_constant() ||
+            (bias && !g_.tensor(node.inputs[2]).is_constant()) || !cpu::epilogue_of(po, epi))
+          return false;
+        const auto tag8 = k == 2 ? memory::format_tag::nChw8c : memory::format_tag::nCdhw8c;
+        xs8 = md_t(dims_of(xs), dt::f32, tag8);
+        ys8 = md_t(dims_of(ys), dt::f32, tag8);
+        cpu::WinogradShape sh;
+        sh.n = xs[0], sh.c = xs[1], sh.k = ws[0];
+        sh.h = xs[k], sh.w = xs[k + 1];
+        sh.pad_top = c.pads[k - 2], sh.pad_left = c.pads[k - 1], sh.pad_bottom = c.pads[2 * k - 2], sh.pad_right = c.pads[2 * k - 1];
+        if (k == 3) sh.d = xs[2], sh.kd = ws[2], sh.pad_front = c.pads[0], sh.pad_back = c.pads[3];
+        const float* bptr = bias ? std::get<Tensor<float>>(*g_.tensor(node.inputs[2]).value).data() : nullptr;
+        wg_cand = std::make_shared<cpu::Winograd4x3>(eng_, sh, std::get<Tensor<float>>(*g_.tensor(w).value).data(), bptr, epi);
+        return true;
+      }
+      return false;
+    };
+    std::vector<std::string> cands;
+    for (const auto& n : names)
+      if (std::find(cands.begin(), cands.end(), n) == cands.end() && available(n)) cands.push_back(n);
     const std::string cache_key = cat("cpu@", cpu_backend_version(), "|", num_threads(), "|", op_signature(node.op), "|", xs, wdims,
                                       ys, bias ? "b" : "", "|", text, "|", plain_in ? "plain-in" : "", plain_out ? "plain-out" : "");
+    std::string decision = cands.front();
     std::optional<std::string> chosen;
-    if (measure) chosen = AlgorithmCache::instance().get(opt_.algorithm_cache, cache_key);
-    std::string decision = "blocked";
-    double direct_s = -1;
-    if (measure && plain_in && (pd.src_desc() != plain_md(xs) || pd.dst_desc() != plain_md(ys)) && (!chosen || *chosen == "plain")) {
-      try {
-        auto ppd = make_with(algorithm::convolution_direct, plain_md(xs), plain_md(ys));
-        if (chosen) {
-          pd = ppd, decision = "plain";
-        } else {
-          const double blocked = time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc()), plain = time_pd(ppd);
-          direct_s = blocked;
-          if (plain < blocked) pd = ppd, direct_s = plain, decision = "plain";
+    if (measure && cands.size() > 1) {
+      chosen = AlgorithmCache::instance().get(opt_.algorithm_cache, cache_key);
+      if (chosen && std::find(cands.begin(), cands.end(), *chosen) != cands.end()) {
+        decision = *chosen;
+      } else {
+        chosen.reset();
+        double best = 1e30;
+        for (const auto& n : cands) {
+          double t = n == "pet-winograd" ? time_winograd(*wg_cand, xs8, ys8) + boundary(xs8, ys8)
+                     : n == "plain"      ? time_pd(*plain_pd)
+                     : n == "onednn-winograd" ? time_pd(*owino_pd) + boundary(owino_pd->src_desc(), owino_pd->dst_desc())
+                                              : time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc());
+          if (t < best) best = t, decision = n;
         }
-      } catch (const dnnl::error&) {
-        // no plain-layout implementation: blocked it is
+        AlgorithmCache::instance().put(opt_.algorithm_cache, cache_key, decision);
       }
     }
-    bool wino_ok = k == 2 && c.group == 1 && ws[2] == 3 && ws[3] == 3 && c.strides == std::vector<int64_t>{1, 1} &&
-                   c.dilations == std::vector<int64_t>{1, 1} && opt_.choose_algorithms && (!chosen || *chosen == "onednn-winograd");
-    if (wino_ok) {
-      try {
-        auto wpd = make(algorithm::convolution_winograd);
-        if (chosen || time_pd(wpd) < time_pd(pd)) pd = wpd, alg = "winograd", decision = "onednn-winograd";
-      } catch (const dnnl::error&) {
-        // no Winograd implementation for this CPU / shape: direct it is
-      }
-    }
-    // pet's own Winograd F(4x4, 3x3) on the direct conv's blocked layouts (oneDNN has Winograd
-    // only for AVX-512): timed against the direct conv, the faster one is kept.
+    std::string alg = "direct";
     std::shared_ptr<cpu::Winograd4x3> wg;
-    std::vector<cpu::Epilogue> epi;
-    const bool three_by_three = (k == 2 || (k == 3 && ws[2] <= 3)) && ws[k] == 3 && ws[k + 1] == 3;
-    const bool pet_wino = three_by_three && c.group == 1 && std::all_of(c.strides.begin(), c.strides.end(), [](int64_t v) { return v == 1; }) &&
-                          std::all_of(c.dilations.begin(), c.dilations.end(), [](int64_t v) { return v == 1; }) &&
-                          opt_.conv_algorithm != "direct" && (opt_.choose_algorithms || opt_.conv_algorithm == "winograd") && alg == "direct" &&
-                          cpu::Winograd4x3::applies(ws[1], ws[0]) && g_.tensor(w).is_constant() &&
-                          (!bias || g_.tensor(node.inputs[2]).is_constant()) && cpu::epilogue_of(po, epi);
-    md_t xs8, ys8;  // nChw8c / nCdhw8c, the layouts pet's transforms read and write
-    if (pet_wino && (!chosen || *chosen == "pet-winograd" || opt_.conv_algorithm == "winograd")) {
-      const auto tag8 = k == 2 ? memory::format_tag::nChw8c : memory::format_tag::nCdhw8c;
-      xs8 = md_t(dims_of(xs), dt::f32, tag8);
-      ys8 = md_t(dims_of(ys), dt::f32, tag8);
-      cpu::WinogradShape sh;
-      sh.n = xs[0], sh.c = xs[1], sh.k = ws[0];
-      sh.h = xs[k], sh.w = xs[k + 1];
-      sh.pad_top = c.pads[k - 2], sh.pad_left = c.pads[k - 1], sh.pad_bottom = c.pads[2 * k - 2], sh.pad_right = c.pads[2 * k - 1];
-      if (k == 3) sh.d = xs[2], sh.kd = ws[2], sh.pad_front = c.pads[0], sh.pad_back = c.pads[3];
-      const float* bptr = bias ? std::get<Tensor<float>>(*g_.tensor(node.inputs[2]).value).data() : nullptr;
-      auto cand = std::make_shared<cpu::Winograd4x3>(eng_, sh, std::get<Tensor<float>>(*g_.tensor(w).value).data(), bptr, epi);
-      if (opt_.conv_algorithm == "winograd" || (chosen && *chosen == "pet-winograd") ||
-          (!chosen && time_winograd(*cand, xs8, ys8) + boundary(xs8, ys8) <
-                          (direct_s >= 0 ? direct_s : time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc()))))
-        wg = cand, decision = "pet-winograd",
-        alg = cat("pet winograd F(4x4,3x3)", k == 3 ? cat(" x ", sh.kd, " depth taps") : "", ", ", cand->chunks(), "x", cand->chunk_tiles(),
-                  " tiles");
+    if (decision == "plain") pd = *plain_pd;
+    if (decision == "onednn-winograd") pd = *owino_pd, alg = "winograd";
+    if (decision == "pet-winograd") {
+      wg = wg_cand;
+      alg = cat("pet winograd F(4x4,3x3)", k == 3 ? cat(" x ", ws[2], " depth taps") : "", ", ", wg->chunks(), "x", wg->chunk_tiles(), " tiles");
     }
-    if (measure && !chosen) AlgorithmCache::instance().put(opt_.algorithm_cache, cache_key, decision);
+    if (want_alg != "auto" && want_alg != "direct" && decision != "pet-winograd" && decision != "onednn-winograd")
+      alg += cat(" (", want_alg, " does not apply)");
     if (chosen) alg += " (cached choice)";
     if (wg) {
       int xs_slot = as_layout(int(x), xs8, who);
@@ -792,6 +898,25 @@ class CpuExecutable final : public Executable {
     }
     if (residual >= 0) st.reads.push_back(int(residual));
     return true;
+  }
+
+  /// Whether some output position of the conv reads only padding along a spatial dim (its
+  /// window lies wholly in the pads).
+  static bool sees_only_padding(const ops::Conv& c, const Shape& xs) {
+    const size_t k = xs.size() - 2;
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t n = xs[2 + i], s = c.strides[i], d = c.dilations[i], pb = c.pads[i], kk = c.kernel_shape[i];
+      const int64_t out = (n + pb + c.pads[i + k] - ((kk - 1) * d + 1)) / s + 1;
+      for (int64_t o = 0; o < out; ++o) {
+        bool any = false;
+        for (int64_t r = 0; r < kk && !any; ++r) {
+          const int64_t p = o * s - pb + r * d;
+          any = p >= 0 && p < n;
+        }
+        if (!any) return true;
+      }
+    }
+    return false;
   }
 
   /// Whether t (in a blocked layout) would need a reorder: a graph output, or read by an op
@@ -859,7 +984,7 @@ class CpuExecutable final : public Executable {
   bool lower_matmul(NodeId n, TensorId a, TensorId b, md_t amd, md_t bmd, const Shape& ys, const std::string& who, float alpha,
                     std::optional<TensorId> bias_t, float beta) {
     const Node& node = g_.node(n);
-    post_ops po;
+    PostOpChain chain;
     std::string text;
     // A following Add of a constant vector over the last dim becomes the matmul's bias.
     TensorId out = node.outputs[0];
@@ -889,7 +1014,8 @@ class CpuExecutable final : public Executable {
         slots_.push_back(sc);
         bias_slot = int(slots_.size()) - 1;
       }
-    } else if (NodeId c = sole_consumer(out); c >= 0 && std::holds_alternative<ops::Add>(g_.node(c).op)) {
+    } else if (NodeId c = sole_consumer(out); c >= 0 && alpha == 1.f && std::holds_alternative<ops::Add>(g_.node(c).op)) {
+      // (with alpha != 1 oneDNN would scale the bias too: alpha (A B + bias))
       const Node& add = g_.node(c);
       TensorId other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
       if (g_.tensor(other).is_constant() && g_.type(add.outputs[0]).shape == g_.type(out).shape)
@@ -901,7 +1027,7 @@ class CpuExecutable final : public Executable {
           out = add.outputs[0];
         }
     }
-    auto [last, residual] = absorb_post_ops(out, po, text, true, n);
+    auto [last, residual] = absorb_post_ops(out, chain, text, true);
     out = last;
     Shape bias_shape;
     if (bias_slot) {
@@ -909,7 +1035,7 @@ class CpuExecutable final : public Executable {
       bias_shape.assign(bd.begin(), bd.end());
     }
     primitive_attr attr;
-    attr.set_post_ops(po);
+    attr.set_post_ops(chain.build());
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
     const bool bconst = g_.tensor(b).is_constant();
     // Constant right operands are stored once in a row-major layout whose rows are padded by
@@ -989,6 +1115,7 @@ class CpuExecutable final : public Executable {
 
   bool lower_op(NodeId n, const ops::Gemm& gm, const std::string& who) {
     const Node& node = g_.node(n);
+    if (gm.alpha == 0.f) return false;  // the bias is folded as beta * C / alpha
     const Shape &a = g_.type(node.inputs[0]).shape, &b = g_.type(node.inputs[1]).shape;
     const int64_t m = gm.trans_a ? a[1] : a[0], kk = gm.trans_a ? a[0] : a[1], nn = gm.trans_b ? b[0] : b[1];
     md_t amd = gm.trans_a ? md_t({m, kk}, dt::f32, memory::dims{1, m}) : plain_md({m, kk});
@@ -1094,11 +1221,6 @@ class CpuExecutable final : public Executable {
       if (!commutative || g_.type(b).shape != ys) return false;
       std::swap(a, b);
     }
-    post_ops po;
-    std::string text;
-    auto [out, res] = absorb_post_ops(node.outputs[0], po, text, false, n);
-    primitive_attr attr;
-    attr.set_post_ops(po);
     int as, bs;
     md_t amd, bmd;
     if (g_.type(b).shape == ys) {
@@ -1117,6 +1239,16 @@ class CpuExecutable final : public Executable {
       bs = int(slots_.size()) - 1;
       bmd = slots_[size_t(bs)].md;
     }
+    // Activations and scalings fuse into the binary primitive on plain layouts only: on
+    // blocked ones (nChw8c from pet's Winograd, nChw4c from a grouped conv) oneDNN 2.6's
+    // binary kernel with post-ops computed wrong values and wrote past its buffers.
+    PostOpChain chain;
+    std::string text;
+    TensorId out = node.outputs[0];
+    if (amd == plain_md(ys)) out = absorb_post_ops(out, chain, text, false).first;
+    else if (sole_consumer(out) >= 0 && eltwise_of(g_.node(sole_consumer(out)).op)) text += " (activation not fused on a blocked layout)";
+    primitive_attr attr;
+    attr.set_post_ops(chain.build());
     auto pd = dnnl_call(who, [&] { return binary::primitive_desc(binary::desc(alg, amd, bmd, md_t(amd.dims(), dt::f32, memory::format_tag::any)), attr, eng_); });
     define(out, pd.dst_desc());
     Step& st = add_step(cat(who, ": oneDNN binary ", pd.impl_info_str(), text), {as, bs}, {int(out)});

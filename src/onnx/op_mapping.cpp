@@ -478,7 +478,18 @@ struct Exporter {
     if (o.training_mode) set(p, "training_mode", int64_t(1));
   }
   void operator()(const ops::LayerNormalization& o) {
-    auto* p = simple("LayerNormalization");
+    // ONNX Runtime requires scale and bias of the normalized shape; pet (like ONNX's function
+    // body) broadcasts them, so smaller ones are expanded first.
+    const Shape& x = g.type(n.inputs[0]).shape;
+    const Shape norm(x.begin() + o.axis, x.end());
+    auto v = in();
+    for (size_t i = 1; i < v.size(); ++i)
+      if (g.type(n.inputs[i]).shape != norm) {
+        std::string e = ctx.unique(n.name + (i == 1 ? "_scale" : "_bias"));
+        ctx.add("Expand", ctx.unique(n.name + "_expand"), {v[i], ints("normalized_shape", norm)}, {e});
+        v[i] = e;
+      }
+    auto* p = ctx.add("LayerNormalization", n.name, v, out());
     set(p, "axis", o.axis);
     set(p, "epsilon", o.epsilon);
   }

@@ -16,7 +16,7 @@ namespace pet::cli {
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args a("run", argv, {"backend", "inputs", "check", "repeat", "json", "seed", "threads", "save", "shape", "dim",
-                       "default-dim", "atol", "rtol", "plan!", "profile!", "conv-algorithm", "algorithm-cache"});
+                       "default-dim", "atol", "rtol", "plan!", "profile!", "conv-algorithm", "conv-layout", "algorithm-cache"});
   if (a.positional.size() != 1)
     throw InvalidInput("usage: pet run MODEL.onnx [--backend cpu|cuda|reference] [--inputs DIR] [--check DIR] [--repeat N] [--json FILE]");
   const std::string path = a.positional[0];
@@ -60,8 +60,12 @@ int cmd_run(const std::vector<std::string>& argv) {
   copt.conv_algorithm = a.get("conv-algorithm").value_or("auto");
   copt.algorithm_cache = a.get("algorithm-cache").value_or(backend::Profiler::default_algorithm_cache_file());
   if (copt.algorithm_cache == "none") copt.algorithm_cache.clear();
-  if (copt.conv_algorithm != "auto" && copt.conv_algorithm != "direct" && copt.conv_algorithm != "winograd")
-    throw InvalidInput(cat("--conv-algorithm '", copt.conv_algorithm, "': choose auto, direct or winograd"));
+  copt.conv_layout = a.get("conv-layout").value_or("auto");
+  if (copt.conv_algorithm != "auto" && copt.conv_algorithm != "direct" && copt.conv_algorithm != "winograd" &&
+      copt.conv_algorithm != "onednn-winograd")
+    throw InvalidInput(cat("--conv-algorithm '", copt.conv_algorithm, "': choose auto, direct, winograd or onednn-winograd"));
+  if (copt.conv_layout != "auto" && copt.conv_layout != "blocked" && copt.conv_layout != "plain")
+    throw InvalidInput(cat("--conv-layout '", copt.conv_layout, "': choose auto, blocked or plain"));
   using clock = std::chrono::steady_clock;
   auto c0 = clock::now();
   auto exe = be->compile(g, copt);

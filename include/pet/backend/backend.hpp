@@ -20,9 +20,15 @@ struct CompileOptions {
   /// Let the backend time alternative algorithms (e.g. Winograd vs direct convs) while
   /// compiling and keep the faster (results go to the profiler's cache).
   bool choose_algorithms = true;
-  /// 3x3 stride-1 convs: "auto" (time them and keep the faster), "direct" or "winograd"
-  /// (pet's F(4x4,3x3) wherever it applies). Lets the cost model price each choice.
+  /// Conv algorithm: "auto" (time the candidates and keep the fastest), "direct", "winograd"
+  /// (pet's F(4x4,3x3) wherever it applies, else direct) or "onednn-winograd" (oneDNN's own,
+  /// where the library implements it on this CPU, else direct). Lets the cost model price
+  /// each choice and tests force each path.
   std::string conv_algorithm = "auto";
+  /// Layout of direct convs: "auto" (oneDNN's blocked layout; at a layout boundary the plain
+  /// one is timed too), "blocked" or "plain" (NCHW as the graph stores it, where oneDNN has
+  /// an implementation).
+  std::string conv_layout = "auto";
   /// Where the algorithm choices made by measurement are kept (JSON, keyed by backend
   /// version, threads, op, shapes, fused ops and layout boundary), so that compiling the same
   /// configuration again does not time it again. Empty: kept for this process only.

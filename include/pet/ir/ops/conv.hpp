@@ -28,14 +28,13 @@ inline void resolve_auto_pad(AutoPad& mode, std::vector<int64_t>& pads, const Sh
   mode = AutoPad::NotSet;
 }
 
-/// Output extent of a sliding window; ceil_mode as in ONNX/PyTorch (the last window must
-/// start inside the input or the begin padding).
+/// Output extent of a sliding window; ceil_mode as ONNX's shape inference and ONNX Runtime
+/// compute it: ceil((n + pads - dilated kernel) / s) + 1, also when the last window then
+/// starts past the input and the begin padding (PyTorch drops that window; ONNX does not).
 inline int64_t window_out(int64_t n, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil_mode) {
   int64_t span = n + pb + pe - ((k - 1) * d + 1);
   if (span < 0) return 0;
-  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-  if (ceil_mode && (out - 1) * s >= n + pb) --out;
-  return out;
+  return (ceil_mode ? (span + s - 1) / s : span / s) + 1;
 }
 
 /// Checks and defaults strides/dilations/pads of a window op over `k` spatial dims.

@@ -119,6 +119,9 @@ struct MaxPool : detail::Window {
       double v = read.real(0, xi);
       if (!any || v > best) best = v, arg = xi, any = true;
     });
+    // A window that sees only padding: the lowest finite value, as ONNX Runtime and oneDNN
+    // give (not -inf), and index -1.
+    if (!any) return k == 0 ? E(std::numeric_limits<float>::lowest()) : E(-1);
     if (k == 0) return E(best);
     if (storage_order == 0) return E(flat_offset(arg, xs));
     int64_t off = 0;  // column-major over the spatial dims, then channel and batch
@@ -137,13 +140,17 @@ struct AveragePool : detail::Window {
   Types infer(InTypes in) { return {{DType::Float32, infer_window(in)}}; }
   template <class E, class R>
   E at(const Index& o, const R& read) const {
+    // count_include_pad: the divisor is the whole window, also where ceil_mode lets it reach
+    // past the end padding (as ONNX Runtime computes); else the elements inside X. A window
+    // with none of them (ceil_mode) averages to 0.
     E acc(0);
     int64_t count = 0;
-    for_window(o, read.shape(0), [&](const Index& xi, bool in_x, bool in_pad) {
+    for_window(o, read.shape(0), [&](const Index& xi, bool in_x, bool) {
       if (in_x) acc += read(0, xi);
-      count += count_include_pad ? in_pad : in_x;
+      count += in_x;
     });
-    return div_count(acc, count);
+    if (count_include_pad) count = window_size();
+    return count ? div_count(acc, count) : E(0);
   }
   Splits propagate(InSplits in, InTypes it, InTypes ot) const {
     return {window_splits(in[0], it[0].shape, ot[0].shape, count_include_pad)};

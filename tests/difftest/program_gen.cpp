@@ -1,0 +1,886 @@
+// Random programs for differential testing (see program_gen.hpp).
+#include "program_gen.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <optional>
+
+#include "pet/core/rng.hpp"
+
+namespace pet::difftest {
+
+namespace {
+
+class Generator {
+ public:
+  Generator(uint64_t seed, const GenOptions& opt) : r_(seed), opt_(opt) {}
+
+  Graph run() {
+    add_inputs();
+    const int target = int(r_.range(opt_.min_ops, opt_.max_ops));
+    for (int attempt = 0; g_.num_nodes() < target && attempt < 60 * target; ++attempt) step();
+    choose_outputs();
+    return std::move(g_);
+  }
+
+ private:
+  // ------------------------------------------------------------------ helpers
+  bool chance(double p) { return r_.uniform() < p; }
+  /// Fisher-Yates with pet's Rng (std::shuffle's order differs between libraries).
+  template <class T>
+  void shuffle(std::vector<T>& v) {
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[size_t(r_.below(i))]);
+  }
+  template <class T>
+  T one_of(const std::vector<T>& v) { return v[size_t(r_.below(v.size()))]; }
+  int64_t rank(TensorId t) const { return int64_t(g_.type(t).shape.size()); }
+  const Shape& shape(TensorId t) const { return g_.type(t).shape; }
+
+  Tensor<float> values(const Shape& s, double lo, double hi) {
+    Tensor<float> t(s);
+    for (int64_t i = 0; i < t.size(); ++i) t[i] = float(r_.uniform(lo, hi));
+    return t;
+  }
+  /// Values whose magnitude lies in [lo, hi], either sign.
+  Tensor<float> away_from_zero(const Shape& s, double lo, double hi) {
+    Tensor<float> t(s);
+    for (int64_t i = 0; i < t.size(); ++i) t[i] = float(r_.uniform(lo, hi) * (chance(0.5) ? -1 : 1));
+    return t;
+  }
+  TensorId constant(Tensor<float> v) { return g_.add_constant(g_.unique_name("c"), std::move(v)); }
+  TensorId ints(std::vector<int64_t> v, Shape s = {}) {
+    if (s.empty() && v.size() != 1) s = {int64_t(v.size())};
+    return g_.add_constant(g_.unique_name("i"), DType::Int64, Tensor<int64_t>(s, std::move(v)));
+  }
+  TensorId new_input(const Shape& s) {
+    TensorId t = g_.add_input(g_.unique_name("x"), {DType::Float32, s});
+    return t;
+  }
+  /// A weight: mostly a constant, sometimes a graph input (then nothing may be folded).
+  TensorId weight(const Shape& s, double scale, double input_p = 0.08) {
+    if (chance(input_p)) return new_input(s);
+    return constant(values(s, -scale, scale));
+  }
+
+  bool fits(const Types& ts) const {
+    for (const auto& t : ts) {
+      if (numel(t.shape) > opt_.max_elements) return false;
+      for (int64_t d : t.shape)
+        if (d < 1) return false;  // no empty tensors (pet rejects or special-cases them)
+      if (t.shape.size() > 6) return false;
+    }
+    return true;
+  }
+  /// Adds a node if it type-checks and its outputs are small and non-empty; the float
+  /// outputs join the pool.
+  std::vector<TensorId> add(Op op, std::vector<TensorId> inputs) {
+    Types in;
+    for (TensorId t : inputs) in.push_back(g_.type(t));
+    Op probe = op;
+    try {
+      if (!fits(infer_types(probe, in))) return {};
+      std::string name = g_.unique_name(std::string(op_name(op)));
+      auto outs = g_.add_node(name, std::move(op), std::move(inputs));
+      for (TensorId o : outs)
+        if (is_float(g_.type(o).dtype)) (g_.type(o).shape.empty() ? scalars_ : pool_).push_back(o);
+      return outs;
+    } catch (const Error&) {
+      return {};
+    }
+  }
+  std::optional<TensorId> add1(Op op, std::vector<TensorId> inputs) {
+    auto o = add(std::move(op), std::move(inputs));
+    if (o.empty()) return std::nullopt;
+    return o[0];
+  }
+
+  /// A tensor from the pool, most often one of the latest (chains make fusions).
+  TensorId pick() {
+    if (chance(0.55)) return pool_.back();
+    if (chance(0.5) && pool_.size() > 1) return pool_[pool_.size() - 1 - r_.below(std::min<size_t>(3, pool_.size()))];
+    return one_of(pool_);
+  }
+  std::optional<TensorId> pick_rank(int64_t lo, int64_t hi) {
+    for (int i = 0; i < 8; ++i) {
+      TensorId t = pick();
+      if (rank(t) >= lo && rank(t) <= hi) return t;
+    }
+    std::vector<TensorId> ok;
+    for (TensorId t : pool_)
+      if (rank(t) >= lo && rank(t) <= hi) ok.push_back(t);
+    if (ok.empty()) return std::nullopt;
+    return one_of(ok);
+  }
+  /// Another pool tensor of exactly this shape (not t itself), if any.
+  std::optional<TensorId> same_shape(TensorId t) {
+    std::vector<TensorId> ok;
+    for (TensorId u : pool_)
+      if (u != t && shape(u) == shape(t)) ok.push_back(u);
+    if (ok.empty()) return std::nullopt;
+    return one_of(ok);
+  }
+
+  Shape random_shape(int64_t r) {
+    Shape s;
+    if (r == 2) return {r_.range(1, 24), r_.range(1, 24)};
+    s.push_back(r_.range(1, 3));
+    s.push_back(chance(0.35) ? one_of<int64_t>({8, 16}) : r_.range(1, 16));
+    const int64_t hi = r == 5 ? 6 : r == 4 ? 12 : 20;
+    for (int64_t i = 2; i < r; ++i) s.push_back(r_.range(1, hi));
+    return s;
+  }
+  void add_inputs() {
+    const int64_t r = one_of<int64_t>({4, 4, 4, 4, 3, 5, 2, 2, 3});
+    Shape s = random_shape(r);
+    while (numel(s) > opt_.max_elements / 2) s[size_t(r_.below(s.size()))] = 1;
+    pool_.push_back(new_input(s));
+    if (chance(0.3)) {
+      Shape t = s;
+      if (chance(0.5))
+        for (auto& d : t)
+          if (chance(0.3)) d = 1;
+      pool_.push_back(new_input(t));
+    }
+  }
+
+  // ------------------------------------------------------------------ steps
+  void step() {
+    using F = void (Generator::*)();
+    static const std::vector<std::pair<int, F>> steps = {
+        {14, &Generator::conv},        {5, &Generator::residual_conv}, {3, &Generator::pad_then_window},
+        {4, &Generator::batch_norm},   {15, &Generator::activation},   {12, &Generator::scalar_op},
+        {6, &Generator::binary_same},  {8, &Generator::binary_bcast},  {6, &Generator::pool},
+        {2, &Generator::global_pool},  {7, &Generator::matmul},        {4, &Generator::gemm},
+        {3, &Generator::reshape},      {3, &Generator::transpose},     {2, &Generator::flatten},
+        {2, &Generator::squeeze},      {2, &Generator::rt},            {2, &Generator::expand},
+        {4, &Generator::concat},       {3, &Generator::split},         {4, &Generator::slice},
+        {3, &Generator::pad},          {3, &Generator::softmax},       {4, &Generator::reduce},
+        {3, &Generator::layer_norm},   {2, &Generator::decomposed_layer_norm},
+        {2, &Generator::gelu},         {1, &Generator::identity},      {1, &Generator::patch},
+        {1, &Generator::where},        {1, &Generator::gather},
+    };
+    static const int total = [] {
+      int s = 0;
+      for (auto& [w, f] : steps) s += w;
+      return s;
+    }();
+    int x = int(r_.below(uint64_t(total)));
+    for (auto& [w, f] : steps) {
+      if (x < w) {
+        (this->*f)();
+        return;
+      }
+      x -= w;
+    }
+  }
+
+  std::vector<int64_t> conv_pads(size_t k, const Shape& kernel, const std::vector<int64_t>& dil) {
+    std::vector<int64_t> p(2 * k);
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t span = (kernel[i] - 1) * dil[i];
+      for (size_t side : {i, i + k}) {
+        if (chance(0.4)) p[side] = 0;
+        else if (chance(0.8)) p[side] = r_.range(0, std::max<int64_t>(span, 1));
+        else p[side] = r_.range(span + 1, span + 3);  // rows that see only padding
+      }
+    }
+    return p;
+  }
+
+  std::optional<TensorId> make_conv(TensorId x, bool keep_shape) {
+    const Shape& xs = shape(x);
+    const size_t k = xs.size() - 2;
+    const int64_t c = xs[1];
+    ops::Conv cv;
+    int64_t group = 1;
+    if (!keep_shape && chance(0.3)) {
+      std::vector<int64_t> divs;
+      for (int64_t d = 2; d <= c; ++d)
+        if (c % d == 0) divs.push_back(d);
+      if (!divs.empty()) group = chance(0.4) ? c : one_of(divs);
+    }
+    int64_t f = keep_shape ? c : group * r_.range(1, std::max<int64_t>(1, 16 / group));
+    const bool wino = chance(0.35);  // 3x3, stride 1, dilation 1: pet's and oneDNN's Winograd
+    if (wino && group == 1 && !keep_shape && chance(0.6)) f = one_of<int64_t>({8, 16});
+    Shape w{f, c / group};
+    Shape kernel;
+    std::vector<int64_t> strides, dil;
+    for (size_t i = 0; i < k; ++i) {
+      int64_t kk = wino ? 3 : one_of<int64_t>({1, 1, 2, 3, 3, 3, 5});
+      if (k == 3 && i == 0 && wino) kk = r_.range(1, 3);
+      if (keep_shape && kk % 2 == 0) kk = 3;
+      kernel.push_back(kk);
+      strides.push_back(wino || keep_shape ? 1 : one_of<int64_t>({1, 1, 1, 2, 3}));
+      dil.push_back(wino ? 1 : one_of<int64_t>({1, 1, 1, 2, 3}));
+    }
+    w.insert(w.end(), kernel.begin(), kernel.end());
+    cv.strides = strides;
+    cv.dilations = dil;
+    if (keep_shape) {
+      for (size_t i = 0; i < k; ++i) cv.pads.push_back((kernel[i] - 1) * dil[i] / 2);
+      for (size_t i = 0; i < k; ++i) cv.pads.push_back((kernel[i] - 1) * dil[i] / 2);
+    } else if (chance(0.1)) {
+      cv.auto_pad = one_of<AutoPad>({AutoPad::SameUpper, AutoPad::SameLower, AutoPad::Valid});
+    } else {
+      cv.pads = conv_pads(k, kernel, dil);
+    }
+    cv.group = group;
+    const double scale = 1.5 / std::sqrt(double(numel(w) / f));
+    std::vector<TensorId> in{x, weight(w, scale)};
+    if (chance(0.6)) in.push_back(weight({f}, 0.5, 0.04));
+    return add1(cv, in);
+  }
+
+  void conv() {
+    auto x = pick_rank(3, 5);
+    if (!x) return;
+    auto y = make_conv(*x, false);
+    if (!y || !chance(0.35)) return;
+    // A residual add when some tensor happens to have the conv's shape (asymmetric pads
+    // keep it with rows that see only padding).
+    auto res = same_shape(*y);
+    if (!res) res = new_input(shape(*y));
+    TensorId t = *y;
+    if (chance(0.5))
+      if (auto a = add1(random_activation(), {t})) t = *a;
+    add1(ops::Add{}, chance(0.5) ? std::vector{t, *res} : std::vector{*res, t});
+  }
+
+  /// A shape-keeping conv, a few activations, and an Add of a same-shape tensor (a sum
+  /// post-op), possibly a view of the residual that stays alive.
+  void residual_conv() {
+    auto x = pick_rank(3, 5);
+    if (!x) return;
+    auto y = make_conv(*x, true);
+    if (!y) return;
+    TensorId t = *y;
+    for (int i = int(r_.below(3)); i > 0; --i) {
+      if (auto a = add1(random_activation(), {t})) t = *a;
+    }
+    TensorId res = *x;
+    if (auto s = same_shape(t); s && chance(0.3)) res = *s;
+    if (chance(0.2)) {  // the residual through a view: its buffer is shared with x
+      Shape flat{numel(shape(res))};
+      if (auto v = add1(ops::Reshape{.shape = flat}, {res}))
+        if (auto back = add1(ops::Reshape{.shape = shape(res)}, {*v})) res = *back;
+    }
+    auto sum = chance(0.5) ? add1(ops::Add{}, {t, res}) : add1(ops::Add{}, {res, t});
+    if (sum && chance(0.5)) add1(random_activation(), {*sum});
+  }
+
+  void pad_then_window() {
+    auto x = pick_rank(3, 5);
+    if (!x) return;
+    const size_t r = size_t(rank(*x)), k = r - 2;
+    std::vector<int64_t> pads(2 * r, 0);
+    for (size_t i = 0; i < k; ++i) pads[2 + i] = r_.range(0, 2), pads[r + 2 + i] = r_.range(0, 2);
+    if (chance(0.15)) pads[1] = 1;  // a channel pad: must not fold
+    ops::Pad p{.pads = pads};
+    if (chance(0.15)) p.value = 0.5;  // not zero: must not fold
+    auto y = add1(p, {*x});
+    if (!y) return;
+    if (chance(0.7)) {
+      make_conv(*y, false);
+    } else {
+      ops::AveragePool ap;
+      for (size_t i = 0; i < k; ++i) ap.kernel_shape.push_back(r_.range(1, 3));
+      if (chance(0.3)) ap.pads.assign(2 * k, 0), ap.pads[0] = std::min<int64_t>(1, ap.kernel_shape[0] - 1);
+      ap.ceil_mode = chance(0.2) && ceil_is_defined(ap, shape(*y));
+      ap.count_include_pad = chance(0.5);
+      add1(ap, {*y});
+    }
+  }
+
+  void batch_norm() {
+    auto x = pick_rank(2, 5);
+    if (!x) return;
+    const int64_t c = shape(*x)[1];
+    Tensor<float> var = values({c}, 0.3, 2.0);
+    std::vector<TensorId> in{*x, weight({c}, 1.5, 0.03), weight({c}, 0.5, 0.03), weight({c}, 0.5, 0.03),
+                             chance(0.97) ? constant(var) : new_input({c})};
+    if (g_.tensor(in[4]).producer < 0 && !g_.tensor(in[4]).is_constant()) {
+      // an input variance may be negative: keep it a constant after all
+      in[4] = constant(var);
+    }
+    ops::BatchNormalization bn;
+    bn.epsilon = float(one_of<double>({1e-5, 1e-3, 0.1}));
+    add1(bn, in);
+  }
+
+  Op random_activation() {
+    switch (r_.below(8)) {
+      case 0: case 1: return ops::Relu{};
+      case 2: return ops::LeakyRelu{.alpha = float(one_of<double>({0.01, 0.2, -0.3, 1.5, 0.0}))};
+      case 3: return ops::Sigmoid{};
+      case 4: return ops::Tanh{};
+      case 5: {
+        ops::Clip c;
+        double lo = r_.uniform(-1, 0.3), hi = lo + r_.uniform(0.05, 1.5);
+        if (chance(0.05)) std::swap(lo, hi);  // min > max: max everywhere
+        switch (r_.below(3)) {
+          case 0: c.min = lo; break;
+          case 1: c.max = hi; break;
+          default: c.min = lo, c.max = hi;
+        }
+        return c;
+      }
+      case 6: return ops::Neg{};
+      default: return ops::Erf{};
+    }
+  }
+
+  void activation() {
+    TensorId x = pick();
+    switch (r_.below(10)) {
+      case 0:  // exp of a bounded value
+        if (auto t = add1(ops::Tanh{}, {x})) add1(ops::Exp{}, {*t});
+        return;
+      case 1:  // sqrt of a positive value
+        if (auto t = add1(ops::Sigmoid{}, {x})) add1(ops::Sqrt{}, {*t});
+        return;
+      default: {
+        auto y = add1(random_activation(), {x});
+        // repeated activations of one kind (oneDNN's post-op chains)
+        if (y && chance(0.3)) add1(random_activation(), {*y});
+      }
+    }
+  }
+
+  /// x op c for a scalar constant c (either side), often chained: the scalings and shifts a
+  /// backend turns into linear post-ops.
+  void scalar_op() {
+    TensorId x = pick();
+    int n = chance(0.4) ? int(r_.range(2, 3)) : 1;
+    for (int i = 0; i < n; ++i) {
+      Shape s;
+      switch (r_.below(4)) {
+        case 0: s = {}; break;
+        case 1: s = {1}; break;
+        case 2: s = Shape(size_t(rank(x)), 1); break;
+        default: s = Shape(size_t(std::min<int64_t>(rank(x) + int64_t(chance(0.3)), 6)), 1);
+      }
+      const int which = int(r_.below(4));
+      TensorId c = constant(which == 3 ? away_from_zero(s, 0.4, 2.5) : values(s, -2, 2));
+      std::optional<TensorId> y;
+      const bool first = chance(0.3) && which != 3;
+      switch (which) {
+        case 0: y = add1(ops::Mul{}, first ? std::vector{c, x} : std::vector{x, c}); break;
+        case 1: y = add1(ops::Add{}, first ? std::vector{c, x} : std::vector{x, c}); break;
+        case 2: y = add1(ops::Sub{}, first ? std::vector{c, x} : std::vector{x, c}); break;
+        default: y = add1(ops::Div{}, {x, c});
+      }
+      if (!y) return;
+      x = *y;
+      if (chance(0.2)) {
+        if (auto a = add1(random_activation(), {x})) x = *a;
+      }
+    }
+  }
+
+  /// Two tensors of one shape: Add/Sub/Mul, and Div by a value kept away from zero.
+  void binary_same() {
+    TensorId a = pick();
+    auto b = same_shape(a);
+    if (!b) {
+      b = add1(random_activation(), {a});
+      if (!b) return;
+    }
+    TensorId x = a, y = *b;
+    if (chance(0.5)) std::swap(x, y);
+    std::optional<TensorId> out;
+    switch (r_.below(4)) {
+      case 0: out = add1(ops::Add{}, {x, y}); break;
+      case 1: out = add1(ops::Sub{}, {x, y}); break;
+      case 2: out = add1(ops::Mul{}, {x, y}); break;
+      default: {
+        auto s = add1(ops::Sigmoid{}, {y});
+        if (!s) return;
+        auto d = add1(ops::Add{}, {*s, constant(Tensor<float>({}, 0.5f))});
+        if (!d) return;
+        out = add1(ops::Div{}, {x, *d});
+      }
+    }
+    if (out && chance(0.4)) add1(random_activation(), {*out});
+  }
+
+  Shape broadcast_shape_for(const Shape& s) {
+    const size_t r = s.size();
+    switch (r_.below(6)) {
+      case 0:  // per channel, trailing ones
+        if (r >= 2) {
+          Shape b{s[1]};
+          for (size_t i = 2; i < r; ++i) b.push_back(1);
+          return b;
+        }
+        [[fallthrough]];
+      case 1: return {s.back()};
+      case 2: {
+        Shape b = s;
+        for (auto& d : b)
+          if (chance(0.5)) d = 1;
+        return b;
+      }
+      case 3: {  // rank bigger than s: the output grows
+        Shape b = s;
+        b.insert(b.begin(), r_.range(1, 3));
+        for (size_t i = 1; i < b.size(); ++i)
+          if (chance(0.5)) b[i] = 1;
+        return b;
+      }
+      case 4: return Shape(r, 1);
+      default: {
+        Shape b(s.begin() + long(r_.below(r)), s.end());
+        return b;
+      }
+    }
+  }
+
+  void binary_bcast() {
+    TensorId x = pick();
+    Shape bs = broadcast_shape_for(shape(x));
+    const int which = int(r_.below(5));
+    TensorId c;
+    if (which == 3) c = constant(away_from_zero(bs, 0.5, 2));
+    else if (which == 4) {
+      Tensor<float> e(bs);
+      for (int64_t i = 0; i < e.size(); ++i) e[i] = float(r_.range(1, 3));
+      c = constant(e);
+    } else c = chance(0.15) ? new_input(bs) : constant(values(bs, -1.5, 1.5));
+    const bool swap = chance(0.4) && which < 3;
+    std::vector<TensorId> in = swap ? std::vector{c, x} : std::vector{x, c};
+    std::optional<TensorId> out;
+    switch (which) {
+      case 0: out = add1(ops::Add{}, in); break;
+      case 1: out = add1(ops::Sub{}, in); break;
+      case 2: out = add1(ops::Mul{}, in); break;
+      case 3: out = add1(ops::Div{}, in); break;
+      default: out = add1(ops::Pow{}, in);
+    }
+    if (out && chance(0.3)) add1(random_activation(), {*out});
+  }
+
+  /// Whether ceil_mode's last window starts inside the input or the begin padding in every
+  /// dim. Past that, runtimes disagree: ONNX Runtime 1.20 averages to NaN or reads past its
+  /// buffer, PyTorch drops the window, pet gives 0 (average) or the lowest float (max).
+  static bool ceil_is_defined(const ops::detail::Window& w, const Shape& xs) {
+    const size_t k = xs.size() - 2;
+    if (w.pads.size() != 2 * k) return false;
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t n = xs[2 + i], st = w.strides.empty() ? 1 : w.strides[i], d = w.dilations.empty() ? 1 : w.dilations[i];
+      const int64_t span = n + w.pads[i] + w.pads[i + k] - ((w.kernel_shape[i] - 1) * d + 1);
+      if (span < 0) return false;
+      const int64_t out = (span + st - 1) / st + 1;
+      if ((out - 1) * st >= n + w.pads[i]) return false;
+    }
+    return true;
+  }
+
+  void pool() {
+    auto x = pick_rank(3, 5);
+    if (!x) return;
+    const size_t k = size_t(rank(*x)) - 2;
+    const bool max = chance(0.5);
+    bool edge = false;
+    ops::MaxPool mp;
+    ops::AveragePool ap;
+    auto& w = max ? static_cast<ops::detail::Window&>(mp) : static_cast<ops::detail::Window&>(ap);
+    for (size_t i = 0; i < k; ++i) {
+      w.kernel_shape.push_back(r_.range(1, 3));
+      w.strides.push_back(r_.range(1, 3));
+      w.dilations.push_back(max ? one_of<int64_t>({1, 1, 2}) : 1);
+    }
+    if (chance(0.1)) {
+      w.auto_pad = one_of<AutoPad>({AutoPad::SameUpper, AutoPad::SameLower, AutoPad::Valid});
+    } else if ((edge = chance(0.15))) {  // dilated windows over small inputs: some see only padding
+      for (size_t i = 0; i < k; ++i) w.kernel_shape[i] = r_.range(2, 3), w.dilations[i] = max ? r_.range(2, 3) : 1;
+      w.pads.assign(2 * k, 1);
+    } else {
+      w.pads.resize(2 * k);
+      for (size_t i = 0; i < 2 * k; ++i) w.pads[i] = chance(0.5) ? 0 : r_.range(0, w.kernel_shape[i % k] - 1);
+    }
+    w.ceil_mode = chance(0.25) && ceil_is_defined(w, shape(*x));
+    ap.count_include_pad = chance(0.5);
+    if (!max) {
+      add1(ap, {*x});
+      return;
+    }
+    auto y = add1(mp, {*x});
+    // A window of padding only gives the lowest float; read on, it overflows differently in
+    // every implementation: such a pool is an output only.
+    if (y && edge) pool_.pop_back(), scalars_.push_back(*y);
+  }
+
+  void global_pool() {
+    if (auto x = pick_rank(3, 5)) add1(ops::GlobalAveragePool{}, {*x});
+  }
+
+  void matmul() {
+    auto a = pick_rank(1, 4);
+    if (!a) return;
+    const Shape& as = shape(*a);
+    const int64_t kd = as.back();
+    const double scale = 1.5 / std::sqrt(double(kd));
+    std::vector<TensorId> in;
+    switch (r_.below(6)) {
+      case 0: case 1: case 2: in = {*a, weight({kd, r_.range(1, 24)}, scale)}; break;
+      case 3: {  // batched weights
+        Shape b(as.begin(), as.end() - 1);
+        if (b.empty()) b = {1};
+        if (chance(0.5) && !b.empty()) b[0] = 1;
+        b.push_back(kd);
+        b.push_back(r_.range(1, 16));
+        if (as.size() < 2) b = {kd, r_.range(1, 16)};
+        else b.erase(b.end() - 3);  // [.., K, N] for [.., M, K]
+        in = {*a, weight(b, scale)};
+        break;
+      }
+      case 4: {  // x times its own transpose (attention scores)
+        if (as.size() < 2) return;
+        std::vector<int64_t> perm(as.size());
+        std::iota(perm.begin(), perm.end(), 0);
+        std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+        auto t = add1(ops::Transpose{.perm = perm}, {*a});
+        if (!t) return;
+        in = {*a, *t};
+        break;
+      }
+      default: in = {*a, weight({kd}, scale)};  // matrix-vector
+    }
+    auto y = add1(ops::MatMul{}, in);
+    if (!y) return;
+    if (chance(0.4)) {  // a bias over the last dim
+      Shape bs{shape(*y).empty() ? 1 : shape(*y).back()};
+      if (auto z = add1(ops::Add{}, chance(0.7) ? std::vector{*y, weight(bs, 0.5)} : std::vector{weight(bs, 0.5), *y})) y = z;
+    }
+    if (chance(0.4)) add1(random_activation(), {*y});
+  }
+
+  void gemm() {
+    TensorId x = pick();
+    if (rank(x) != 2) {
+      auto f = add1(ops::Flatten{.axis = r_.range(0, rank(x))}, {x});
+      if (!f) return;
+      x = *f;
+    }
+    ops::Gemm gm;
+    gm.trans_a = chance(0.3);
+    gm.trans_b = chance(0.4);
+    gm.alpha = float(one_of<double>({1, 1, 0.5, -2, 0}));
+    gm.beta = float(one_of<double>({1, 1, 0.3, 0}));
+    const int64_t m = gm.trans_a ? shape(x)[1] : shape(x)[0], kd = gm.trans_a ? shape(x)[0] : shape(x)[1], n = r_.range(1, 24);
+    std::vector<TensorId> in{x, weight(gm.trans_b ? Shape{n, kd} : Shape{kd, n}, 1.5 / std::sqrt(double(kd)))};
+    if (chance(0.7)) in.push_back(weight(one_of<Shape>({{n}, {1, n}, {m, n}, {m, 1}, {}, {1}}), 0.5, 0.1));
+    auto y = add1(gm, in);
+    if (y && chance(0.4)) add1(random_activation(), {*y});
+  }
+
+  /// A random factorisation of n into up to `parts` factors.
+  Shape factorise(int64_t n, int parts) {
+    Shape s;
+    for (int i = 0; i + 1 < parts && n > 1; ++i) {
+      std::vector<int64_t> divs;
+      for (int64_t d = 1; d <= n; ++d)
+        if (n % d == 0) divs.push_back(d);
+      int64_t d = one_of(divs);
+      s.push_back(d);
+      n /= d;
+    }
+    s.push_back(n);
+    shuffle(s);
+    return s;
+  }
+
+  void reshape() {
+    TensorId x = pick();
+    Shape s = factorise(numel(shape(x)), int(r_.range(1, 5)));
+    std::vector<int64_t> spec(s.begin(), s.end());
+    if (chance(0.3)) spec[size_t(r_.below(spec.size()))] = -1;
+    if (chance(0.2) && spec.size() <= shape(x).size() && spec[0] == shape(x)[0]) spec[0] = 0;
+    add1(ops::Reshape{.shape = spec}, {x});
+  }
+  std::vector<int64_t> random_perm(size_t r) {
+    std::vector<int64_t> p(r);
+    std::iota(p.begin(), p.end(), 0);
+    shuffle(p);
+    return p;
+  }
+  void transpose() {
+    TensorId x = pick();
+    add1(ops::Transpose{.perm = random_perm(size_t(rank(x)))}, {x});
+  }
+  void flatten() {
+    TensorId x = pick();
+    add1(ops::Flatten{.axis = r_.range(-rank(x), rank(x))}, {x});
+  }
+  void squeeze() {
+    TensorId x = pick();
+    if (chance(0.5)) {
+      std::vector<int64_t> axes;
+      for (int64_t i = 0; i < rank(x); ++i)
+        if (shape(x)[size_t(i)] == 1 && chance(0.7)) axes.push_back(chance(0.3) ? i - rank(x) : i);
+      if (!axes.empty() || chance(0.3)) add1(ops::Squeeze{.axes = axes}, {x});
+    } else if (rank(x) < 6) {
+      add1(ops::Unsqueeze{.axes = {r_.range(0, rank(x))}}, {x});
+    }
+  }
+  void rt() {
+    TensorId x = pick();
+    const int64_t n = numel(shape(x));
+    Shape split = factorise(n, int(r_.range(2, 5)));
+    Shape out = factorise(n, int(r_.range(1, 4)));
+    add1(ops::RT{.split_shape = split, .perm = random_perm(split.size()), .out_shape = out}, {x});
+  }
+  void expand() {
+    TensorId x = pick();
+    Shape s = shape(x);
+    for (auto& d : s)
+      if (d == 1 && chance(0.6)) d = r_.range(2, 3);
+    if (chance(0.3) && s.size() < 6) s.insert(s.begin(), r_.range(1, 2));
+    if (chance(0.2)) s[size_t(r_.below(s.size()))] = 1;  // 1 keeps the input's size
+    add1(ops::Expand{.shape = std::vector<int64_t>(s.begin(), s.end())}, {x});
+  }
+  void concat() {
+    TensorId a = pick();
+    const int64_t axis = r_.range(0, rank(a) - 1);
+    std::vector<TensorId> in{a};
+    const int n = int(r_.range(1, 3));
+    for (int i = 0; i < n; ++i) {
+      Shape s = shape(a);
+      switch (r_.below(4)) {
+        case 0: in.push_back(a); break;
+        case 1:
+          if (auto b = same_shape(a)) in.push_back(*b);
+          else in.push_back(a);
+          break;
+        default:
+          s[size_t(axis)] = r_.range(1, 4);
+          in.push_back(chance(0.7) ? constant(values(s, -1, 1)) : new_input(s));
+      }
+    }
+    shuffle(in);
+    add1(ops::Concat{.axis = chance(0.3) ? axis - rank(a) : axis}, in);
+  }
+  void split() {
+    TensorId x = pick();
+    const int64_t axis = r_.range(0, rank(x) - 1), n = shape(x)[size_t(axis)];
+    if (n < 2) return;
+    const int parts = int(r_.range(2, std::min<int64_t>(3, n)));
+    ops::Split sp{.axis = axis, .num_outputs = parts};
+    if (chance(0.6)) {
+      std::vector<int64_t> cut;
+      for (int i = 0; i < parts - 1; ++i) cut.push_back(r_.range(1, n - 1));
+      std::sort(cut.begin(), cut.end());
+      cut.erase(std::unique(cut.begin(), cut.end()), cut.end());
+      int64_t prev = 0;
+      for (int64_t c : cut) sp.split.push_back(c - prev), prev = c;
+      sp.split.push_back(n - prev);
+      sp.num_outputs = int(sp.split.size());
+    } else if (n % parts) {
+      return;
+    }
+    add(sp, {x});
+  }
+  void slice() {
+    TensorId x = pick();
+    ops::Slice s;
+    const int na = int(r_.range(1, std::min<int64_t>(2, rank(x))));
+    std::vector<int64_t> axes = random_perm(size_t(rank(x)));
+    for (int i = 0; i < na; ++i) {
+      const int64_t n = shape(x)[size_t(axes[size_t(i)])];
+      int64_t step = one_of<int64_t>({1, 1, 1, 2, -1, -2});
+      int64_t b = r_.range(-n, n), e = r_.range(-n - 1, n + 1);
+      if (step > 0 && chance(0.3)) b = 0, e = one_of<int64_t>({n, INT64_MAX, n - 1});
+      if (step < 0 && chance(0.3)) b = -1, e = INT64_MIN;
+      s.starts.push_back(b);
+      s.ends.push_back(e);
+      s.axes.push_back(axes[size_t(i)]);
+      s.steps.push_back(step);
+    }
+    add1(s, {x});
+  }
+  void pad() {
+    TensorId x = pick();
+    const size_t r = size_t(rank(x));
+    ops::Pad p;
+    p.mode = one_of<ops::PadMode>({ops::PadMode::Constant, ops::PadMode::Constant, ops::PadMode::Reflect, ops::PadMode::Edge});
+    p.pads.resize(2 * r);
+    for (size_t i = 0; i < 2 * r; ++i) {
+      const int64_t n = shape(x)[i % r];
+      if (chance(0.5)) continue;
+      if (p.mode == ops::PadMode::Reflect) p.pads[i] = r_.range(0, std::max<int64_t>(0, n - 1));
+      else if (p.mode == ops::PadMode::Constant && chance(0.15) && n > 1) p.pads[i] = -r_.range(1, n / 2);
+      else p.pads[i] = r_.range(0, 3);
+    }
+    if (p.mode == ops::PadMode::Constant && chance(0.4)) p.value = r_.uniform(-1, 1);
+    add1(p, {x});
+  }
+  void softmax() {
+    TensorId x = pick();
+    add1(ops::Softmax{.axis = r_.range(-rank(x), rank(x) - 1)}, {x});
+  }
+  void reduce() {
+    TensorId x = pick();
+    std::vector<int64_t> axes;
+    for (int64_t i = 0; i < rank(x); ++i)
+      if (chance(0.4)) axes.push_back(chance(0.3) ? i - rank(x) : i);
+    if (axes.empty()) axes.push_back(rank(x) - 1);
+    const bool keep = chance(0.6);
+    switch (r_.below(3)) {
+      case 0: add1(ops::ReduceMean{{.axes = axes, .keepdims = keep}}, {x}); break;
+      case 1: add1(ops::ReduceSum{{.axes = axes, .keepdims = keep}}, {x}); break;
+      default: add1(ops::ReduceMax{{.axes = axes, .keepdims = keep}}, {x});
+    }
+  }
+  void layer_norm() {
+    TensorId x = pick();
+    const int64_t axis = r_.range(0, rank(x) - 1);
+    Shape norm(shape(x).begin() + axis, shape(x).end());
+    if (chance(0.3)) norm = {norm.back()};
+    if (numel(norm) != norm.back() && norm.size() > 1 && chance(0.5)) norm = Shape(shape(x).begin() + axis, shape(x).end());
+    std::vector<TensorId> in{x, weight(norm, 1.5, 0.05)};
+    if (chance(0.6)) in.push_back(weight(norm, 0.5, 0.05));
+    ops::LayerNormalization ln;
+    ln.axis = chance(0.5) ? axis : axis - rank(x);
+    // epsilon >= 1e-4: a slice that does not depend on the input (a conv row that sees only
+    // padding, a clipped constant) has variance 0 in exact arithmetic, and the float rounding
+    // of its mean divided by sqrt(epsilon) is noise: 1e-4 keeps it under the tolerance in
+    // every runtime (ONNX Runtime's float statistics gave 1.3e-4 with 1e-5).
+    ln.epsilon = float(one_of<double>({1e-4, 1e-3}));
+    add1(ln, in);
+  }
+  /// LayerNorm over the last dim as PyTorch exports it before opset 17.
+  void decomposed_layer_norm() {
+    auto x0 = pick_rank(2, 4);
+    if (!x0) return;
+    TensorId x = *x0;
+    const int64_t last = rank(x) - 1, len = shape(x).back();
+    if (len < 2) return;
+    auto m = add1(ops::ReduceMean{{.axes = {chance(0.5) ? last : -1}, .keepdims = true}}, {x});
+    if (!m) return;
+    auto d = add1(ops::Sub{}, {x, *m});
+    if (!d) return;
+    auto p = add1(ops::Pow{}, {*d, constant(Tensor<float>({}, 2.f))});
+    if (!p) return;
+    auto v = add1(ops::ReduceMean{{.axes = {last}, .keepdims = true}}, {*p});
+    if (!v) return;
+    auto e = add1(ops::Add{}, {*v, constant(Tensor<float>({}, float(one_of<double>({1e-4, 1e-3}))))});
+    if (!e) return;
+    auto s = add1(ops::Sqrt{}, {*e});
+    if (!s) return;
+    auto y = add1(ops::Div{}, {*d, *s});
+    if (!y || chance(0.3)) return;
+    auto g = add1(ops::Mul{}, {*y, weight({len}, 1.5, 0.05)});
+    if (!g || chance(0.3)) return;
+    add1(ops::Add{}, {*g, weight({len}, 0.5, 0.05)});
+  }
+  /// GELU as PyTorch exports it: x * (erf(x / sqrt 2) + 1) * 0.5.
+  void gelu() {
+    TensorId x = pick();
+    auto a = chance(0.7) ? add1(ops::Div{}, {x, constant(Tensor<float>({}, 1.41421356f))})
+                         : add1(ops::Mul{}, {x, constant(Tensor<float>({}, 0.70710678f))});
+    if (!a) return;
+    auto e = add1(ops::Erf{}, {*a});
+    if (!e) return;
+    auto p = add1(ops::Add{}, {*e, constant(Tensor<float>({}, 1.f))});
+    if (!p) return;
+    auto m = add1(ops::Mul{}, {x, *p});
+    if (!m) return;
+    add1(ops::Mul{}, {*m, constant(Tensor<float>({}, 0.5f))});
+  }
+  void identity() {
+    TensorId x = pick();
+    if (chance(0.5)) add1(ops::Identity{}, {x});
+    else add1(ops::Dropout{}, {x});
+  }
+  void patch() {
+    TensorId base = pick();
+    Shape ps = shape(base);
+    std::vector<int64_t> off;
+    for (auto& d : ps) {
+      int64_t n = d;
+      d = r_.range(1, n);
+      off.push_back(r_.range(0, n - d));
+    }
+    TensorId p = chance(0.6) ? constant(values(ps, -1, 1)) : new_input(ps);
+    add1(ops::Patch{.offsets = off}, {base, p});
+  }
+  void where() {
+    TensorId x = pick();
+    Shape cs = broadcast_shape_for(shape(x));
+    Tensor<int64_t> c(cs);
+    for (int64_t i = 0; i < c.size(); ++i) c[i] = int64_t(chance(0.5));
+    TensorId cond = g_.add_constant(g_.unique_name("cond"), DType::Bool, c);
+    TensorId y = chance(0.5) ? constant(values(shape(x), -1, 1)) : x;
+    add1(ops::Where{}, {cond, x, y});
+  }
+  void gather() {
+    TensorId x = pick();
+    const int64_t axis = r_.range(0, rank(x) - 1), n = shape(x)[size_t(axis)];
+    if (chance(0.4)) {
+      add1(ops::Gather{.axis = axis}, {x, ints({r_.range(-n, n - 1)}, Shape{})});
+    } else {
+      std::vector<int64_t> idx;
+      for (int i = int(r_.range(1, 4)); i > 0; --i) idx.push_back(r_.range(-n, n - 1));
+      add1(ops::Gather{.axis = axis}, {x, ints(idx)});
+    }
+  }
+
+  /// Every float tensor nobody reads is an output; so are some intermediates (a fusion must
+  /// not swallow a tensor the caller sees).
+  void choose_outputs() {
+    auto consumers = g_.consumers();
+    std::vector<TensorId> outs;
+    for (TensorId t : pool_) {
+      const bool leaf = consumers[size_t(t)].empty();
+      const bool input = g_.tensor(t).producer < 0;
+      if ((leaf && (!input || g_.num_nodes() == 0)) || (!leaf && chance(0.08))) outs.push_back(t);
+    }
+    for (TensorId t : scalars_)
+      if (consumers[size_t(t)].empty()) outs.push_back(t);
+    if (outs.empty()) outs.push_back(pool_.back());
+    for (TensorId t : outs) g_.add_output(t);
+  }
+
+  Rng r_;
+  GenOptions opt_;
+  Graph g_;
+  std::vector<TensorId> pool_;     ///< float tensors a step may read (inputs and node outputs)
+  std::vector<TensorId> scalars_;  ///< results that are outputs only (rank 0, or max pools over padding)
+};
+
+}  // namespace
+
+uint64_t program_seed(uint64_t run_seed, uint64_t index) {
+  Rng r(run_seed * 0x9e3779b97f4a7c15ull + index);
+  return r.next();
+}
+
+Graph random_program(uint64_t seed, const GenOptions& opt) {
+  Generator gen(seed, opt);
+  Graph g = gen.run();
+  g.name = cat("difftest_", seed);
+  return g;
+}
+
+std::string describe_program(const Graph& g) {
+  std::string s;
+  for (TensorId t : g.inputs()) s += cat("input ", g.tensor(t).name, " ", to_string(g.type(t)), "\n");
+  for (NodeId n : g.topo_order()) {
+    const Node& node = g.node(n);
+    s += cat(op_signature(node.op), " '", node.name, "' (");
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const TensorInfo& ti = g.tensor(node.inputs[i]);
+      s += cat(i ? ", " : "", ti.is_constant() ? "const " : "", ti.name, " ", ti.type.shape);
+    }
+    s += ") ->";
+    for (TensorId o : node.outputs) s += cat(" ", g.tensor(o).name, " ", g.type(o).shape);
+    s += "\n";
+  }
+  s += "outputs:";
+  for (TensorId t : g.outputs()) s += cat(" ", g.tensor(t).name);
+  return s + "\n";
+}
+
+}  // namespace pet::difftest
