@@ -9,7 +9,7 @@
 #include <cstring>
 #include <dnnl.hpp>
 
-#include "../kernels/cpu/copy.hpp"
+#include "cpu/copy.hpp"
 #include "pet/backend/backend.hpp"
 #include "pet/core/rng.hpp"
 

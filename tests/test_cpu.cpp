@@ -8,12 +8,12 @@
 #include <fstream>
 #include <iterator>
 
-#include "../verify/pairs.hpp"
+#include "pairs.hpp"
 #include "op_testing.hpp"
 #include "pet/backend/backend.hpp"
 #include "pet/eval/compare.hpp"
 #include "pet/mutate/mutate.hpp"
-#include "../kernels/cpu/copy.hpp"
+#include "cpu/copy.hpp"
 
 using namespace pet;
 using namespace pet::testing;

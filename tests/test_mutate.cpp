@@ -3,7 +3,7 @@
 // (float, random inputs) and verifies as equivalent.
 #include <set>
 
-#include "../verify/pairs.hpp"
+#include "pairs.hpp"
 #include "op_testing.hpp"
 #include "pet/eval/compare.hpp"
 #include "pet/mutate/correct.hpp"

@@ -2,10 +2,10 @@
 // polynomials), Theorem 1 against exhaustive checking, Fp against float.
 #include <set>
 
-#include "../verify/pairs.hpp"
+#include "pairs.hpp"
 #include "op_testing.hpp"
 #include "pet/verify/verifier.hpp"
-#include "../verify/poly.hpp"
+#include "poly.hpp"
 
 using namespace pet;
 using namespace pet::testing;

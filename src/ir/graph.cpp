@@ -15,6 +15,7 @@ TensorId Graph::new_tensor(std::string name, TensorType type) {
     throw Unsupported(cat("tensor '", name, "' has rank ", type.shape.size(), "; pet supports up to ", kMaxRank));
   TensorId id = TensorId(tensors_.size());
   tensors_.push_back(TensorInfo{name, std::move(type), std::nullopt, -1, 0});
+  uses_.emplace_back();
   by_name_.emplace(std::move(name), id);
   return id;
 }
@@ -70,8 +71,64 @@ std::vector<TensorId> Graph::add_node(std::string name, Op op, std::vector<Tenso
     tensors_[size_t(t)].output_index = int(k);
     outs.push_back(t);
   }
+  for (size_t i = 0; i < inputs.size(); ++i) uses_[size_t(inputs[i])].push_back({nid, int(i)});
   nodes_.push_back(Node{std::move(name), std::move(op), std::move(inputs), outs});
+  erased_.push_back(false);
   return outs;
+}
+
+int Graph::replace_all_uses(TensorId from, TensorId to) {
+  PET_CHECK(from >= 0 && from < num_tensors() && to >= 0 && to < num_tensors(), "replace_all_uses of tensor ids ", from, ", ", to);
+  if (from == to) return 0;
+  PET_CHECK(type(from) == type(to), "replace_all_uses: '", tensor(from).name, "' is ", to_string(type(from)), " but '", tensor(to).name,
+            "' is ", to_string(type(to)));
+  int n = 0;
+  for (const Use& u : uses_[size_t(from)]) {
+    nodes_[size_t(u.node)].inputs[size_t(u.slot)] = to;
+    uses_[size_t(to)].push_back(u);
+    ++n;
+  }
+  uses_[size_t(from)].clear();
+  for (TensorId& o : outputs_)
+    if (o == from) o = to, ++n;
+  return n;
+}
+
+void Graph::set_input(NodeId n, int slot, TensorId t) {
+  PET_CHECK(n >= 0 && n < num_nodes() && !erased_[size_t(n)], "set_input on node id ", n);
+  Node& node = nodes_[size_t(n)];
+  PET_CHECK(slot >= 0 && size_t(slot) < node.inputs.size(), "set_input: node '", node.name, "' has no input ", slot);
+  TensorId old = node.inputs[size_t(slot)];
+  if (old == t) return;
+  PET_CHECK(type(old) == type(t), "set_input: node '", node.name, "' input ", slot, " is ", to_string(type(old)), ", not ", to_string(type(t)));
+  auto& u = uses_[size_t(old)];
+  u.erase(std::find(u.begin(), u.end(), Use{n, slot}));
+  node.inputs[size_t(slot)] = t;
+  uses_[size_t(t)].push_back({n, slot});
+}
+
+void Graph::erase_node(NodeId n) {
+  PET_CHECK(n >= 0 && n < num_nodes() && !erased_[size_t(n)], "erase of node id ", n);
+  const Node& node = nodes_[size_t(n)];
+  for (TensorId o : node.outputs)
+    PET_CHECK(uses_[size_t(o)].empty() && !is_output(o), "erase: output '", tensor(o).name, "' of node '", node.name, "' is still read");
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    auto& u = uses_[size_t(node.inputs[i])];
+    u.erase(std::find(u.begin(), u.end(), Use{n, int(i)}));
+  }
+  erased_[size_t(n)] = true;
+}
+
+std::vector<TensorId> Graph::compact() {
+  Graph h;
+  h.name = name;
+  GraphCopy c(*this, h);
+  c.leaves([&](TensorId t) { return !tensor(t).is_constant() || !uses_[size_t(t)].empty() || is_output(t); });
+  for (NodeId n : topo_order()) c.node(n);
+  c.outputs();
+  std::vector<TensorId> map = std::move(c.map);
+  *this = std::move(h);
+  return map;
 }
 
 void Graph::add_output(TensorId t) {
@@ -108,7 +165,8 @@ Types Graph::output_types(NodeId n) const {
 std::vector<std::vector<NodeId>> Graph::consumers() const {
   std::vector<std::vector<NodeId>> c(tensors_.size());
   for (size_t n = 0; n < nodes_.size(); ++n)
-    for (TensorId t : nodes_[n].inputs) c[size_t(t)].push_back(NodeId(n));
+    if (!erased_[n])
+      for (TensorId t : nodes_[n].inputs) c[size_t(t)].push_back(NodeId(n));
   return c;
 }
 
@@ -147,10 +205,11 @@ std::vector<int> topological_order(int n, const std::vector<std::pair<int, int>>
 std::vector<NodeId> Graph::topo_order() const {
   std::vector<std::pair<int, int>> edges;
   for (size_t n = 0; n < nodes_.size(); ++n)
-    for (TensorId t : nodes_[n].inputs) {
-      NodeId p = tensors_[size_t(t)].producer;
-      if (p >= 0) edges.emplace_back(p, int(n));
-    }
+    if (!erased_[n])
+      for (TensorId t : nodes_[n].inputs) {
+        NodeId p = tensors_[size_t(t)].producer;
+        if (p >= 0) edges.emplace_back(p, int(n));
+      }
   std::vector<int> cyc;
   auto order = topological_order(num_nodes(), edges, &cyc);
   if (order.size() != nodes_.size() && !nodes_.empty()) {
@@ -158,6 +217,7 @@ std::vector<NodeId> Graph::topo_order() const {
     for (int v : cyc) names.push_back(nodes_[size_t(v)].name);
     throw InvalidInput(cat("graph '", name, "' has a cycle through nodes ", names));
   }
+  std::erase_if(order, [&](int n) { return erased_[size_t(n)]; });
   return order;
 }
 
@@ -199,6 +259,25 @@ void GraphCopy::outputs() {
     PET_CHECK(map[size_t(t)] >= 0, "output '", src.tensor(t).name, "' was not copied");
     dst.add_output(map[size_t(t)]);
   }
+}
+
+std::string to_text(const Graph& g) {
+  std::string s;
+  for (TensorId t : g.inputs()) s += cat("input ", g.tensor(t).name, " ", to_string(g.type(t)), "\n");
+  for (NodeId n : g.topo_order()) {
+    const Node& node = g.node(n);
+    s += cat(op_signature(node.op), " '", node.name, "' (");
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const TensorInfo& ti = g.tensor(node.inputs[i]);
+      s += cat(i ? ", " : "", ti.is_constant() ? "const " : "", ti.name, " ", ti.type.shape);
+    }
+    s += ") ->";
+    for (TensorId o : node.outputs) s += cat(" ", g.tensor(o).name, " ", g.type(o).shape);
+    s += "\n";
+  }
+  s += "outputs:";
+  for (TensorId t : g.outputs()) s += cat(" ", g.tensor(t).name);
+  return s + "\n";
 }
 
 Graph remove_dead_nodes(const Graph& g) {

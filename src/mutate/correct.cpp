@@ -1,5 +1,6 @@
 // Correction kernels, patches, correction fusion and layout folding.
 #include "pet/mutate/correct.hpp"
+#include "pet/transform/pass.hpp"
 
 #include <functional>
 #include <map>
@@ -185,8 +186,13 @@ class Restrictor {
       } else if constexpr (std::is_same_v<O, ops::Dropout>) {
         if (k == 0) return region(n.inputs[0], box);
         return fallback(n, k, box);
+      } else if constexpr (is_one_of<O, ops::Div, ops::Pow, ops::Sqrt, ops::Erf, ops::Exp, ops::Relu, ops::LeakyRelu, ops::Sigmoid,
+                                     ops::Tanh, ops::Gelu, ops::Clip, ops::Where, ops::Cast, ops::Softmax, ops::BatchNormalization,
+                                     ops::LayerNormalization, ops::MaxPool, ops::ReduceMax, ops::Reshape, ops::Flatten, ops::Squeeze,
+                                     ops::Unsqueeze, ops::RT, ops::Gather, ops::ShapeOf, ops::Constant, ops::Patch>) {
+        return fallback(n, k, box);  // computed whole and cut (no restricted form)
       } else {
-        return fallback(n, k, box);
+        static_assert(always_false<O>, "Restrictor: say how this op is restricted to a box (or list it with the fallbacks)");
       }
     }, n.op);
   }
@@ -254,207 +260,9 @@ Graph add_corrections(const Graph& original, const Graph& mutant, const verify::
 }
 
 // ------------------------------------------------------------------ fusion
-namespace {
-
-/// Rebuilds `g` with the members of each conv group merged into one conv over their
-/// (explicitly padded) inputs concatenated along `axis`, the output split back.
-struct ConvGroup {
-  std::vector<NodeId> members;
-  int axis;
-};
-
-Graph fuse_groups(const Graph& g, const std::vector<ConvGroup>& groups) {
-  Graph out;
-  out.name = g.name;
-  Builder b(out);
-  GraphCopy copy(g, out);
-  copy.leaves();
-  std::vector<TensorId>& map = copy.map;
-  std::map<NodeId, size_t> group_of;
-  for (size_t i = 0; i < groups.size(); ++i)
-    for (NodeId n : groups[i].members) group_of[n] = i;
-  std::vector<bool> built(groups.size(), false);
-  std::function<TensorId(TensorId)> get;
-  std::function<void(NodeId)> build_node;
-  auto build_group = [&](size_t gi) {
-    const ConvGroup& grp = groups[gi];
-    const Node& first = g.node(grp.members[0]);
-    ops::Conv c = std::get<ops::Conv>(first.op);
-    const size_t k = c.strides.size();
-    std::vector<TensorId> parts;
-    std::vector<int64_t> offsets;
-    int64_t offset = 0;
-    for (NodeId m : grp.members) {
-      const Node& node = g.node(m);
-      const auto& mc = std::get<ops::Conv>(node.op);
-      TensorId x = get(node.inputs[0]);
-      bool any = false;
-      for (int64_t p : mc.pads) any = any || p;
-      if (any) {
-        std::vector<int64_t> pads(2 * (k + 2), 0);
-        for (size_t i = 0; i < k; ++i) pads[2 + i] = mc.pads[i], pads[k + 4 + i] = mc.pads[i + k];
-        x = b.add(ops::Pad{.pads = pads}, {x}, "fuse_pad");
-      }
-      parts.push_back(x);
-      offsets.push_back(offset);
-      offset += out.type(x).shape[size_t(grp.axis)];
-    }
-    c.pads.assign(2 * k, 0);
-    std::vector<TensorId> in{b.concat(parts, grp.axis), get(first.inputs[1])};
-    if (first.inputs.size() == 3) in.push_back(get(first.inputs[2]));
-    TensorId y = b.add(c, in, "fused_conv");
-    for (size_t i = 0; i < grp.members.size(); ++i) {
-      const Node& node = g.node(grp.members[i]);
-      const Shape& want = g.type(node.outputs[0]).shape;
-      int64_t start = grp.axis == 0 ? offsets[i] : offsets[i];  // stride 1 along spatial axes
-      TensorId part = b.slice(y, grp.axis, start, start + want[size_t(grp.axis)]);
-      map[size_t(node.outputs[0])] = part;
-    }
-  };
-  get = [&](TensorId t) -> TensorId {
-    if (map[size_t(t)] < 0) build_node(g.tensor(t).producer);
-    return map[size_t(t)];
-  };
-  build_node = [&](NodeId n) {
-    if (auto it = group_of.find(n); it != group_of.end()) {
-      if (!built[it->second]) {
-        built[it->second] = true;
-        build_group(it->second);
-      }
-      return;
-    }
-    std::vector<TensorId> in;
-    for (TensorId t : g.node(n).inputs) in.push_back(get(t));
-    copy.node(n, false, nullptr, &in);
-  };
-  std::vector<TensorId> outs;
-  std::vector<std::string> names;
-  for (TensorId t : g.outputs()) {
-    outs.push_back(get(t));
-    names.push_back(g.tensor(t).name);
-  }
-  set_outputs(out, outs, names);
-  return out;
-}
-
-/// Whether node a's outputs reach node b.
-bool reaches(const Graph& g, NodeId a, NodeId b, const std::vector<std::vector<NodeId>>& consumers) {
-  std::vector<NodeId> stack{a};
-  std::vector<bool> seen(size_t(g.num_nodes()), false);
-  while (!stack.empty()) {
-    NodeId n = stack.back();
-    stack.pop_back();
-    if (n == b) return true;
-    if (seen[size_t(n)]) continue;
-    seen[size_t(n)] = true;
-    for (TensorId t : g.node(n).outputs)
-      for (NodeId c : consumers[size_t(t)]) stack.push_back(c);
-  }
-  return false;
-}
-
-/// Folds layout chains: a reshape-like op after an R/T op becomes the R/T's output shape; a
-/// reshape-like op before an R/T op is dropped (R/T reads its input in flat order).
-Graph fold_layout(const Graph& g) {
-  auto consumers = g.consumers();
-  auto reshape_like = [](const Op& op) {
-    return std::holds_alternative<ops::Reshape>(op) || std::holds_alternative<ops::Flatten>(op) || std::holds_alternative<ops::Squeeze>(op) ||
-           std::holds_alternative<ops::Unsqueeze>(op);
-  };
-  Graph out;
-  out.name = g.name;
-  GraphCopy copy(g, out);
-  copy.leaves();
-  std::vector<TensorId>& map = copy.map;
-  std::vector<TensorId> source(size_t(g.num_tensors()), -1);  // for reshape-like outputs: the tensor they reshape
-  for (NodeId n : g.topo_order()) {
-    const Node& node = g.node(n);
-    Op op = node.op;
-    std::vector<TensorId> in;
-    for (TensorId t : node.inputs) in.push_back(map[size_t(t)]);
-    TensorId x = node.inputs.empty() ? -1 : node.inputs[0];
-    const bool single_use = x >= 0 && consumers[size_t(x)].size() == 1;
-    if (auto* rt = std::get_if<ops::RT>(&op); rt && single_use && source[size_t(x)] >= 0) {
-      in[0] = map[size_t(source[size_t(x)])];  // R/T of a reshape: the reshape is redundant
-    } else if (reshape_like(op) && single_use && g.tensor(x).producer >= 0 &&
-               std::holds_alternative<ops::RT>(g.node(g.tensor(x).producer).op)) {
-      const Node& p = g.node(g.tensor(x).producer);
-      ops::RT merged = std::get<ops::RT>(p.op);
-      merged.out_shape = g.type(node.outputs[0]).shape;
-      op = merged;
-      in[0] = map[size_t(p.inputs[0])];
-    } else if (auto* tr = std::get_if<ops::Transpose>(&op); tr && single_use && g.tensor(x).producer >= 0 &&
-               reshape_like(g.node(g.tensor(x).producer).op)) {
-      const Node& p = g.node(g.tensor(x).producer);
-      const Shape& s = g.type(x).shape;
-      Shape t;
-      for (int64_t q : tr->perm) t.push_back(s[size_t(q)]);
-      op = ops::RT{.split_shape = s, .perm = tr->perm, .out_shape = t};
-      in[0] = map[size_t(p.inputs[0])];
-    }
-    copy.node(n, true, &op, &in);
-    if (reshape_like(node.op)) source[size_t(node.outputs[0])] = source[size_t(x)] >= 0 && single_use ? source[size_t(x)] : x;
-  }
-  copy.outputs();
-  return remove_dead_nodes(out);
-}
-
-}  // namespace
-
 int fuse(Graph& g) {
-  g = fold_layout(g);
-  auto consumers = g.consumers();
-  // Group convs by shared weight, bias and attributes (pads aside).
-  std::map<std::tuple<TensorId, TensorId, std::vector<int64_t>, std::vector<int64_t>, int64_t>, std::vector<NodeId>> by_weight;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    const Node& node = g.node(n);
-    const auto* c = std::get_if<ops::Conv>(&node.op);
-    if (!c || node.inputs.size() < 2) continue;
-    TensorId bias = node.inputs.size() == 3 ? node.inputs[2] : -1;
-    by_weight[{node.inputs[1], bias, c->strides, c->dilations, c->group}].push_back(n);
-  }
-  std::vector<ConvGroup> groups;
-  for (auto& [key, nodes] : by_weight) {
-    if (nodes.size() < 2) continue;
-    const auto& strides = std::get<2>(key);
-    // Padded input shape of each member; group members whose padded shapes agree off one axis.
-    auto padded = [&](NodeId n) {
-      const auto& c = std::get<ops::Conv>(g.node(n).op);
-      Shape s = g.type(g.node(n).inputs[0]).shape;
-      const size_t k = c.strides.size();
-      for (size_t i = 0; i < k; ++i) s[2 + i] += c.pads[i] + c.pads[i + k];
-      return s;
-    };
-    std::vector<NodeId> left = nodes;
-    while (left.size() >= 2) {
-      NodeId head = left[0];
-      Shape hs = padded(head);
-      ConvGroup best{{head}, -1};
-      for (int axis : {0, int(hs.size()) - 1, int(hs.size()) - 2}) {
-        if (axis >= 2 && strides[size_t(axis - 2)] != 1) continue;
-        ConvGroup cand{{head}, axis};
-        for (size_t i = 1; i < left.size(); ++i) {
-          Shape s = padded(left[i]);
-          bool ok = s.size() == hs.size();
-          for (size_t d = 0; ok && d < s.size(); ++d) ok = int(d) == axis || s[d] == hs[d];
-          for (NodeId m : cand.members) ok = ok && !reaches(g, m, left[i], consumers) && !reaches(g, left[i], m, consumers);
-          if (ok) cand.members.push_back(left[i]);
-        }
-        if (cand.members.size() > best.members.size()) best = cand;
-      }
-      if (best.members.size() >= 2) groups.push_back(best);
-      std::vector<NodeId> rest;
-      for (NodeId n : left)
-        if (std::find(best.members.begin(), best.members.end(), n) == best.members.end() || best.members.size() < 2) rest.push_back(n);
-      rest.erase(std::remove(rest.begin(), rest.end(), head), rest.end());
-      left = rest;
-    }
-  }
-  if (groups.empty()) return 0;
-  int merged = 0;
-  for (const auto& grp : groups) merged += int(grp.members.size()) - 1;
-  g = remove_dead_nodes(fuse_groups(g, groups));
-  return merged;
+  auto records = transform::Pipeline({"rt-folding", "conv-merging", "dead-code"}).run(g);
+  return records[1].stats.changed;
 }
 
 double estimate_ms(const Graph& g, double gflops, double gbytes_per_s) {

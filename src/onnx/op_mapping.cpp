@@ -98,7 +98,11 @@ NodeProto* ExportCtx::add(std::string_view op_type, const std::string& name, con
                           const std::vector<std::string>& out) {
   auto* n = g->add_node();
   n->set_op_type(std::string(op_type));
-  n->set_name(name);
+  // Node names must be unique in a file (ONNX Runtime refuses "two nodes with same node
+  // name"; onnx.checker does not check it): a repeated one gets a suffix.
+  std::string nm = name;
+  for (int i = 1; !node_names.insert(nm).second; ++i) nm = cat(name, "_", i);
+  n->set_name(nm);
   for (const auto& s : in) n->add_input(s);
   for (const auto& s : out) n->add_output(s);
   return n;
@@ -216,6 +220,11 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["Relu"] = unary(ops::Relu{});
   t["Sigmoid"] = unary(ops::Sigmoid{});
   t["Tanh"] = unary(ops::Tanh{});
+  t["Gelu"] = [](const NodeCtx& c) {  // opset 20
+    if (c.s("approximate", "none") != "none")
+      throw Unsupported(cat("Gelu with approximate='", c.s("approximate", "none"), "' (pet has the exact form only)"));
+    return Mapped{ops::Gelu{}, {0}};
+  };
   t["Identity"] = unary(ops::Identity{});
   t["LeakyRelu"] = [](const NodeCtx& c) { return Mapped{ops::LeakyRelu{.alpha = c.f("alpha", 0.01f)}, {0}}; };
   t["Clip"] = [](const NodeCtx& c) {
@@ -441,6 +450,17 @@ struct Exporter {
     set(p, "transA", int64_t(o.trans_a));
     set(p, "transB", int64_t(o.trans_b));
   }
+  /// Gelu is opset 20; at opset 17 it is written as PyTorch exports it:
+  /// x * (erf(x / sqrt 2) + 1) * 0.5.
+  void operator()(const ops::Gelu&) {
+    const std::string x = in()[0], d = ctx.unique(n.name + "_scaled"), e = ctx.unique(n.name + "_erf"), a = ctx.unique(n.name + "_plus1"),
+                      m = ctx.unique(n.name + "_times_x");
+    ctx.add("Div", ctx.unique(n.name + "_div"), {x, ctx.scalar(n.name + "_sqrt2", 1.41421356f)}, {d});
+    ctx.add("Erf", ctx.unique(n.name + "_erf"), {d}, {e});
+    ctx.add("Add", ctx.unique(n.name + "_add"), {e, ctx.scalar(n.name + "_one", 1.f)}, {a});
+    ctx.add("Mul", ctx.unique(n.name + "_mul"), {x, a}, {m});
+    ctx.add("Mul", n.name, {m, ctx.scalar(n.name + "_half", 0.5f)}, out());
+  }
   void operator()(const ops::LeakyRelu& o) { set(simple("LeakyRelu"), "alpha", o.alpha); }
   void operator()(const ops::Clip& o) {
     std::string lo = std::isinf(o.min) ? "" : ctx.scalar(n.name + "_min", float(o.min));
@@ -608,9 +628,13 @@ struct Exporter {
     a->set_type(AttributeProto::TENSOR);
     tensor_to_proto(o.dtype, o.value, a->mutable_t());
   }
-  /// Ops whose ONNX form has no attributes.
+  /// Ops without attributes map to the ONNX op of their name; an op with attributes needs
+  /// its own case above (a missing one does not compile).
   template <class O>
-  void operator()(const O& o) { simple(O::name); }
+    requires(attr_count<O> == 0)
+  void operator()(const O&) {
+    simple(O::name);
+  }
 };
 }  // namespace
 

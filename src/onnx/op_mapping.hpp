@@ -42,7 +42,8 @@ const std::map<std::string, ImportFn, std::less<>>& import_table();
 /// What the exporter offers to each op's export function.
 struct ExportCtx {
   ::onnx::GraphProto* g;
-  std::set<std::string>* names;
+  std::set<std::string>* names;    ///< tensor and node names in use (for unique())
+  std::set<std::string> node_names;  ///< names of the nodes written so far
   std::string unique(const std::string& base);
   /// Adds an initializer and returns its name.
   std::string initializer(const std::string& base, DType dtype, const ConstValue& v);

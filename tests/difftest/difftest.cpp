@@ -501,8 +501,8 @@ int cmd_run(const RunOptions& ro) {
             << "replay: build/tests/difftest replay " << exported << "\n"
             << "regenerate: build/tests/difftest show " << ro.seed << " " << f.index << "\n\n"
             << "minimal program (" << small.num_nodes() << " nodes):\n"
-            << describe_program(small) << "\noriginal program (" << g.num_nodes() << " nodes):\n"
-            << describe_program(g);
+            << to_text(small) << "\noriginal program (" << g.num_nodes() << " nodes):\n"
+            << to_text(g);
         if (!ro.asan.empty() && (kind == "crash" || kind == "error") && !exported.empty() && exported[0] != '(') {
           const std::string log = (fs::path(ro.out_dir) / (tag + ".asan.txt")).string();
           std::string cmd = cat("'", ro.asan, "' replay '", exported, "' > '", log, "' 2>&1");
@@ -566,7 +566,7 @@ int cmd_replay(const std::vector<std::string>& args) {
 
 int cmd_show(uint64_t seed, uint64_t index, const GenOptions& gen) {
   Graph g = random_program(program_seed(seed, index), gen);
-  std::printf("%s", describe_program(g).c_str());
+  std::printf("%s", to_text(g).c_str());
   for (const Config& c : configs_for(index)) {
     backend::CompileOptions opt;
     opt.threads = c.threads;

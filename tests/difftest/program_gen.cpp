@@ -864,23 +864,4 @@ Graph random_program(uint64_t seed, const GenOptions& opt) {
   return g;
 }
 
-std::string describe_program(const Graph& g) {
-  std::string s;
-  for (TensorId t : g.inputs()) s += cat("input ", g.tensor(t).name, " ", to_string(g.type(t)), "\n");
-  for (NodeId n : g.topo_order()) {
-    const Node& node = g.node(n);
-    s += cat(op_signature(node.op), " '", node.name, "' (");
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const TensorInfo& ti = g.tensor(node.inputs[i]);
-      s += cat(i ? ", " : "", ti.is_constant() ? "const " : "", ti.name, " ", ti.type.shape);
-    }
-    s += ") ->";
-    for (TensorId o : node.outputs) s += cat(" ", g.tensor(o).name, " ", g.type(o).shape);
-    s += "\n";
-  }
-  s += "outputs:";
-  for (TensorId t : g.outputs()) s += cat(" ", g.tensor(t).name);
-  return s + "\n";
-}
-
 }  // namespace pet::difftest

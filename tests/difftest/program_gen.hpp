@@ -25,8 +25,4 @@ Graph random_program(uint64_t seed, const GenOptions& opt = {});
 /// The seed of program `index` of a run started with `run_seed`.
 uint64_t program_seed(uint64_t run_seed, uint64_t index);
 
-/// One line per node ("Conv 'Conv_3' [1,4,7,7] x [8,4,3,3] -> [1,8,7,7] s[1,1] ..."), for
-/// failure reports.
-std::string describe_program(const Graph& g);
-
 }  // namespace pet::difftest

@@ -6,7 +6,7 @@
 #include "cli.hpp"
 #include "pet/verify/verifier.hpp"
 #ifdef PET_WITH_Z3
-#include "../../verify/z3_check.hpp"
+#include "z3_check.hpp"
 #endif
 
 namespace pet::cli {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "../pairs.hpp"
+#include "pairs.hpp"
 #include "pet/verify/verifier.hpp"
 
 using namespace pet;

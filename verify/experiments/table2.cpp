@@ -2,7 +2,7 @@
 // box intersection) vs checking every output position, on the paper's operator cases at
 // real model sizes, with measured times for both.
 // Usage: exp_table2 [out.csv] [--no-exhaustive]
-#include "../pairs.hpp"
+#include "pairs.hpp"
 #include "common.hpp"
 #include "pet/verify/verifier.hpp"
 

@@ -4,7 +4,7 @@
 // Usage: exp_theorem1 [pairs=400] [out.csv] [seed]
 #include <set>
 
-#include "../pairs.hpp"
+#include "pairs.hpp"
 #include "common.hpp"
 #include "pet/verify/verifier.hpp"
 

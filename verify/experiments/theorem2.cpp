@@ -2,8 +2,8 @@
 // random test at a differing position wrongly passes, as the prime shrinks, against the
 // Schwartz-Zippel bound d/p (d: total degree of the difference polynomial there).
 // Usage: exp_theorem2 [trials=4000] [out.csv]
-#include "../pairs.hpp"
-#include "../poly.hpp"
+#include "pairs.hpp"
+#include "poly.hpp"
 #include "common.hpp"
 #include "pet/core/field.hpp"
 #include "pet/verify/verifier.hpp"

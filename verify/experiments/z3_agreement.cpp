@@ -2,8 +2,8 @@
 // per box intersection, does Z3's symbolic verdict (proved / refuted at the tested
 // positions) agree with the F_p verdict? Also the time per check of each.
 // Usage: exp_z3 [pairs=1000] [out.csv] [seed]
-#include "../pairs.hpp"
-#include "../z3_check.hpp"
+#include "pairs.hpp"
+#include "z3_check.hpp"
 #include "common.hpp"
 
 using namespace pet;

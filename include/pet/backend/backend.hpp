@@ -35,6 +35,9 @@ struct CompileOptions {
   std::string algorithm_cache;
   /// Time every step of every run; describe() then reports the time per step.
   bool profile = false;
+  /// Graph passes to leave out before lowering ("a,b"; see transform::backend_pipeline), and
+  /// passes after which to print the graph to stderr ("all" for every one).
+  std::string disabled_passes, print_after;
 };
 
 /// A compiled program. run() takes values for the graph's inputs (in order) and returns the

@@ -2,6 +2,7 @@
 /// A tensor program: tensors (graph inputs, constants, node outputs) and nodes (an Op over
 /// input tensors producing output tensors). Nodes are type-checked when added, so a Graph
 /// is always well-typed; topological order and cycle detection use Boost.Graph.
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -49,11 +50,36 @@ class Graph {
   /// Renames a tensor (the new name must be unused).
   void rename(TensorId t, const std::string& name);
 
+  // ------------------------------------------------------------ edits (passes)
+  /// A reader of a tensor: input `slot` of node `node`.
+  struct Use {
+    NodeId node;
+    int slot;
+    bool operator==(const Use&) const = default;
+  };
+  /// The live nodes reading t, with the input slot (kept up to date by every edit).
+  const std::vector<Use>& uses(TensorId t) const { return uses_.at(size_t(t)); }
+  /// Whether t is a graph output.
+  bool is_output(TensorId t) const { return std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end(); }
+  /// Makes every reader of `from` (nodes and graph outputs) read `to`; the types must match.
+  /// Returns the number of uses changed.
+  int replace_all_uses(TensorId from, TensorId to);
+  /// Makes input `slot` of node n read t (same type as before).
+  void set_input(NodeId n, int slot, TensorId t);
+  /// Removes node n; its outputs must have no readers left (InternalError otherwise). Ids
+  /// stay valid until compact().
+  void erase_node(NodeId n);
+  bool erased(NodeId n) const { return erased_.at(size_t(n)); }
+  /// Drops erased nodes and the constants nobody reads, renumbering tensors and nodes (names
+  /// are kept). Returns the new id of every old tensor (-1 for dropped ones).
+  std::vector<TensorId> compact();
+
   const TensorInfo& tensor(TensorId t) const { return tensors_.at(size_t(t)); }
   const TensorType& type(TensorId t) const { return tensor(t).type; }
   const Node& node(NodeId n) const { return nodes_.at(size_t(n)); }
   int num_tensors() const { return int(tensors_.size()); }
   int num_nodes() const { return int(nodes_.size()); }
+  /// Every node, erased ones included until compact() (check erased(n)).
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<TensorId>& inputs() const { return inputs_; }
   const std::vector<TensorId>& outputs() const { return outputs_; }
@@ -61,7 +87,7 @@ class Graph {
   /// Input types of node n, in order.
   Types input_types(NodeId n) const;
   Types output_types(NodeId n) const;
-  /// Consumers of each tensor (node ids), computed on demand.
+  /// Consumers of each tensor (live node ids, once per reading slot).
   std::vector<std::vector<NodeId>> consumers() const;
 
   /// Nodes in an order where producers precede consumers (Boost.Graph topological_sort).
@@ -78,6 +104,8 @@ class Graph {
   TensorId new_tensor(std::string name, TensorType type);
   std::vector<TensorInfo> tensors_;
   std::vector<Node> nodes_;
+  std::vector<std::vector<Use>> uses_;  ///< per tensor
+  std::vector<bool> erased_;            ///< per node
   std::vector<TensorId> inputs_, outputs_;
   std::unordered_map<std::string, TensorId> by_name_;
 };
@@ -97,6 +125,12 @@ struct GraphCopy {
   /// The source's outputs, mapped, as the destination's outputs.
   void outputs();
 };
+
+/// The program as text, one line per node in topological order:
+///   input x float32[1,3,8,8]
+///   Conv{kernel_shape=[3,3],...} 'conv1' (x [1,3,8,8], const w [8,3,3,3]) -> conv1 [1,8,8,8]
+///   outputs: conv1
+std::string to_text(const Graph& g);
 
 /// A copy of `g` without the nodes whose outputs reach no graph output (and without unused
 /// constants).

@@ -2,6 +2,9 @@
 /// The operator list: adding an op is one line here (plus its header, its ONNX mapping and
 /// its test). Anything that visits Op must handle every alternative, so a missing case is a
 /// compile error.
+#include <cstdio>
+#include <tuple>
+#include <type_traits>
 #include <variant>
 
 #include "pet/ir/ops/constant.hpp"
@@ -20,13 +23,20 @@ using Op = std::variant<
     ops::Conv, ops::MatMul, ops::Gemm,                                           //
     ops::Add, ops::Sub, ops::Mul, ops::Div, ops::Pow,                            //
     ops::Sqrt, ops::Erf, ops::Exp, ops::Neg, ops::Relu, ops::LeakyRelu,          //
-    ops::Sigmoid, ops::Tanh, ops::Clip, ops::Where, ops::Cast, ops::Identity,    //
+    ops::Sigmoid, ops::Tanh, ops::Gelu, ops::Clip, ops::Where, ops::Cast, ops::Identity,    //
     ops::Dropout, ops::Softmax, ops::BatchNormalization, ops::LayerNormalization,  //
     ops::MaxPool, ops::AveragePool, ops::GlobalAveragePool,                      //
     ops::ReduceMean, ops::ReduceSum, ops::ReduceMax,                             //
     ops::Transpose, ops::Reshape, ops::Flatten, ops::Squeeze, ops::Unsqueeze,    //
     ops::RT, ops::Expand, ops::Concat, ops::Split, ops::Slice, ops::Pad,         //
     ops::Gather, ops::ShapeOf, ops::Constant, ops::Patch>;
+
+/// Whether O is one of Ts (visitors list the ops each branch handles; a final
+/// static_assert(always_false<O>) makes a forgotten op a compile error).
+template <class O, class... Ts>
+constexpr bool is_one_of = (std::is_same_v<O, Ts> || ...);
+template <class>
+constexpr bool always_false = false;
 
 /// The op's stable name (its ONNX op_type; "PetRT" for the composite R/T op).
 inline std::string_view op_name(const Op& op) {
@@ -52,26 +62,90 @@ inline Types infer_types(Op& op, InTypes in) {
   return std::visit([&](auto& o) -> Types { return o.infer(in); }, op);
 }
 
-/// The op's name with its attributes, as text (structural comparison of programs).
+namespace detail {
+/// Name i of an attribute list written as "a, b, c".
+constexpr std::string_view attr_name(std::string_view list, size_t i) {
+  for (; i > 0; --i) list = list.substr(list.find(',') + 1);
+  while (!list.empty() && list.front() == ' ') list.remove_prefix(1);
+  return list.substr(0, list.find(','));
+}
+inline void attr_text(std::string& s, bool v) { s += v ? "1" : "0"; }
+inline void attr_text(std::string& s, int v) { s += std::to_string(v); }
+inline void attr_text(std::string& s, int64_t v) { s += std::to_string(v); }
+inline void attr_text(std::string& s, float v) {  // exact: hexadecimal
+  char b[32];
+  std::snprintf(b, sizeof b, "%a", double(v));
+  s += b;
+}
+inline void attr_text(std::string& s, double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%a", v);
+  s += b;
+}
+template <class E>
+  requires std::is_enum_v<E>
+void attr_text(std::string& s, E v) {
+  s += std::to_string(int(v));
+}
+inline void attr_text(std::string& s, const std::vector<int64_t>& v) {
+  s += '[';
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  s += ']';
+}
+inline uint64_t fnv1a(const void* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 0x100000001b3ull;
+  return h;
+}
+/// A constant's value: its shape and a hash of its elements.
+template <class E>
+void attr_text(std::string& s, const Tensor<E>& t) {
+  attr_text(s, t.shape());
+  s += cat("#", fnv1a(t.data(), size_t(t.size()) * sizeof(E)));
+}
+inline void attr_text(std::string& s, const std::variant<Tensor<float>, Tensor<int64_t>>& v) {
+  s += v.index() ? "i64" : "f32";
+  std::visit([&](const auto& t) { attr_text(s, t); }, v);
+}
+}  // namespace detail
+
+/// Number of attributes of op type O (its PET_ATTRS list).
+template <class O>
+constexpr size_t attr_count = std::tuple_size_v<decltype(std::declval<const O&>().attr_refs())>;
+
+/// Calls f(name, value) for every attribute of o, in the order of its PET_ATTRS list.
+template <class O, class F>
+void for_each_attr(O&& o, F&& f) {
+  using T = std::remove_cvref_t<O>;
+  std::apply([&](auto&... v) {
+    size_t i = 0;
+    (f(detail::attr_name(T::attr_list, i++), v), ...);
+  }, o.attr_refs());
+}
+
+/// The op's name with every attribute, as text: "Conv{kernel_shape=[3,3],strides=[1,1],...}".
+/// Derived from the attribute lists, so two ops have the same signature exactly when they
+/// are equal; it keys the profiler's and the algorithm cache and compares programs.
 inline std::string op_signature(const Op& op) {
   return std::visit([](const auto& o) {
     std::string k(o.name);
-    if constexpr (requires { o.perm; }) k += cat("perm", o.perm);
-    if constexpr (requires { o.split_shape; }) k += cat("split", o.split_shape, "out", o.out_shape);
-    if constexpr (requires { o.strides; }) k += cat("s", o.strides);
-    if constexpr (requires { o.pads; }) k += cat("p", o.pads);
-    if constexpr (requires { o.dilations; }) k += cat("d", o.dilations);
-    if constexpr (requires { o.group; }) k += cat("g", o.group);
-    if constexpr (requires { o.axis; }) k += cat("a", o.axis);
-    if constexpr (requires { o.axes; }) k += cat("x", o.axes);
-    if constexpr (requires { o.begin; }) k += cat("b", o.begin, o.step);
-    if constexpr (requires { o.split; }) k += cat("sp", o.split);
-    if constexpr (requires { o.shape; }) k += cat("sh", o.shape);
-    if constexpr (requires { o.offsets; }) k += cat("o", o.offsets);
-    if constexpr (requires { o.kernel_shape; }) k += cat("k", o.kernel_shape);
-    if constexpr (requires { o.trans_a; }) k += cat("t", o.trans_a, o.trans_b, o.alpha, o.beta);
-    return k;
+    k += '{';
+    bool first = true;
+    for_each_attr(o, [&](std::string_view name, const auto& v) {
+      if (!first) k += ',';
+      first = false;
+      k += name;
+      k += '=';
+      detail::attr_text(k, v);
+    });
+    return k + '}';
   }, op);
+}
+
+/// A 64-bit hash of the signature (stable across runs and machines).
+inline uint64_t op_hash(const Op& op) {
+  const std::string s = op_signature(op);
+  return detail::fnv1a(s.data(), s.size());
 }
 
 /// Floating-point operations of one execution (multiply-add = 2; data movement = 0).

@@ -21,12 +21,23 @@
 #include <cmath>
 #include <span>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "pet/core/field.hpp"
 #include "pet/core/tensor.hpp"
 #include "pet/ir/splits.hpp"
 #include "pet/ir/tensor_type.hpp"
+
+/// Lists an op's attributes, once: equality of programs, signatures, hashes, the profiler's
+/// and the algorithm cache's keys and mutant de-duplication all derive from this list (see
+/// ir/op.hpp), so an attribute missing here would make different programs look the same.
+/// Every data member of an op is an attribute (resolved forms included); ops without any
+/// write PET_ATTRS().
+#define PET_ATTRS(...)                                      \
+  auto attr_refs() const { return std::tie(__VA_ARGS__); } \
+  auto attr_refs() { return std::tie(__VA_ARGS__); }       \
+  static constexpr std::string_view attr_list = #__VA_ARGS__
 
 namespace pet {
 

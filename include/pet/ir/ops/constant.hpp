@@ -10,6 +10,7 @@ namespace pet::ops {
 /// exists so that builders and rewrites can create literals as nodes too).
 struct Constant {
   static constexpr std::string_view name = "Constant";
+  PET_ATTRS(dtype, value);
   static constexpr bool multilinear = false, layout = true;
   DType dtype = DType::Float32;
   std::variant<Tensor<float>, Tensor<int64_t>> value;
@@ -38,6 +39,7 @@ struct Constant {
 /// out = the input's shape as int64 [rank], sliced to [start, end) (opset 15).
 struct ShapeOf {
   static constexpr std::string_view name = "Shape";
+  PET_ATTRS(start, end);
   static constexpr bool multilinear = false, layout = true;
   int64_t start = 0;
   int64_t end = std::numeric_limits<int64_t>::max();

@@ -57,6 +57,7 @@ inline void check_window_attrs(size_t k, std::vector<int64_t>& strides, std::vec
 
 struct Conv {
   static constexpr std::string_view name = "Conv";
+  PET_ATTRS(kernel_shape, strides, pads, dilations, group, auto_pad);
   static constexpr bool multilinear = true;
   std::vector<int64_t> kernel_shape;  ///< optional; must match W when given
   std::vector<int64_t> strides, pads, dilations;

@@ -62,6 +62,7 @@ struct Unary {
   }
   Splits propagate(InSplits in, InTypes, InTypes) const { return {in[0]}; }
   std::vector<Box> input_boxes(const Box& out, int, InTypes, InTypes) const { return {out}; }
+  bool operator==(const Unary&) const = default;
 };
 
 template <class E, class R>
@@ -73,6 +74,7 @@ std::pair<E, E> operands(const Index& o, const R& read) {
 /// out = a + b
 struct Add : detail::Binary<Add> {
   static constexpr std::string_view name = "Add";
+  PET_ATTRS();
   static constexpr bool multilinear = true, mixed_types = false;
   template <class E, class R>
   E apply(const Index& o, const R& r) const {
@@ -83,6 +85,7 @@ struct Add : detail::Binary<Add> {
 /// out = a - b
 struct Sub : detail::Binary<Sub> {
   static constexpr std::string_view name = "Sub";
+  PET_ATTRS();
   static constexpr bool multilinear = true, mixed_types = false;
   template <class E, class R>
   E apply(const Index& o, const R& r) const {
@@ -93,6 +96,7 @@ struct Sub : detail::Binary<Sub> {
 /// out = a * b (multilinear: one factor from each input)
 struct Mul : detail::Binary<Mul> {
   static constexpr std::string_view name = "Mul";
+  PET_ATTRS();
   static constexpr bool multilinear = true, mixed_types = false;
   template <class E, class R>
   E apply(const Index& o, const R& r) const {
@@ -103,6 +107,7 @@ struct Mul : detail::Binary<Mul> {
 /// out = a / b (integer division truncates, as in ONNX)
 struct Div : detail::Binary<Div> {
   static constexpr std::string_view name = "Div";
+  PET_ATTRS();
   static constexpr bool multilinear = false, mixed_types = false;
   template <class E, class R>
   E apply(const Index& o, const R& r) const {
@@ -117,6 +122,7 @@ struct Div : detail::Binary<Div> {
 /// Over a finite field only non-negative integer exponents are defined.
 struct Pow : detail::Binary<Pow> {
   static constexpr std::string_view name = "Pow";
+  PET_ATTRS();
   static constexpr bool multilinear = false, mixed_types = true;
   template <class E, class R>
   E apply(const Index& o, const R& r) const {
@@ -137,6 +143,7 @@ struct Pow : detail::Binary<Pow> {
 #define PET_UNARY_REAL(NAME, EXPR)                                  \
   struct NAME : detail::Unary<NAME> {                               \
     static constexpr std::string_view name = #NAME;                 \
+    PET_ATTRS();                                                    \
     static constexpr bool multilinear = false, float_only = true;   \
     template <class E>                                              \
     E apply(E x) const {                                            \
@@ -160,11 +167,15 @@ PET_UNARY_REAL(Exp, std::exp(x))
 PET_UNARY_REAL(Sigmoid, E(1) / (E(1) + std::exp(-x)))
 /// out = tanh(x)
 PET_UNARY_REAL(Tanh, std::tanh(x))
+/// out = x * (erf(x / sqrt 2) + 1) * 0.5 (ONNX Gelu, approximate "none"; the form PyTorch
+/// exports as five ops before opset 20, which gelu-canonicalization turns into this one)
+PET_UNARY_REAL(Gelu, x * (std::erf(x / E(1.4142135623730951)) + E(1)) * E(0.5))
 #undef PET_UNARY_REAL
 
 /// out = -x (linear)
 struct Neg : detail::Unary<Neg> {
   static constexpr std::string_view name = "Neg";
+  PET_ATTRS();
   static constexpr bool multilinear = true, float_only = false;
   template <class E>
   E apply(E x) const { return -x; }
@@ -174,6 +185,7 @@ struct Neg : detail::Unary<Neg> {
 /// out = max(x, 0)
 struct Relu : detail::Unary<Relu> {
   static constexpr std::string_view name = "Relu";
+  PET_ATTRS();
   static constexpr bool multilinear = false, float_only = false;
   template <class E>
   E apply(E x) const {
@@ -187,6 +199,7 @@ struct Relu : detail::Unary<Relu> {
 /// out = x >= 0 ? x : alpha * x
 struct LeakyRelu : detail::Unary<LeakyRelu> {
   static constexpr std::string_view name = "LeakyRelu";
+  PET_ATTRS(alpha);
   static constexpr bool multilinear = false, float_only = true;
   float alpha = 0.01f;
   template <class E>
@@ -202,6 +215,7 @@ struct LeakyRelu : detail::Unary<LeakyRelu> {
 /// since opset 11; pet requires them to be constants and keeps them as attributes).
 struct Clip : detail::Unary<Clip> {
   static constexpr std::string_view name = "Clip";
+  PET_ATTRS(min, max);
   static constexpr bool multilinear = false, float_only = false;
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
@@ -220,6 +234,7 @@ struct Clip : detail::Unary<Clip> {
 /// out = x
 struct Identity {
   static constexpr std::string_view name = "Identity";
+  PET_ATTRS();
   static constexpr bool multilinear = true, layout = true;
   Types infer(InTypes in) const {
     detail::expect_arity(in, 1, 1);
@@ -236,6 +251,7 @@ struct Identity {
 /// a non-zero ratio draws random numbers and is Unsupported.
 struct Dropout {
   static constexpr std::string_view name = "Dropout";
+  PET_ATTRS(ratio, training_mode, num_outputs);
   static constexpr bool multilinear = true, layout = true;
   float ratio = 0.5f;
   bool training_mode = false;
@@ -270,6 +286,7 @@ struct Dropout {
 /// out = cond ? x : y (all three broadcast)
 struct Where {
   static constexpr std::string_view name = "Where";
+  PET_ATTRS();
   static constexpr bool multilinear = false;
   Types infer(InTypes in) const {
     detail::expect_arity(in, 3, 3);
@@ -289,6 +306,7 @@ struct Where {
 /// out = x converted to `to` (float -> int truncates toward zero; -> bool is x != 0).
 struct Cast {
   static constexpr std::string_view name = "Cast";
+  PET_ATTRS(to);
   static constexpr bool multilinear = false;
   DType to = DType::Float32;
   Types infer(InTypes in) const {

@@ -9,6 +9,7 @@ namespace pet::ops {
 /// out[i_0, .., i_n] = x[j] with j[perm[k]] = i[k]; empty perm reverses the dims.
 struct Transpose {
   static constexpr std::string_view name = "Transpose";
+  PET_ATTRS(perm);
   static constexpr bool multilinear = true, layout = true;
   std::vector<int64_t> perm;
 
@@ -62,6 +63,7 @@ inline std::vector<Box> reshape_input(const Box& out, InTypes it, InTypes ot) {
 /// allowzero). infer() resolves it to the explicit output shape.
 struct Reshape {
   static constexpr std::string_view name = "Reshape";
+  PET_ATTRS(shape, allowzero);
   static constexpr bool multilinear = true, layout = true;
   std::vector<int64_t> shape;
   bool allowzero = false;
@@ -108,6 +110,7 @@ struct Reshape {
 /// out = x reshaped to [prod(dims < axis), prod(dims >= axis)]
 struct Flatten {
   static constexpr std::string_view name = "Flatten";
+  PET_ATTRS(axis);
   static constexpr bool multilinear = true, layout = true;
   int64_t axis = 1;
   Types infer(InTypes in) {
@@ -135,6 +138,7 @@ struct Flatten {
 /// Removes the listed size-1 dims (all size-1 dims when axes is empty).
 struct Squeeze {
   static constexpr std::string_view name = "Squeeze";
+  PET_ATTRS(axes);
   static constexpr bool multilinear = true, layout = true;
   std::vector<int64_t> axes;
   Types infer(InTypes in) {
@@ -173,6 +177,7 @@ struct Squeeze {
 /// Inserts size-1 dims at `axes` (positions in the output).
 struct Unsqueeze {
   static constexpr std::string_view name = "Unsqueeze";
+  PET_ATTRS(axes);
   static constexpr bool multilinear = true, layout = true;
   std::vector<int64_t> axes;
   Types infer(InTypes in) {
@@ -211,6 +216,7 @@ struct Unsqueeze {
 /// where T = split_shape permuted by perm.
 struct RT {
   static constexpr std::string_view name = "PetRT";
+  PET_ATTRS(split_shape, perm, out_shape);
   static constexpr bool multilinear = true, layout = true;
   Shape split_shape;
   std::vector<int64_t> perm;
@@ -267,6 +273,7 @@ struct RT {
 /// out = x broadcast to bcast(x.shape, shape)
 struct Expand {
   static constexpr std::string_view name = "Expand";
+  PET_ATTRS(shape);
   static constexpr bool multilinear = true, layout = true;
   std::vector<int64_t> shape;
   Types infer(InTypes in) {

@@ -9,6 +9,7 @@ namespace pet::ops {
 ///   out[b, m, n] = sum_k A[bcast_A(b), m, k] * B[bcast_B(b), k, n]
 struct MatMul {
   static constexpr std::string_view name = "MatMul";
+  PET_ATTRS();
   static constexpr bool multilinear = true;
 
   Types infer(InTypes in) const {
@@ -99,6 +100,7 @@ struct MatMul {
 /// A' = transA ? A^T : A, B' = transB ? B^T : B; C optional (unidirectional broadcast).
 struct Gemm {
   static constexpr std::string_view name = "Gemm";
+  PET_ATTRS(alpha, beta, trans_a, trans_b);
   static constexpr bool multilinear = true;
   float alpha = 1.0f, beta = 1.0f;
   bool trans_a = false, trans_b = false;

@@ -12,6 +12,7 @@ namespace pet::ops {
 ///  more outputs are the running statistics: momentum * input + (1 - momentum) * batch.
 struct BatchNormalization {
   static constexpr std::string_view name = "BatchNormalization";
+  PET_ATTRS(epsilon, momentum, training_mode, num_outputs);
   static constexpr bool multilinear = false;
   float epsilon = 1e-5f, momentum = 0.9f;
   bool training_mode = false;
@@ -74,6 +75,7 @@ struct BatchNormalization {
 /// Optional outputs Mean and InvStdDev have X's shape with the normalised dims set to 1.
 struct LayerNormalization {
   static constexpr std::string_view name = "LayerNormalization";
+  PET_ATTRS(axis, epsilon, num_outputs);
   static constexpr bool multilinear = false;
   int64_t axis = -1;
   float epsilon = 1e-5f;
@@ -135,6 +137,7 @@ struct LayerNormalization {
 ///   out[v] = exp(x[v] - max_row) / sum_row exp(x - max_row)
 struct Softmax {
   static constexpr std::string_view name = "Softmax";
+  PET_ATTRS(axis, flatten_tail);
   static constexpr bool multilinear = false;
   int64_t axis = -1;
   bool flatten_tail = false;

@@ -96,6 +96,7 @@ struct Window {
 
 struct MaxPool : detail::Window {
   static constexpr std::string_view name = "MaxPool";
+  PET_ATTRS(kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, storage_order, num_outputs);
   static constexpr bool multilinear = false;
   int64_t storage_order = 0;  ///< for Indices: 0 row-major, 1 column-major
   int num_outputs = 1;        ///< 2 adds Indices (int64 flat positions in X)
@@ -134,6 +135,7 @@ struct MaxPool : detail::Window {
 
 struct AveragePool : detail::Window {
   static constexpr std::string_view name = "AveragePool";
+  PET_ATTRS(kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad);
   static constexpr bool multilinear = true;
   bool count_include_pad = false;
 
@@ -163,6 +165,7 @@ struct AveragePool : detail::Window {
 /// out[n, c, 1, ..] = mean over the spatial dims of X[n, c, ...]
 struct GlobalAveragePool {
   static constexpr std::string_view name = "GlobalAveragePool";
+  PET_ATTRS();
   static constexpr bool multilinear = true;
   Types infer(InTypes in) const {
     pet::detail::expect_arity(in, 1, 1);

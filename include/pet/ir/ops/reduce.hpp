@@ -80,6 +80,7 @@ struct Reduce {
 
 struct ReduceSum : detail::Reduce<ReduceSum> {
   static constexpr std::string_view name = "ReduceSum";
+  PET_ATTRS(axes, keepdims, noop_with_empty_axes);
   static constexpr bool multilinear = true, needs_elements = false;
   template <class E, class R>
   E at(const Index& o, const R& read) const {
@@ -91,6 +92,7 @@ struct ReduceSum : detail::Reduce<ReduceSum> {
 
 struct ReduceMean : detail::Reduce<ReduceMean> {
   static constexpr std::string_view name = "ReduceMean";
+  PET_ATTRS(axes, keepdims, noop_with_empty_axes);
   static constexpr bool multilinear = true, needs_elements = true;
   template <class E, class R>
   E at(const Index& o, const R& read) const {
@@ -102,6 +104,7 @@ struct ReduceMean : detail::Reduce<ReduceMean> {
 
 struct ReduceMax : detail::Reduce<ReduceMax> {
   static constexpr std::string_view name = "ReduceMax";
+  PET_ATTRS(axes, keepdims, noop_with_empty_axes);
   static constexpr bool multilinear = false, needs_elements = true;
   template <class E, class R>
   E at(const Index& o, const R& read) const {

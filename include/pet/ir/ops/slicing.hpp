@@ -10,6 +10,7 @@ namespace pet::ops {
 /// out = the inputs joined along `axis`; out[.., a, ..] = x_j[.., a - offset_j, ..].
 struct Concat {
   static constexpr std::string_view name = "Concat";
+  PET_ATTRS(axis);
   static constexpr bool multilinear = true, layout = true;
   int64_t axis = 0;
   Types infer(InTypes in) {
@@ -75,6 +76,7 @@ struct Concat {
 /// equal parts (the last one smaller when the size does not divide, as in opset 18).
 struct Split {
   static constexpr std::string_view name = "Split";
+  PET_ATTRS(axis, split, num_outputs);
   static constexpr bool multilinear = true, layout = true;
   int64_t axis = 0;
   std::vector<int64_t> split;
@@ -139,6 +141,7 @@ struct Split {
 ///   out[.., i_d, ..] = x[.., begin_d + i_d * step_d, ..]
 struct Slice {
   static constexpr std::string_view name = "Slice";
+  PET_ATTRS(starts, ends, axes, steps, begin, step);
   static constexpr bool multilinear = true, layout = true;
   std::vector<int64_t> starts, ends, axes, steps;
   std::vector<int64_t> begin, step;  ///< resolved, one per input dim
@@ -224,6 +227,7 @@ enum class PadMode : uint8_t { Constant, Reflect, Edge };
 ///   edge (reflect), or the nearest edge element (edge).
 struct Pad {
   static constexpr std::string_view name = "Pad";
+  PET_ATTRS(pads, mode, value);
   static constexpr bool multilinear = true, layout = true;
   std::vector<int64_t> pads;
   PadMode mode = PadMode::Constant;
@@ -297,6 +301,7 @@ struct Pad {
 /// out has shape x[:axis] + indices.shape + x[axis+1:].
 struct Gather {
   static constexpr std::string_view name = "Gather";
+  PET_ATTRS(axis);
   static constexpr bool multilinear = false, layout = true;
   int64_t axis = 0;
   Types infer(InTypes in) {
@@ -333,6 +338,7 @@ struct Gather {
 /// Exported to ONNX as Slice and Concat ops.
 struct Patch {
   static constexpr std::string_view name = "PetPatch";
+  PET_ATTRS(offsets);
   static constexpr bool multilinear = true, layout = true;
   std::vector<int64_t> offsets;
 

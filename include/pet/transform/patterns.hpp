@@ -1,0 +1,15 @@
+#pragma once
+/// Small matching helpers shared by graph passes and backends' fusion matchers.
+#include <optional>
+
+#include "pet/ir/graph.hpp"
+
+namespace pet::transform {
+
+/// A float scalar constant operand of binary node n (the other operand being t), if n's
+/// output has t's shape (no broadcast growth); else nullopt.
+std::optional<float> scalar_operand(const Graph& g, NodeId n, TensorId t);
+/// The only reader of t if it has exactly one and is not a graph output, else -1.
+NodeId sole_reader(const Graph& g, TensorId t);
+
+}  // namespace pet::transform

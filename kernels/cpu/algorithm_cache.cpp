@@ -1,0 +1,61 @@
+// Algorithm choices of the cpu backend, kept per configuration (algorithm_cache.hpp).
+#include "algorithm_cache.hpp"
+
+#include <dnnl.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "pet/core/error.hpp"
+
+namespace pet::backend::cpu_detail {
+
+std::string cpu_backend_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet8");
+}
+
+AlgorithmCache& AlgorithmCache::instance() {
+  static AlgorithmCache c;
+  return c;
+}
+
+std::optional<std::string> AlgorithmCache::get(const std::string& file, const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& m = load(file);
+  if (auto it = m.find(key); it != m.end()) return it->second;
+  return std::nullopt;
+}
+
+void AlgorithmCache::put(const std::string& file, const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& m = load(file);
+  m[key] = value;
+  if (file.empty()) return;
+  try {
+    nlohmann::json j(m);
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+    const std::string tmp = cat(file, ".tmp", ::getpid());
+    std::ofstream(tmp) << j.dump(1) << "\n";
+    std::filesystem::rename(tmp, file);
+  } catch (const std::exception&) {
+    // an unwritable cache only costs time
+  }
+}
+
+std::map<std::string, std::string>& AlgorithmCache::load(const std::string& file) {
+  auto [it, fresh] = files_.try_emplace(file);
+  if (fresh && !file.empty() && std::filesystem::exists(file)) {
+    try {
+      std::ifstream f(file);
+      it->second = nlohmann::json::parse(f).get<std::map<std::string, std::string>>();
+    } catch (const std::exception&) {
+      it->second.clear();
+    }
+  }
+  return it->second;
+}
+
+}  // namespace pet::backend::cpu_detail

@@ -1,0 +1,335 @@
+#pragma once
+// The oneDNN cpu backend's executable (private to kernels/cpu), split by concern:
+//   executable.cpp     construction, slots and buffers, layouts and reorders, run, the plan text,
+//                      the lowering dispatch and the reference fallback
+//   memory_plan.cpp    buffers assigned by lifetime, reused once dead
+//   fusion.cpp         post-op chains (activations, scalings, residual sums) a primitive absorbs
+//   lower_conv.cpp     convs and their algorithm choice (direct blocked/plain, Winograd), timed
+//   lower_matmul.cpp   MatMul and Gemm as oneDNN matmul (bias, scales, post-ops)
+//   lower_ops.cpp      pools, element-wise, binary, softmax, layer norm, reductions, concat
+//   lower_copies.cpp   views and pet's strided copies (R/T, transpose, slice, split, pad, patch, expand)
+//   algorithm_cache.*  algorithm choices kept per configuration (in memory and on disk)
+// The graph reaching the executable has been through transform::backend_pipeline()
+// (constant and BN folding, Pad folding, LayerNorm and GELU as single ops, dead code).
+//
+// Compilation: nodes are lowered in order, convs and matmuls absorbing the activations,
+// residual adds and biases that follow them as post-ops; every float tensor keeps the layout
+// its producer chose (convs pick oneDNN's blocked layouts with format_tag::any), consumers
+// that accept any layout read it as is, the others get one cached reorder to the plain
+// layout; buffers are assigned by lifetime and reused once dead; views share their source's.
+#include <dnnl.hpp>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "pet/backend/backend.hpp"
+#include "winograd.hpp"
+
+namespace pet::backend::cpu_detail {
+
+using namespace dnnl;
+using md_t = memory::desc;
+using dt = memory::data_type;
+
+inline memory::dims dims_of(const Shape& s) { return s.empty() ? memory::dims{1} : memory::dims(s.begin(), s.end()); }
+inline md_t plain_md(const Shape& s) {
+  memory::dims d = dims_of(s), st(d.size());
+  int64_t acc = 1;
+  for (int i = int(d.size()) - 1; i >= 0; --i) st[size_t(i)] = acc, acc *= d[size_t(i)];
+  return md_t(d, dt::f32, st);
+}
+inline md_t any_md(const Shape& s) { return md_t(dims_of(s), dt::f32, memory::format_tag::any); }
+
+/// Wraps a oneDNN call: its errors become pet errors naming the node.
+template <class F>
+auto dnnl_call(const std::string& who, F&& f) {
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    throw Unsupported(cat(who, ": oneDNN: ", e.what()));
+  }
+}
+
+/// 64-byte aligned float storage of at least n elements.
+inline std::shared_ptr<float[]> aligned_floats(size_t n) {
+  size_t bytes = std::max<size_t>(64, (n * sizeof(float) + 63) / 64 * 64);
+  return std::shared_ptr<float[]>(static_cast<float*>(std::aligned_alloc(64, bytes)), [](float* p) { std::free(p); });
+}
+
+struct Slot {
+  TensorType type;
+  md_t md;                         ///< float layout (empty for integer tensors)
+  int request = -1;                ///< buffer request (float, non-constant)
+  std::shared_ptr<float[]> owned;  ///< constants: their own storage
+  std::optional<Value<float>> host;  ///< integer tensors (and constants, for fallbacks)
+  int plain = -1;                  ///< slot with the same tensor in plain layout, once made
+  bool is_float() const { return pet::is_float(type.dtype); }
+};
+
+struct Step {
+  std::string text;
+  std::optional<primitive> prim;
+  std::vector<std::pair<int, int>> args;  ///< (DNNL_ARG_*, slot)
+  std::unordered_map<int, memory> argmap;
+  std::function<void()> fn;
+  std::vector<int> reads, writes;
+};
+
+struct Request {
+  size_t bytes = 0;
+  int first = INT32_MAX, last = -1;
+  int buffer = -1;
+  bool pinned = false;  ///< graph input or output: never shared
+};
+
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(const Graph& original, const CompileOptions& opt);
+  std::vector<Value<float>> run(std::span<const Value<float>> inputs) override;
+  std::string describe() const override;
+
+ private:
+  // ------------------------------------------------------------ slots and buffers
+  int new_request(TensorId for_tensor, size_t bytes = 0);
+  int new_slot(const TensorType& t, const md_t& md);
+  /// Gives tensor t (a node output) a fresh buffer in layout md.
+  void define(TensorId t, const md_t& md);
+  /// Makes slot `view` share slot `src`'s buffer with another layout (same bytes).
+  void alias(int view, int src, const md_t& md);
+  float* ptr(int s);
+  /// Points request q at external memory (the caller's input, a fresh output tensor) or, with
+  /// nullptr, back at its planned buffer: every primitive argument on it follows.
+  void bind(int q, float* p);
+  bool is_plain(int s) const;
+  bool is_const(int s) const;
+  Step& add_step(std::string text, std::vector<int> reads, std::vector<int> writes);
+  /// A slot holding s in layout md (a reorder step, cached for the plain layout; constants
+  /// are reordered once here).
+  int as_layout(int s, const md_t& md, const std::string& why);
+  int plain_slot(int s);
+  static std::string layout_name(const md_t& md);
+  // ------------------------------------------------------------ memory planning
+  void plan_memory();
+  // ------------------------------------------------------------ fusion helpers
+  bool single_use(TensorId t) const;
+  NodeId sole_consumer(TensorId t) const;
+  /// An activation node's oneDNN eltwise form, if any.
+  static std::optional<std::tuple<algorithm, float, float>> eltwise_of(const Op& op);
+  static bool fusable_activation(const Op& op);
+  /// The post-ops of one primitive, kept to what oneDNN 2.6 computes exactly: scalings and
+  /// shifts that follow each other compose into one linear post-op, and no eltwise kind
+  /// appears twice. (Its jit kernels -- brgconv, binary, matmul -- keep one set of parameters
+  /// per eltwise kind, so a second Clip, linear or relu in one chain computed with the
+  /// first one's: `x * 0.5 * 0.689` came out as `x * 0.5 * 0.5`.) A chain stops where that
+  /// would happen; the rest runs as the next primitives, and the plan says why.
+  struct PostOpChain {
+    struct Entry {
+      bool sum = false;
+      algorithm alg = algorithm::eltwise_linear;
+      float alpha = 0, beta = 0;
+    };
+    std::vector<Entry> entries;
+    bool has_sum() const {
+      return std::any_of(entries.begin(), entries.end(), [](const Entry& e) { return e.sum; });
+    }
+    /// Whether an eltwise of this kind can be appended (or, for a linear right after a
+    /// linear, composed).
+    bool accepts(algorithm alg) const {
+      if (alg == algorithm::eltwise_linear && !entries.empty() && !entries.back().sum && entries.back().alg == alg) return true;
+      return std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return !e.sum && e.alg == alg; });
+    }
+    void eltwise(algorithm alg, float a, float b) {
+      if (alg == algorithm::eltwise_linear && !entries.empty() && !entries.back().sum && entries.back().alg == alg) {
+        Entry& l = entries.back();  // a2 (a1 x + b1) + b2
+        l.beta = a * l.beta + b;
+        l.alpha = a * l.alpha;
+        return;
+      }
+      entries.push_back({false, alg, a, b});
+    }
+    void sum() { entries.push_back({true}); }
+    post_ops build() const {
+      post_ops po;
+      for (const Entry& e : entries) {
+        if (e.sum) po.append_sum(1.f);
+        else po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
+      }
+      return po;
+    }
+  };
+  static std::string split_note(const Op& op);
+  /// Appends the activations, scalings and shifts (and, when allowed, one residual add) that
+  /// follow tensor t as post-ops; returns the last tensor absorbed and the residual (or -1).
+  std::pair<TensorId, TensorId> absorb_post_ops(TensorId t, PostOpChain& po, std::string& text, bool allow_sum);
+  /// Fills the destination with the residual before a primitive with a sum post-op: in place
+  /// when the residual dies here in the right layout, else a reorder (copy).
+  void prepare_residual(TensorId dst_t, TensorId residual, const md_t& dst_md, const std::string& who);
+  // ------------------------------------------------------------ lowering
+  void lower(NodeId n);
+
+  /// Ops the reference kernels run (named in the plan). Every other op has its lowering
+  /// below; an op in neither place does not compile.
+  template <class O>
+    requires is_one_of<O, ops::Erf, ops::Where, ops::Cast, ops::BatchNormalization, ops::Gather, ops::ShapeOf, ops::Constant>
+  bool lower_op(NodeId, const O&, const std::string&) {
+    return false;
+  }
+  bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);
+  /// Whether some output position of the conv reads only padding along a spatial dim (its
+  /// window lies wholly in the pads).
+  static bool sees_only_padding(const ops::Conv& c, const Shape& xs);
+  /// Whether t (in a blocked layout) would need a reorder: a graph output, or read by an op
+  /// that works on plain layouts only (pet copies, matmuls, reshapes).
+  bool wants_plain(TensorId t) const;
+  /// Fastest of five runs of f (and the stream) after one warm-up, in seconds: the
+  /// compile-time algorithm choices. The minimum, because other tenants of a shared machine
+  /// only ever add time (medians of five runs picked the slower layout here).
+  template <class F>
+  double best_seconds(F&& f) {
+    double best = 1e30;
+    for (int i = 0; i < 6; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      f();
+      strm_.wait();
+      if (i) best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  }
+  /// Best time of a reorder between two layouts (scratch buffers).
+  double time_reorder(const md_t& from, const md_t& to);
+  /// Best time of pet's Winograd conv on scratch buffers with the direct conv's layouts.
+  double time_winograd(cpu::Winograd4x3& wg, const md_t& src_md, const md_t& dst_md);
+  /// Best time of a primitive on scratch buffers (algorithm choice at compile time).
+  double time_pd(const convolution_forward::primitive_desc& pd);
+  /// Matrix products (MatMul, Gemm) as oneDNN matmul on plain layouts; constant right
+  /// operands are reordered once into the layout the primitive prefers.
+  bool lower_matmul(NodeId n, TensorId a, TensorId b, md_t amd, md_t bmd, const Shape& ys, const std::string& who, float alpha,
+                    std::optional<TensorId> bias_t, float beta);
+  static Shape with_rank(const Shape& s, size_t r);
+  bool lower_op(NodeId n, const ops::MatMul&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Gemm& gm, const std::string& who);
+
+  /// Pools: oneDNN pooling on the input's own layout.
+  template <class W>
+  bool lower_pool(NodeId n, const W& p, algorithm alg, const std::string& who) {
+    const Node& node = g_.node(n);
+    if (node.outputs.size() != 1) return false;
+    const TensorId x = node.inputs[0];
+    const Shape &xs = g_.type(x).shape, &ys = g_.type(node.outputs[0]).shape;
+    const size_t k = xs.size() - 2;
+    memory::dims strides(p.strides.begin(), p.strides.end()), kernel(p.kernel_shape.begin(), p.kernel_shape.end()), dil,
+        pl(p.pads.begin(), p.pads.begin() + long(k)), pr(k);
+    for (size_t i = 0; i < k; ++i) {
+      dil.push_back(p.dilations[i] - 1);
+      // the right padding that yields ONNX's output size (ceil_mode extends it)
+      pr[i] = (ys[2 + i] - 1) * p.strides[i] + (p.kernel_shape[i] - 1) * p.dilations[i] + 1 - xs[2 + i] - p.pads[i];
+      if (pr[i] < 0) pr[i] = 0;
+      if (alg == algorithm::pooling_avg_include_padding && pr[i] != p.pads[i + k]) return false;
+    }
+    auto pd = dnnl_call(who, [&] {
+      return pooling_v2_forward::primitive_desc(
+          pooling_v2_forward::desc(prop_kind::forward_inference, alg, slots_[size_t(x)].md, any_md(ys), strides, kernel, dil, pl, pr), eng_);
+    });
+    define(node.outputs[0], pd.dst_desc());
+    Step& st = add_step(cat(who, ": oneDNN pooling ", pd.impl_info_str()), {int(x)}, {int(node.outputs[0])});
+    st.prim = primitive(pooling_v2_forward(pd));
+    st.args = {{DNNL_ARG_SRC, int(x)}, {DNNL_ARG_DST, int(node.outputs[0])}};
+    return true;
+  }
+  bool lower_op(NodeId n, const ops::MaxPool& p, const std::string& who);
+  bool lower_op(NodeId n, const ops::AveragePool& p, const std::string& who);
+  bool lower_op(NodeId n, const ops::GlobalAveragePool&, const std::string& who);
+  /// Element-wise activations standalone (when nothing absorbed them), on any layout.
+  bool lower_eltwise(NodeId n, const std::string& who);
+  bool lower_op(NodeId n, const ops::Relu&, const std::string& who);
+  bool lower_op(NodeId n, const ops::LeakyRelu&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Sigmoid&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Tanh&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Gelu&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Exp&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Sqrt&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Neg&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Clip&, const std::string& who);
+  /// x ^ c for a scalar constant c: oneDNN's eltwise pow.
+  bool lower_op(NodeId n, const ops::Pow&, const std::string& who);
+  /// Add/Sub/Mul/Div: same shapes keep the first operand's layout; broadcasts run plain with
+  /// the broadcast operand second (operands of Add and Mul swap when needed).
+  bool lower_binary(NodeId n, algorithm alg, bool commutative, const std::string& who);
+  bool lower_op(NodeId n, const ops::Add&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Mul&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Sub&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Div&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Softmax& s, const std::string& who);
+  /// A plain view of slot s with another shape (same bytes).
+  int reshaped(int s, const Shape& shape);
+  bool lower_op(NodeId n, const ops::ReduceMean& r, const std::string& who);
+  bool lower_op(NodeId n, const ops::LayerNormalization& ln, const std::string& who);
+  void lower_layer_norm(TensorId xt, TensorId yt, int64_t axis, float epsilon, std::optional<TensorId> scale_t,
+                        std::optional<TensorId> shift_t, const std::string& who);
+
+  template <class R>
+  bool lower_reduce(NodeId n, const R& r, algorithm alg, const std::string& who) {
+    const Node& node = g_.node(n);
+    const Shape& xs = g_.type(node.inputs[0]).shape;
+    if (r.axes.empty()) return lower_view(n);
+    Shape keep = xs;
+    for (int64_t a : r.axes) keep[size_t(a)] = 1;
+    int x = plain_slot(int(node.inputs[0]));
+    auto pd = dnnl_call(who, [&] {
+      return reduction::primitive_desc(reduction::desc(alg, plain_md(xs), plain_md(keep), 0.f, 0.f), eng_);
+    });
+    define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
+    Step& st = add_step(cat(who, ": oneDNN reduction ", pd.impl_info_str()), {x}, {int(node.outputs[0])});
+    st.prim = primitive(reduction(pd));
+    st.args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, reshaped(int(node.outputs[0]), keep)}};
+    return true;
+  }
+  bool lower_op(NodeId n, const ops::ReduceSum& r, const std::string& who);
+  bool lower_op(NodeId n, const ops::ReduceMax& r, const std::string& who);
+  bool lower_op(NodeId n, const ops::Concat& c, const std::string& who);
+  /// Reshape-like ops: the plain input's buffer seen with the output's shape.
+  bool lower_view(NodeId n);
+  bool lower_op(NodeId n, const ops::Reshape&, const std::string&);
+  bool lower_op(NodeId n, const ops::Flatten&, const std::string&);
+  bool lower_op(NodeId n, const ops::Squeeze&, const std::string&);
+  bool lower_op(NodeId n, const ops::Unsqueeze&, const std::string&);
+  bool lower_op(NodeId n, const ops::Identity&, const std::string&);
+  bool lower_op(NodeId n, const ops::Dropout&, const std::string&);
+  /// Strided copies (pet's kernels).
+  void copy_step(NodeId n, int src, std::vector<int64_t> src_strides, int64_t src_offset, int dst, std::vector<int64_t> dst_strides,
+                 int64_t dst_offset, Shape shape, const std::string& text, bool first_fill = false, float fill_value = 0);
+  bool lower_rt(NodeId n, const Shape& split, const std::vector<int64_t>& perm, const std::string& who);
+  bool lower_op(NodeId n, const ops::Transpose& t, const std::string& who);
+  bool lower_op(NodeId n, const ops::RT& t, const std::string& who);
+  bool lower_op(NodeId n, const ops::Slice& s, const std::string& who);
+  bool lower_op(NodeId n, const ops::Split& s, const std::string& who);
+  bool lower_op(NodeId n, const ops::Pad& p, const std::string& who);
+  bool lower_op(NodeId n, const ops::Patch& p, const std::string& who);
+  bool lower_op(NodeId n, const ops::Expand&, const std::string& who);
+  /// Any other op: the reference interpreter's kernel on plain copies of its inputs.
+  void fallback(NodeId n, const std::string& who, const std::string& why);
+
+  CompileOptions opt_;
+  Graph g_;
+  engine eng_{engine::kind::cpu, 0};
+  stream strm_{eng_};
+  std::vector<std::vector<NodeId>> consumers_;
+  std::set<TensorId> is_output_;
+  std::vector<Slot> slots_;
+  std::vector<Request> requests_;
+  std::vector<std::shared_ptr<float[]>> buffers_;
+  std::vector<Step> steps_;
+  std::set<NodeId> absorbed_, lowered_;
+  std::vector<int> output_slots_;
+  size_t planned_bytes_ = 0, requested_bytes_ = 0;
+  std::vector<double> step_ms_;
+  int runs_ = 0;
+  std::vector<float*> override_;
+  std::vector<std::vector<memory>> request_memories_;
+};
+
+}  // namespace pet::backend::cpu_detail

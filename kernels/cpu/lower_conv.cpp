@@ -1,0 +1,253 @@
+// Convs on the cpu backend and their algorithm choice by measurement.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "executable.hpp"
+#include "algorithm_cache.hpp"
+#include "copy.hpp"
+#include "pet/core/parallel.hpp"
+#include "pet/eval/interpreter.hpp"
+
+namespace pet::backend::cpu_detail {
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& who) {
+  const Node& node = g_.node(n);
+  const TensorId x = node.inputs[0], w = node.inputs[1];
+  const Shape &xs = g_.type(x).shape, &ws = g_.type(w).shape;
+  const size_t k = xs.size() - 2;
+  memory::dims strides(c.strides.begin(), c.strides.end()), dil, pl(c.pads.begin(), c.pads.begin() + long(k)),
+      pr(c.pads.begin() + long(k), c.pads.end());
+  for (int64_t d : c.dilations) dil.push_back(d - 1);
+  Shape wdims = ws;
+  if (c.group > 1) {
+    wdims[0] = ws[0] / c.group;
+    wdims.insert(wdims.begin(), c.group);
+  }
+  PostOpChain chain;
+  std::string text;
+  // oneDNN 2.6's brgconv loses the bias in output rows that see only padding when a sum
+  // post-op is fused (and crashes with an eltwise before the sum): such convs add their
+  // residual in a separate step.
+  const bool pad_rows = sees_only_padding(c, xs);
+  auto [out, residual] = absorb_post_ops(node.outputs[0], chain, text, !pad_rows);
+  if (pad_rows && text.find("residual") == std::string::npos) {
+    NodeId a = sole_consumer(out);
+    if (a >= 0 && std::holds_alternative<ops::Add>(g_.node(a).op)) text += " (residual add not fused: output rows that see only padding)";
+  }
+  const post_ops po = chain.build();
+  primitive_attr attr;
+  attr.set_post_ops(po);
+  const Shape& ys = g_.type(node.outputs[0]).shape;
+  const bool bias = node.inputs.size() == 3;
+  auto make_with = [&](algorithm alg, const md_t& src_md, const md_t& dst_md) {
+    auto d = bias ? convolution_forward::desc(prop_kind::forward_inference, alg, src_md, any_md(wdims), plain_md({ws[0]}), dst_md, strides,
+                                              dil, pl, pr)
+                  : convolution_forward::desc(prop_kind::forward_inference, alg, src_md, any_md(wdims), dst_md, strides, dil, pl, pr);
+    return convolution_forward::primitive_desc(d, attr, eng_);
+  };
+  auto make = [&](algorithm alg) { return make_with(alg, any_md(xs), any_md(ys)); };
+  auto pd = dnnl_call(who, [&] { return make(algorithm::convolution_direct); });
+  // The candidates: oneDNN's direct conv on its blocked layouts or on plain ones, oneDNN's
+  // Winograd (AVX-512 only in 2.x) and pet's Winograd F(4x4,3x3). A forced algorithm or
+  // layout (CompileOptions) is taken where it applies; "auto" times the candidates (with the
+  // reorders each needs at a layout boundary: a plain input from a graph input or a pet
+  // copy, a plain consumer) and keeps the fastest, remembered per configuration.
+  const std::string &want_alg = opt_.conv_algorithm, &want_layout = opt_.conv_layout;
+  const bool plain_in = is_plain(int(x)), plain_out = wants_plain(out);
+  auto boundary = [&](const md_t& src_md, const md_t& dst_md) {
+    double t = 0;
+    if (plain_in && src_md != plain_md(xs)) t += time_reorder(plain_md(xs), src_md);
+    if (plain_out && dst_md != plain_md(ys)) t += time_reorder(dst_md, plain_md(ys));
+    return t;
+  };
+  const bool measure = opt_.choose_algorithms && want_alg == "auto";
+  std::vector<std::string> names;  // candidates in order of preference when nothing is timed
+  if (want_alg == "winograd") names.push_back("pet-winograd");
+  if (want_alg == "onednn-winograd") names.push_back("onednn-winograd");
+  if (want_layout == "plain") names.push_back("plain");
+  names.push_back("blocked");
+  if (measure) {
+    if (want_layout == "auto" && plain_in) names.push_back("plain");
+    if (want_layout == "auto") names.push_back("onednn-winograd"), names.push_back("pet-winograd");
+  }
+  std::optional<convolution_forward::primitive_desc> plain_pd, owino_pd;
+  std::shared_ptr<cpu::Winograd4x3> wg_cand;
+  md_t xs8, ys8;  // nChw8c / nCdhw8c, the layouts pet's transforms read and write
+  const bool three_by_three = (k == 2 || (k == 3 && ws[2] <= 3)) && ws[k] == 3 && ws[k + 1] == 3;
+  const bool unit = std::all_of(c.strides.begin(), c.strides.end(), [](int64_t v) { return v == 1; }) &&
+                    std::all_of(c.dilations.begin(), c.dilations.end(), [](int64_t v) { return v == 1; });
+  std::vector<cpu::Epilogue> epi;
+  // Builds candidate `n` if it applies here; false if not.
+  auto available = [&](const std::string& n) -> bool {
+    if (n == "blocked") return true;
+    if (n == "plain") {
+      if (pd.src_desc() == plain_md(xs) && pd.dst_desc() == plain_md(ys)) return false;  // blocked is plain already
+      try {
+        plain_pd = make_with(algorithm::convolution_direct, plain_md(xs), plain_md(ys));
+        return true;
+      } catch (const dnnl::error&) {
+        return false;  // no plain-layout implementation
+      }
+    }
+    if (n == "onednn-winograd") {
+      if (k != 2 || c.group != 1 || !three_by_three || !unit) return false;
+      try {
+        owino_pd = make(algorithm::convolution_winograd);
+        return true;
+      } catch (const dnnl::error&) {
+        return false;  // no Winograd implementation for this CPU / shape
+      }
+    }
+    if (n == "pet-winograd") {
+      if (!three_by_three || c.group != 1 || !unit || !cpu::Winograd4x3::applies(ws[1], ws[0]) || !g_.tensor(w).is_constant() ||
+          (bias && !g_.tensor(node.inputs[2]).is_constant()) || !cpu::epilogue_of(po, epi))
+        return false;
+      const auto tag8 = k == 2 ? memory::format_tag::nChw8c : memory::format_tag::nCdhw8c;
+      xs8 = md_t(dims_of(xs), dt::f32, tag8);
+      ys8 = md_t(dims_of(ys), dt::f32, tag8);
+      cpu::WinogradShape sh;
+      sh.n = xs[0], sh.c = xs[1], sh.k = ws[0];
+      sh.h = xs[k], sh.w = xs[k + 1];
+      sh.pad_top = c.pads[k - 2], sh.pad_left = c.pads[k - 1], sh.pad_bottom = c.pads[2 * k - 2], sh.pad_right = c.pads[2 * k - 1];
+      if (k == 3) sh.d = xs[2], sh.kd = ws[2], sh.pad_front = c.pads[0], sh.pad_back = c.pads[3];
+      const float* bptr = bias ? std::get<Tensor<float>>(*g_.tensor(node.inputs[2]).value).data() : nullptr;
+      wg_cand = std::make_shared<cpu::Winograd4x3>(eng_, sh, std::get<Tensor<float>>(*g_.tensor(w).value).data(), bptr, epi);
+      return true;
+    }
+    return false;
+  };
+  std::vector<std::string> cands;
+  for (const auto& n : names)
+    if (std::find(cands.begin(), cands.end(), n) == cands.end() && available(n)) cands.push_back(n);
+  const std::string cache_key = cat("cpu@", cpu_backend_version(), "|", num_threads(), "|", op_signature(node.op), "|", xs, wdims,
+                                    ys, bias ? "b" : "", "|", text, "|", plain_in ? "plain-in" : "", plain_out ? "plain-out" : "");
+  std::string decision = cands.front();
+  std::optional<std::string> chosen;
+  if (measure && cands.size() > 1) {
+    chosen = AlgorithmCache::instance().get(opt_.algorithm_cache, cache_key);
+    if (chosen && std::find(cands.begin(), cands.end(), *chosen) != cands.end()) {
+      decision = *chosen;
+    } else {
+      chosen.reset();
+      double best = 1e30;
+      for (const auto& n : cands) {
+        double t = n == "pet-winograd" ? time_winograd(*wg_cand, xs8, ys8) + boundary(xs8, ys8)
+                   : n == "plain"      ? time_pd(*plain_pd)
+                   : n == "onednn-winograd" ? time_pd(*owino_pd) + boundary(owino_pd->src_desc(), owino_pd->dst_desc())
+                                            : time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc());
+        if (t < best) best = t, decision = n;
+      }
+      AlgorithmCache::instance().put(opt_.algorithm_cache, cache_key, decision);
+    }
+  }
+  std::string alg = "direct";
+  std::shared_ptr<cpu::Winograd4x3> wg;
+  if (decision == "plain") pd = *plain_pd;
+  if (decision == "onednn-winograd") pd = *owino_pd, alg = "winograd";
+  if (decision == "pet-winograd") {
+    wg = wg_cand;
+    alg = cat("pet winograd F(4x4,3x3)", k == 3 ? cat(" x ", ws[2], " depth taps") : "", ", ", wg->chunks(), "x", wg->chunk_tiles(), " tiles");
+  }
+  if (want_alg != "auto" && want_alg != "direct" && decision != "pet-winograd" && decision != "onednn-winograd")
+    alg += cat(" (", want_alg, " does not apply)");
+  if (chosen) alg += " (cached choice)";
+  if (wg) {
+    int xs_slot = as_layout(int(x), xs8, who);
+    if (residual >= 0) prepare_residual(out, residual, ys8, who);
+    else define(out, ys8);
+    std::vector<int> reads{xs_slot};
+    if (residual >= 0) reads.push_back(int(residual));
+    Step& st = add_step(cat(who, ": ", alg, " (", layout_name(xs8), ")", text), reads, {int(out)});
+    st.fn = [this, wg, xs_slot, o = int(out)] { wg->run(strm_, ptr(xs_slot), ptr(o)); };
+    return true;
+  }
+  int xs_slot = as_layout(int(x), pd.src_desc(), who);
+  int w_slot = int(w);
+  if (c.group > 1) {
+    // view the [F, C/G, K..] weight as [G, F/G, C/G, K..] first
+    Slot v = slots_[size_t(w)];
+    v.md = plain_md(wdims);
+    v.type.shape = wdims;
+    v.plain = -1;
+    slots_.push_back(v);
+    w_slot = int(slots_.size()) - 1;
+  }
+  w_slot = as_layout(w_slot, pd.weights_desc(), who);
+  if (residual >= 0) prepare_residual(out, residual, pd.dst_desc(), who);
+  else define(out, pd.dst_desc());
+  std::vector<int> reads{xs_slot, w_slot};
+  Step& st = add_step(cat(who, ": oneDNN conv ", pd.impl_info_str(), " (", alg, ", ", layout_name(pd.src_desc()), ")", text), reads, {int(out)});
+  st.prim = primitive(convolution_forward(pd));
+  st.args = {{DNNL_ARG_SRC, xs_slot}, {DNNL_ARG_WEIGHTS, w_slot}, {DNNL_ARG_DST, int(out)}};
+  if (bias) {
+    int b = as_layout(int(node.inputs[2]), plain_md({ws[0]}), who);
+    st.args.push_back({DNNL_ARG_BIAS, b});
+    st.reads.push_back(b);
+  }
+  if (residual >= 0) st.reads.push_back(int(residual));
+  return true;
+}
+
+bool CpuExecutable::sees_only_padding(const ops::Conv& c, const Shape& xs) {
+  const size_t k = xs.size() - 2;
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t n = xs[2 + i], s = c.strides[i], d = c.dilations[i], pb = c.pads[i], kk = c.kernel_shape[i];
+    const int64_t out = (n + pb + c.pads[i + k] - ((kk - 1) * d + 1)) / s + 1;
+    for (int64_t o = 0; o < out; ++o) {
+      bool any = false;
+      for (int64_t r = 0; r < kk && !any; ++r) {
+        const int64_t p = o * s - pb + r * d;
+        any = p >= 0 && p < n;
+      }
+      if (!any) return true;
+    }
+  }
+  return false;
+}
+
+bool CpuExecutable::wants_plain(TensorId t) const {
+  if (is_output_.count(t)) return true;
+  for (NodeId c : consumers_[size_t(t)]) {
+    const Op& op = g_.node(c).op;
+    if (std::holds_alternative<ops::RT>(op) || std::holds_alternative<ops::Transpose>(op) || std::holds_alternative<ops::Slice>(op) ||
+        std::holds_alternative<ops::Split>(op) || std::holds_alternative<ops::Pad>(op) || std::holds_alternative<ops::Patch>(op) ||
+        std::holds_alternative<ops::MatMul>(op) || std::holds_alternative<ops::Gemm>(op) || std::holds_alternative<ops::Reshape>(op) ||
+        std::holds_alternative<ops::Flatten>(op))
+      return true;
+  }
+  return false;
+}
+
+double CpuExecutable::time_reorder(const md_t& from, const md_t& to) {
+  auto a = aligned_floats(from.get_size() / sizeof(float) + 1), b = aligned_floats(to.get_size() / sizeof(float) + 1);
+  std::memset(a.get(), 0, from.get_size());
+  memory ma(from, eng_, a.get()), mb(to, eng_, b.get());
+  reorder r(ma, mb);
+  return best_seconds([&] { r.execute(strm_, ma, mb); });
+}
+
+double CpuExecutable::time_winograd(cpu::Winograd4x3& wg, const md_t& src_md, const md_t& dst_md) {
+  auto src = aligned_floats(src_md.get_size() / sizeof(float) + 1), dst = aligned_floats(dst_md.get_size() / sizeof(float) + 1);
+  std::memset(src.get(), 0, src_md.get_size());
+  std::memset(dst.get(), 0, dst_md.get_size());
+  return best_seconds([&] { wg.run(strm_, src.get(), dst.get()); });
+}
+
+double CpuExecutable::time_pd(const convolution_forward::primitive_desc& pd) {
+  std::vector<std::shared_ptr<float[]>> keep;
+  auto mem = [&](const md_t& md) {
+    keep.push_back(aligned_floats(md.get_size() / sizeof(float) + 1));
+    std::memset(keep.back().get(), 0, md.get_size());
+    return memory(md, eng_, keep.back().get());
+  };
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(pd.src_desc())}, {DNNL_ARG_WEIGHTS, mem(pd.weights_desc())},
+                                       {DNNL_ARG_DST, mem(pd.dst_desc())}};
+  if (pd.bias_desc().get_size()) args.emplace(DNNL_ARG_BIAS, mem(pd.bias_desc()));
+  convolution_forward prim(pd);
+  return best_seconds([&] { prim.execute(strm_, args); });
+}
+
+}  // namespace pet::backend::cpu_detail

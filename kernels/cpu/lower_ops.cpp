@@ -1,0 +1,244 @@
+// Pools, element-wise and binary ops, softmax, layer norm, reductions and concat on the cpu backend.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "executable.hpp"
+#include "algorithm_cache.hpp"
+#include "copy.hpp"
+#include "pet/core/parallel.hpp"
+#include "pet/eval/interpreter.hpp"
+
+namespace pet::backend::cpu_detail {
+
+bool CpuExecutable::lower_op(NodeId n, const ops::MaxPool& p, const std::string& who) { return lower_pool(n, p, algorithm::pooling_max, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::AveragePool& p, const std::string& who) {
+  return lower_pool(n, p, p.count_include_pad ? algorithm::pooling_avg_include_padding : algorithm::pooling_avg_exclude_padding, who);
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::GlobalAveragePool&, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  ops::AveragePool p;
+  p.kernel_shape.assign(xs.begin() + 2, xs.end());
+  p.strides.assign(xs.size() - 2, 1);
+  p.dilations.assign(xs.size() - 2, 1);
+  p.pads.assign(2 * (xs.size() - 2), 0);
+  return lower_pool(n, p, algorithm::pooling_avg_exclude_padding, who);
+}
+
+bool CpuExecutable::lower_eltwise(NodeId n, const std::string& who) {
+  const Node& node = g_.node(n);
+  auto e = eltwise_of(node.op);
+  if (!e) return false;
+  auto [alg, a, b] = *e;
+  const TensorId x = node.inputs[0];
+  auto pd = dnnl_call(who, [&] {
+    return eltwise_forward::primitive_desc(eltwise_forward::desc(prop_kind::forward_inference, alg, slots_[size_t(x)].md, a, b), eng_);
+  });
+  define(node.outputs[0], pd.dst_desc());
+  Step& st = add_step(cat(who, ": oneDNN eltwise ", pd.impl_info_str()), {int(x)}, {int(node.outputs[0])});
+  st.prim = primitive(eltwise_forward(pd));
+  st.args = {{DNNL_ARG_SRC, int(x)}, {DNNL_ARG_DST, int(node.outputs[0])}};
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Relu&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::LeakyRelu&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Sigmoid&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Tanh&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Gelu&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Exp&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Sqrt&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Neg&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Clip&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Pow&, const std::string& who) {
+  const Node& node = g_.node(n);
+  TensorId e = node.inputs[1];
+  if (!g_.tensor(e).is_constant() || !is_float(g_.type(e).dtype) || numel(g_.type(e).shape) != 1 ||
+      g_.type(node.outputs[0]).shape != g_.type(node.inputs[0]).shape)
+    return false;
+  float k = std::get<Tensor<float>>(*g_.tensor(e).value)[0];
+  const TensorId x = node.inputs[0];
+  auto pd = dnnl_call(who, [&] {
+    return eltwise_forward::primitive_desc(
+        eltwise_forward::desc(prop_kind::forward_inference, algorithm::eltwise_pow, slots_[size_t(x)].md, 1.f, k), eng_);
+  });
+  define(node.outputs[0], pd.dst_desc());
+  Step& st = add_step(cat(who, ": oneDNN eltwise pow ", pd.impl_info_str()), {int(x)}, {int(node.outputs[0])});
+  st.prim = primitive(eltwise_forward(pd));
+  st.args = {{DNNL_ARG_SRC, int(x)}, {DNNL_ARG_DST, int(node.outputs[0])}};
+  return true;
+}
+
+bool CpuExecutable::lower_binary(NodeId n, algorithm alg, bool commutative, const std::string& who) {
+  const Node& node = g_.node(n);
+  TensorId a = node.inputs[0], b = node.inputs[1];
+  const Shape& ys = g_.type(node.outputs[0]).shape;
+  if (g_.type(a).shape != ys) {
+    if (!commutative || g_.type(b).shape != ys) return false;
+    std::swap(a, b);
+  }
+  int as, bs;
+  md_t amd, bmd;
+  if (g_.type(b).shape == ys) {
+    as = int(a);
+    amd = slots_[size_t(a)].md;
+    bs = as_layout(int(b), amd, who);
+    bmd = amd;
+  } else {
+    as = plain_slot(int(a));
+    amd = plain_md(ys);
+    int p = plain_slot(int(b));
+    Slot v = slots_[size_t(p)];
+    v.md = plain_md(with_rank(g_.type(b).shape, ys.size()));
+    v.plain = -1;
+    slots_.push_back(v);
+    bs = int(slots_.size()) - 1;
+    bmd = slots_[size_t(bs)].md;
+  }
+  // Activations and scalings fuse into the binary primitive on plain layouts only: on
+  // blocked ones (nChw8c from pet's Winograd, nChw4c from a grouped conv) oneDNN 2.6's
+  // binary kernel with post-ops computed wrong values and wrote past its buffers.
+  PostOpChain chain;
+  std::string text;
+  TensorId out = node.outputs[0];
+  if (amd == plain_md(ys)) out = absorb_post_ops(out, chain, text, false).first;
+  else if (sole_consumer(out) >= 0 && eltwise_of(g_.node(sole_consumer(out)).op)) text += " (activation not fused on a blocked layout)";
+  primitive_attr attr;
+  attr.set_post_ops(chain.build());
+  auto pd = dnnl_call(who, [&] { return binary::primitive_desc(binary::desc(alg, amd, bmd, md_t(amd.dims(), dt::f32, memory::format_tag::any)), attr, eng_); });
+  define(out, pd.dst_desc());
+  Step& st = add_step(cat(who, ": oneDNN binary ", pd.impl_info_str(), text), {as, bs}, {int(out)});
+  st.prim = primitive(binary(pd));
+  st.args = {{DNNL_ARG_SRC_0, as}, {DNNL_ARG_SRC_1, bs}, {DNNL_ARG_DST, int(out)}};
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Add&, const std::string& who) { return lower_binary(n, algorithm::binary_add, true, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Mul&, const std::string& who) { return lower_binary(n, algorithm::binary_mul, true, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Sub&, const std::string& who) { return lower_binary(n, algorithm::binary_sub, false, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Div&, const std::string& who) { return lower_binary(n, algorithm::binary_div, false, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Softmax& s, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  Shape view = xs;
+  int axis = int(s.axis);
+  if (s.flatten_tail && axis != int(xs.size()) - 1) {
+    int64_t outer = 1, row = 1;
+    for (size_t i = 0; i < xs.size(); ++i) (int64_t(i) < s.axis ? outer : row) *= xs[i];
+    view = {outer, row};
+    axis = 1;
+  }
+  int x = plain_slot(int(node.inputs[0]));
+  auto pd = dnnl_call(who, [&] {
+    return softmax_forward::primitive_desc(softmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
+  });
+  define(node.outputs[0], plain_md(xs));
+  Step& st = add_step(cat(who, ": oneDNN softmax ", pd.impl_info_str()), {x}, {int(node.outputs[0])});
+  st.prim = primitive(softmax_forward(pd));
+  int xv = reshaped(x, view), ov = reshaped(int(node.outputs[0]), view);
+  st.args = {{DNNL_ARG_SRC, xv}, {DNNL_ARG_DST, ov}};
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::ReduceMean& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_mean, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::LayerNormalization& ln, const std::string& who) {
+  const Node& node = g_.node(n);
+  if (node.outputs.size() != 1) return false;
+  for (size_t i = 1; i < node.inputs.size(); ++i)
+    if (!g_.tensor(node.inputs[i]).is_constant()) return false;
+  lower_layer_norm(node.inputs[0], node.outputs[0], ln.axis, ln.epsilon, node.inputs[1],
+                   node.inputs.size() == 3 ? std::optional<TensorId>(node.inputs[2]) : std::nullopt, who);
+  return true;
+}
+
+void CpuExecutable::lower_layer_norm(TensorId xt, TensorId yt, int64_t axis, float epsilon, std::optional<TensorId> scale_t,
+                      std::optional<TensorId> shift_t, const std::string& who) {
+  const Shape& xs = g_.type(xt).shape;
+  int64_t len = 1;
+  for (size_t i = size_t(axis); i < xs.size(); ++i) len *= xs[i];
+  const int64_t rows = numel(xs) / std::max<int64_t>(len, 1);
+  // Scale and shift expanded to [len] once.
+  auto expanded = [&](std::optional<TensorId> t, float dflt) {
+    Slot s;
+    s.type = {DType::Float32, {len}};
+    s.md = plain_md({len});
+    s.owned = aligned_floats(size_t(len));
+    if (!t) {
+      std::fill(s.owned.get(), s.owned.get() + len, dflt);
+    } else {
+      const auto& v = std::get<Tensor<float>>(*g_.tensor(*t).value);
+      Shape norm(xs.begin() + axis, xs.end());
+      Index i(int(norm.size()));
+      for (int64_t j = 0; j < len; ++j, next_index(i, norm)) s.owned[size_t(j)] = v.at(broadcast_index(i, v.shape()));
+    }
+    slots_.push_back(s);
+    return int(slots_.size()) - 1;
+  };
+  int sc = expanded(scale_t, 1.f);
+  int sh = expanded(shift_t, 0.f);
+  int x = plain_slot(int(xt));
+  auto pd = dnnl_call(who, [&] {
+    return layer_normalization_forward::primitive_desc(
+        layer_normalization_forward::desc(prop_kind::forward_inference, plain_md({rows, len}), epsilon,
+                                          normalization_flags::use_scale | normalization_flags::use_shift),
+        eng_);
+  });
+  define(yt, plain_md(g_.type(yt).shape));
+  Step& st = add_step(cat(who, ": oneDNN layer norm ", pd.impl_info_str()), {x, sc, sh}, {int(yt)});
+  st.prim = primitive(layer_normalization_forward(pd));
+  st.args = {{DNNL_ARG_SRC, reshaped(x, {rows, len})}, {DNNL_ARG_DST, reshaped(int(yt), {rows, len})}, {DNNL_ARG_SCALE, sc},
+             {DNNL_ARG_SHIFT, sh}};
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::ReduceSum& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_sum, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::ReduceMax& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_max, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& who) {
+  const Node& node = g_.node(n);
+  // Inputs with one common layout are joined in it (e.g. blocked conv outputs), else plain.
+  md_t first = slots_[size_t(node.inputs[0])].md;
+  bool same = true;
+  for (TensorId t : node.inputs) {
+    const md_t& m = slots_[size_t(t)].md;
+    same = same && m.data.format_kind == first.data.format_kind &&
+           m.data.format_desc.blocking.inner_nblks == first.data.format_desc.blocking.inner_nblks &&
+           std::equal(m.data.format_desc.blocking.inner_blks, m.data.format_desc.blocking.inner_blks + m.data.format_desc.blocking.inner_nblks,
+                      first.data.format_desc.blocking.inner_blks);
+  }
+  std::vector<int> ins;
+  std::vector<md_t> mds;
+  for (TensorId t : node.inputs) {
+    int s = same ? int(t) : plain_slot(int(t));
+    ins.push_back(s);
+    mds.push_back(slots_[size_t(s)].md);
+  }
+  auto pd = dnnl_call(who, [&] { return concat::primitive_desc(int(c.axis), mds, eng_); });
+  define(node.outputs[0], pd.dst_desc());
+  Step& st = add_step(cat(who, ": oneDNN concat ", pd.impl_info_str()), ins, {int(node.outputs[0])});
+  st.prim = primitive(concat(pd));
+  st.args = {{DNNL_ARG_DST, int(node.outputs[0])}};
+  for (size_t i = 0; i < ins.size(); ++i) st.args.push_back({DNNL_ARG_MULTIPLE_SRC + int(i), ins[i]});
+  return true;
+}
+
+}  // namespace pet::backend::cpu_detail

@@ -1,0 +1,526 @@
+// The built-in graph passes (see include/pet/transform/pass.hpp for the list). Each pass
+// matches guard by guard and edits the graph in place; a pattern is rewritten only when
+// every intermediate it swallows has no other reader and is not a graph output.
+#include "passes.hpp"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "pet/eval/interpreter.hpp"
+#include "pet/ir/builder.hpp"
+
+namespace pet::transform {
+
+std::optional<float> scalar_operand(const Graph& g, NodeId n, TensorId t) {
+  const Node& node = g.node(n);
+  if (node.inputs.size() != 2) return std::nullopt;
+  TensorId o = node.inputs[0] == t ? node.inputs[1] : node.inputs[0];
+  if (o == t || !g.tensor(o).is_constant() || !is_float(g.type(o).dtype) || numel(g.type(o).shape) != 1) return std::nullopt;
+  if (g.type(node.outputs[0]).shape != g.type(t).shape) return std::nullopt;
+  return std::get<Tensor<float>>(*g.tensor(o).value)[0];
+}
+
+NodeId sole_reader(const Graph& g, TensorId t) {
+  const auto& u = g.uses(t);
+  return u.size() == 1 && !g.is_output(t) ? u[0].node : -1;
+}
+
+namespace detail {
+namespace {
+
+/// Every reader of `from` reads `to`; a graph output keeps its name (so the program's
+/// interface does not change) unless `to` is a graph input or output already.
+void redirect(Graph& g, TensorId from, TensorId to) {
+  const bool named = g.is_output(from) && !g.is_output(to) &&
+                     std::find(g.inputs().begin(), g.inputs().end(), to) == g.inputs().end();
+  g.replace_all_uses(from, to);
+  if (named) {
+    const std::string name = g.tensor(from).name;
+    g.rename(from, g.unique_name(name + "_replaced"));
+    g.rename(to, name);
+  }
+}
+
+/// Erases nodes from last to first (readers before producers).
+void erase_all(Graph& g, std::vector<NodeId> nodes) {
+  std::sort(nodes.rbegin(), nodes.rend());
+  for (NodeId n : nodes)
+    if (!g.erased(n)) g.erase_node(n);
+}
+
+const Tensor<float>& fconst(const Graph& g, TensorId t) { return std::get<Tensor<float>>(*g.tensor(t).value); }
+bool is_const(const Graph& g, TensorId t) { return g.tensor(t).is_constant(); }
+
+// ------------------------------------------------------------------ dead-code
+class DeadCode final : public Pass {
+ public:
+  std::string_view name() const override { return "dead-code"; }
+  std::string_view description() const override { return "removes nodes whose results reach no graph output"; }
+  PassStats run(Graph& g) override {
+    std::vector<bool> live(size_t(g.num_tensors()), false);
+    for (TensorId t : g.outputs()) live[size_t(t)] = true;
+    auto order = g.topo_order();
+    int removed = 0;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const Node& n = g.node(*it);
+      bool used = false;
+      for (TensorId t : n.outputs) used = used || live[size_t(t)];
+      if (!used) {
+        g.erase_node(*it);
+        ++removed;
+        continue;
+      }
+      for (TensorId t : n.inputs) live[size_t(t)] = true;
+    }
+    return {removed, cat(removed, " nodes removed")};
+  }
+};
+
+// ------------------------------------------------------------------ constant-folding
+class ConstantFolding final : public Pass {
+ public:
+  std::string_view name() const override { return "constant-folding"; }
+  std::string_view description() const override {
+    return "computes nodes whose inputs are all constants once (unless the result is much larger than its inputs)";
+  }
+  PassStats run(Graph& g) override {
+    int folded = 0;
+    for (NodeId n : g.topo_order()) {
+      const Node& node = g.node(n);
+      if (node.inputs.empty()) continue;
+      bool all = true;
+      int64_t in_elems = 0, out_elems = 0;
+      for (TensorId t : node.inputs) all = all && is_const(g, t), in_elems += numel(g.type(t).shape);
+      for (TensorId t : node.outputs) out_elems += numel(g.type(t).shape);
+      if (!all || out_elems > 4 * in_elems + 65536) continue;  // an Expand of a constant stays an Expand
+      std::vector<Value<float>> vals;
+      for (TensorId t : node.inputs) vals.push_back(*g.tensor(t).value);
+      std::vector<Value<float>> outs;
+      try {
+        outs = evaluate_op<float>(node.op, vals, g.output_types(n));
+      } catch (const Error&) {
+        continue;  // the run will report it where it happens
+      }
+      const std::vector<TensorId> results = node.outputs;
+      for (size_t k = 0; k < outs.size(); ++k) {
+        TensorId c = g.add_constant(g.unique_name(g.tensor(results[k]).name + "_folded"), g.type(results[k]).dtype, outs[k]);
+        redirect(g, results[k], c);
+      }
+      g.erase_node(n);
+      ++folded;
+    }
+    return {folded, cat(folded, " nodes folded")};
+  }
+};
+
+// ------------------------------------------------------------------ bn-folding
+/// Conv -> BatchNormalization (inference, constant statistics, constant conv weights): the
+/// filters scaled by gamma / sqrt(var + eps), the bias (b - mean) * that + beta.
+class BnFolding final : public Pass {
+ public:
+  std::string_view name() const override { return "bn-folding"; }
+  std::string_view description() const override { return "folds an inference BatchNormalization into the conv before it"; }
+  PassStats run(Graph& g) override {
+    int folded = 0;
+    for (NodeId n : g.topo_order()) {
+      const Node node = g.node(n);
+      const auto* bn = std::get_if<ops::BatchNormalization>(&node.op);
+      if (!bn || bn->training_mode || node.outputs.size() != 1 || node.inputs.size() != 5) continue;
+      const TensorId x = node.inputs[0];
+      const NodeId p = g.tensor(x).producer;
+      if (p < 0 || !std::holds_alternative<ops::Conv>(g.node(p).op) || sole_reader(g, x) != n) continue;
+      const Node conv = g.node(p);
+      bool consts = is_const(g, conv.inputs[1]) && (conv.inputs.size() < 3 || is_const(g, conv.inputs[2]));
+      for (size_t i = 1; i < 5; ++i) consts = consts && is_const(g, node.inputs[i]);
+      if (!consts) continue;
+      Tensor<float> w = fconst(g, conv.inputs[1]).clone();
+      const Tensor<float>&sc = fconst(g, node.inputs[1]), &sh = fconst(g, node.inputs[2]), &mu = fconst(g, node.inputs[3]),
+      &var = fconst(g, node.inputs[4]);
+      const int64_t f = w.shape()[0], per = w.size() / f;
+      Tensor<float> b({f}, 0.0f);
+      if (conv.inputs.size() == 3) b = fconst(g, conv.inputs[2]).clone();
+      for (int64_t o = 0; o < f; ++o) {
+        const double a = double(sc[o]) / std::sqrt(double(var[o]) + bn->epsilon);
+        for (int64_t i = 0; i < per; ++i) w[o * per + i] = float(w[o * per + i] * a);
+        b[o] = float((double(b[o]) - mu[o]) * a + sh[o]);
+      }
+      std::vector<TensorId> ins{conv.inputs[0], g.add_constant(g.unique_name(conv.name + "_w_bn"), w),
+                                g.add_constant(g.unique_name(conv.name + "_b_bn"), b)};
+      const TensorId y = g.add_node(g.unique_name(conv.name + "_bn"), conv.op, ins)[0];
+      redirect(g, node.outputs[0], y);
+      erase_all(g, {n, p});
+      ++folded;
+    }
+    return {folded, cat(folded, " batch norms folded")};
+  }
+};
+
+// ------------------------------------------------------------------ pad-folding
+/// Pad (constant 0, spatial dims, non-negative) -> Conv or AveragePool: the pads move into
+/// the op (an explicitly padded AveragePool counts the zeros: count_include_pad).
+class PadFolding final : public Pass {
+ public:
+  std::string_view name() const override { return "pad-folding"; }
+  std::string_view description() const override {
+    return "folds a zero Pad of the spatial dims into the conv or average pool that reads it";
+  }
+  PassStats run(Graph& g) override {
+    int folded = 0;
+    for (NodeId n : g.topo_order()) {
+      const Node node = g.node(n);
+      const bool conv = std::holds_alternative<ops::Conv>(node.op), avg = std::holds_alternative<ops::AveragePool>(node.op);
+      if ((!conv && !avg) || node.inputs.empty()) continue;
+      const TensorId x = node.inputs[0];
+      const NodeId p = g.tensor(x).producer;
+      const ops::Pad* pad = p >= 0 ? std::get_if<ops::Pad>(&g.node(p).op) : nullptr;
+      if (!pad || pad->mode != ops::PadMode::Constant || pad->value != 0.0 || sole_reader(g, x) != n) continue;
+      const size_t r = g.type(x).shape.size(), k = r - 2;
+      bool spatial = pad->pads[0] == 0 && pad->pads[1] == 0 && pad->pads[r] == 0 && pad->pads[r + 1] == 0;
+      for (int64_t v : pad->pads) spatial = spatial && v >= 0;
+      if (!spatial) continue;
+      std::vector<int64_t> extra;
+      for (size_t i = 0; i < k; ++i) extra.push_back(pad->pads[2 + i]);
+      for (size_t i = 0; i < k; ++i) extra.push_back(pad->pads[r + 2 + i]);
+      Op merged = node.op;
+      if (auto* cv = std::get_if<ops::Conv>(&merged)) {
+        for (size_t i = 0; i < extra.size(); ++i) cv->pads[i] += extra[i];
+      } else {
+        auto* ap = std::get_if<ops::AveragePool>(&merged);
+        bool unpadded = !ap->ceil_mode;
+        for (int64_t v : ap->pads) unpadded = unpadded && v == 0;
+        if (!unpadded) continue;
+        ap->pads = extra;
+        ap->count_include_pad = true;
+      }
+      std::vector<TensorId> ins{g.node(p).inputs[0]};
+      for (size_t i = 1; i < node.inputs.size(); ++i) ins.push_back(node.inputs[i]);
+      const TensorId y = g.add_node(g.unique_name(node.name + "_padded"), merged, ins)[0];
+      redirect(g, node.outputs[0], y);
+      erase_all(g, {n, p});
+      ++folded;
+    }
+    return {folded, cat(folded, " pads folded")};
+  }
+};
+
+// ------------------------------------------------------------------ layer-norm-canonicalization
+/// m = ReduceMean(x, last); d = x - m; v = ReduceMean(d ^ 2, last); y = d / sqrt(v + eps),
+/// then optionally y * gamma and + beta (vectors over the last dim): one LayerNormalization.
+class LayerNormCanonicalization final : public Pass {
+ public:
+  std::string_view name() const override { return "layer-norm-canonicalization"; }
+  std::string_view description() const override {
+    return "rewrites the decomposed LayerNorm PyTorch exports before opset 17 as one LayerNormalization";
+  }
+  PassStats run(Graph& g) override {
+    int n_done = 0;
+    for (NodeId n : g.topo_order())
+      if (!g.erased(n) && rewrite(g, n)) ++n_done;
+    return {n_done, cat(n_done, " layer norms")};
+  }
+
+ private:
+  template <class O>
+  static const O* as(const Graph& g, NodeId n) {
+    return n < 0 ? nullptr : std::get_if<O>(&g.node(n).op);
+  }
+  static bool rewrite(Graph& g, NodeId n) {
+    const auto* r = as<ops::ReduceMean>(g, n);
+    if (!r) return false;
+    const TensorId x = g.node(n).inputs[0];
+    const Shape& xs = g.type(x).shape;
+    if (xs.empty() || r->axes != std::vector<int64_t>{int64_t(xs.size()) - 1} || !r->keepdims) return false;
+    const TensorId m = g.node(n).outputs[0];
+    const NodeId sub = sole_reader(g, m);
+    if (!as<ops::Sub>(g, sub) || g.node(sub).inputs[0] != x || g.node(sub).inputs[1] != m) return false;
+    const TensorId d = g.node(sub).outputs[0];
+    const auto& du = g.uses(d);
+    if (du.size() != 2 || g.is_output(d)) return false;
+    NodeId pw = -1, dv = -1;
+    for (const auto& u : du) {
+      if (as<ops::Pow>(g, u.node)) pw = u.node;
+      if (as<ops::Div>(g, u.node)) dv = u.node;
+    }
+    if (pw < 0 || dv < 0 || g.node(pw).inputs[0] != d || g.node(dv).inputs[0] != d) return false;
+    auto two = scalar_operand(g, pw, d);
+    if (!two || *two != 2.f) return false;
+    const NodeId m2 = sole_reader(g, g.node(pw).outputs[0]);
+    const auto* r2 = as<ops::ReduceMean>(g, m2);
+    if (!r2 || r2->axes != r->axes || !r2->keepdims) return false;
+    const NodeId add = sole_reader(g, g.node(m2).outputs[0]);
+    if (!as<ops::Add>(g, add)) return false;
+    auto eps = scalar_operand(g, add, g.node(m2).outputs[0]);
+    if (!eps || !(*eps >= 0)) return false;
+    const NodeId sq = sole_reader(g, g.node(add).outputs[0]);
+    if (!as<ops::Sqrt>(g, sq) || g.node(dv).inputs[1] != g.node(sq).outputs[0] || sole_reader(g, g.node(sq).outputs[0]) != dv) return false;
+    std::vector<NodeId> nodes{n, sub, pw, m2, add, sq, dv};
+    TensorId y = g.node(dv).outputs[0];
+    const int64_t len = xs.back();
+    auto vector_const = [&](NodeId node, TensorId t) -> std::optional<TensorId> {
+      const auto& in = g.node(node).inputs;
+      if (in.size() != 2) return std::nullopt;
+      TensorId o = in[0] == t ? in[1] : in[0];
+      if (o == t || !is_const(g, o) || g.type(o).shape != Shape{len} || g.type(g.node(node).outputs[0]).shape != g.type(t).shape)
+        return std::nullopt;
+      return o;
+    };
+    std::optional<TensorId> gamma, beta;
+    if (NodeId mul = sole_reader(g, y); as<ops::Mul>(g, mul))
+      if ((gamma = vector_const(mul, y))) {
+        nodes.push_back(mul);
+        y = g.node(mul).outputs[0];
+        if (NodeId ad = sole_reader(g, y); as<ops::Add>(g, ad))
+          if ((beta = vector_const(ad, y))) {
+            nodes.push_back(ad);
+            y = g.node(ad).outputs[0];
+          }
+      }
+    if (!gamma) gamma = g.add_constant(g.unique_name(g.node(n).name + "_ones"), Tensor<float>({len}, 1.f));
+    std::vector<TensorId> ins{x, *gamma};
+    if (beta) ins.push_back(*beta);
+    ops::LayerNormalization ln;
+    ln.axis = int64_t(xs.size()) - 1;
+    ln.epsilon = *eps;
+    const TensorId out = g.add_node(g.unique_name(g.node(n).name + "_layer_norm"), ln, ins)[0];
+    redirect(g, y, out);
+    erase_all(g, nodes);
+    return true;
+  }
+};
+
+// ------------------------------------------------------------------ gelu-canonicalization
+/// x * (erf(x / sqrt 2) + 1) * 0.5 (also x * 0.7071.. inside erf) as one Gelu node.
+class GeluCanonicalization final : public Pass {
+ public:
+  std::string_view name() const override { return "gelu-canonicalization"; }
+  std::string_view description() const override { return "rewrites x * (erf(x / sqrt 2) + 1) * 0.5 as one Gelu"; }
+  PassStats run(Graph& g) override {
+    int done = 0;
+    for (TensorId x = 0; x < g.num_tensors(); ++x)
+      if (is_float(g.type(x).dtype) && rewrite(g, x)) ++done;
+    return {done, cat(done, " GELUs")};
+  }
+
+ private:
+  static bool rewrite(Graph& g, TensorId x) {
+    const auto uses = g.uses(x);
+    if (uses.size() != 2) return false;
+    for (const auto& u : uses) {
+      const NodeId d = u.node;
+      if (g.node(d).inputs[0] != x) continue;
+      auto c = scalar_operand(g, d, x);
+      if (!c) continue;
+      const bool div = std::holds_alternative<ops::Div>(g.node(d).op) && std::abs(*c - 1.41421356f) < 1e-6f;
+      const bool mul = std::holds_alternative<ops::Mul>(g.node(d).op) && std::abs(*c - 0.70710678f) < 1e-6f;
+      if (!div && !mul) continue;
+      const NodeId e = sole_reader(g, g.node(d).outputs[0]);
+      if (e < 0 || !std::holds_alternative<ops::Erf>(g.node(e).op)) continue;
+      const NodeId a = sole_reader(g, g.node(e).outputs[0]);
+      if (a < 0 || !std::holds_alternative<ops::Add>(g.node(a).op)) continue;
+      auto one = scalar_operand(g, a, g.node(e).outputs[0]);
+      if (!one || *one != 1.f) continue;
+      const NodeId m1 = sole_reader(g, g.node(a).outputs[0]);
+      const NodeId other = uses[0].node == d ? uses[1].node : uses[0].node;
+      if (m1 != other || !std::holds_alternative<ops::Mul>(g.node(m1).op)) continue;
+      const NodeId m2 = sole_reader(g, g.node(m1).outputs[0]);
+      if (m2 < 0 || !std::holds_alternative<ops::Mul>(g.node(m2).op)) continue;
+      auto half = scalar_operand(g, m2, g.node(m1).outputs[0]);
+      if (!half || *half != 0.5f) continue;
+      const TensorId y = g.add_node(g.unique_name(g.node(d).name + "_gelu"), ops::Gelu{}, {x})[0];
+      redirect(g, g.node(m2).outputs[0], y);
+      erase_all(g, {d, e, a, m1, m2});
+      return true;
+    }
+    return false;
+  }
+};
+
+// ------------------------------------------------------------------ rt-folding
+bool reshape_like(const Op& op) {
+  return std::holds_alternative<ops::Reshape>(op) || std::holds_alternative<ops::Flatten>(op) || std::holds_alternative<ops::Squeeze>(op) ||
+         std::holds_alternative<ops::Unsqueeze>(op);
+}
+
+/// A reshape-like op after an R/T op becomes the R/T's output shape; a reshape-like op
+/// before an R/T op is dropped (R/T reads its input in flat order); a transpose of a
+/// reshape becomes one R/T op.
+class RtFolding final : public Pass {
+ public:
+  std::string_view name() const override { return "rt-folding"; }
+  std::string_view description() const override { return "folds reshapes and transposes around R/T ops into one R/T op"; }
+  PassStats run(Graph& g) override {
+    int folded = 0;
+    for (int before = -1; before != folded;) {  // until a sweep folds nothing (chains fold a link per sweep)
+      before = folded;
+      sweep(g, folded);
+    }
+    return {folded, cat(folded, " layout chains folded")};
+  }
+
+ private:
+  static void sweep(Graph& g, int& folded) {
+    for (NodeId n : g.topo_order()) {
+      if (g.erased(n)) continue;
+      const Node node = g.node(n);
+      if (node.inputs.empty() || node.outputs.size() != 1) continue;
+      const TensorId x = node.inputs[0];
+      const NodeId p = g.tensor(x).producer;
+      if (p < 0 || sole_reader(g, x) != n) continue;
+      const Node& pn = g.node(p);
+      std::optional<Op> op;
+      if (std::holds_alternative<ops::RT>(node.op) && reshape_like(pn.op)) {
+        op = node.op;  // R/T of a reshape: the reshape is redundant
+      } else if (reshape_like(node.op) && std::holds_alternative<ops::RT>(pn.op)) {
+        ops::RT merged = std::get<ops::RT>(pn.op);
+        merged.out_shape = g.type(node.outputs[0]).shape;
+        op = merged;
+      } else if (const auto* tr = std::get_if<ops::Transpose>(&node.op); tr && reshape_like(pn.op)) {
+        const Shape& s = g.type(x).shape;
+        Shape t;
+        for (int64_t q : tr->perm) t.push_back(s[size_t(q)]);
+        op = ops::RT{.split_shape = s, .perm = tr->perm, .out_shape = t};
+      }
+      if (!op) continue;
+      const TensorId y = g.add_node(g.unique_name(node.name + "_rt"), *op, {pn.inputs[0]})[0];
+      redirect(g, node.outputs[0], y);
+      erase_all(g, {n, p});
+      ++folded;
+    }
+  }
+};
+
+// ------------------------------------------------------------------ conv-merging
+/// Whether node a's outputs reach node b.
+bool reaches(const Graph& g, NodeId a, NodeId b) {
+  std::vector<NodeId> stack{a};
+  std::vector<bool> seen(size_t(g.num_nodes()), false);
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    if (n == b) return true;
+    if (seen[size_t(n)]) continue;
+    seen[size_t(n)] = true;
+    for (TensorId t : g.node(n).outputs)
+      for (const auto& u : g.uses(t)) stack.push_back(u.node);
+  }
+  return false;
+}
+
+/// Convs that share weight, bias, strides, dilations and group (a correction kernel and the
+/// mutant's main conv, paper Fig. 6) become one conv over their inputs, padded explicitly
+/// and concatenated along the batch or a stride-1 spatial axis; the result is sliced back.
+class ConvMerging final : public Pass {
+ public:
+  std::string_view name() const override { return "conv-merging"; }
+  std::string_view description() const override {
+    return "merges convs sharing weights into one conv over concatenated inputs (correction fusion)";
+  }
+  PassStats run(Graph& g) override {
+    std::map<std::tuple<TensorId, TensorId, std::vector<int64_t>, std::vector<int64_t>, int64_t>, std::vector<NodeId>> by_weight;
+    for (NodeId n : g.topo_order()) {
+      const Node& node = g.node(n);
+      const auto* c = std::get_if<ops::Conv>(&node.op);
+      if (!c || node.inputs.size() < 2) continue;
+      const TensorId bias = node.inputs.size() == 3 ? node.inputs[2] : -1;
+      by_weight[{node.inputs[1], bias, c->strides, c->dilations, c->group}].push_back(n);
+    }
+    int merged = 0;
+    for (auto& [key, nodes] : by_weight) {
+      const auto& strides = std::get<2>(key);
+      std::vector<NodeId> left = nodes;
+      while (left.size() >= 2) {
+        const NodeId head = left[0];
+        const Shape hs = padded(g, head);
+        std::vector<NodeId> best{head};
+        int best_axis = -1;
+        for (int axis : {0, int(hs.size()) - 1, int(hs.size()) - 2}) {
+          if (axis >= 2 && strides[size_t(axis - 2)] != 1) continue;
+          std::vector<NodeId> cand{head};
+          for (size_t i = 1; i < left.size(); ++i) {
+            const Shape s = padded(g, left[i]);
+            bool ok = s.size() == hs.size();
+            for (size_t d = 0; ok && d < s.size(); ++d) ok = int(d) == axis || s[d] == hs[d];
+            for (NodeId m : cand) ok = ok && !reaches(g, m, left[i]) && !reaches(g, left[i], m);
+            if (ok) cand.push_back(left[i]);
+          }
+          if (cand.size() > best.size()) best = cand, best_axis = axis;
+        }
+        if (best.size() >= 2) {
+          merge(g, best, best_axis);
+          merged += int(best.size()) - 1;
+        }
+        std::vector<NodeId> rest;
+        for (NodeId n : left)
+          if (n != head && (best.size() < 2 || std::find(best.begin(), best.end(), n) == best.end())) rest.push_back(n);
+        left = rest;
+      }
+    }
+    return {merged, cat(merged, " convs merged")};
+  }
+
+ private:
+  static Shape padded(const Graph& g, NodeId n) {
+    const auto& c = std::get<ops::Conv>(g.node(n).op);
+    Shape s = g.type(g.node(n).inputs[0]).shape;
+    const size_t k = c.strides.size();
+    for (size_t i = 0; i < k; ++i) s[2 + i] += c.pads[i] + c.pads[i + k];
+    return s;
+  }
+  /// The members' inputs must exist before the first member: the merged conv goes where the
+  /// last input is ready, which topological order guarantees for independent members.
+  static void merge(Graph& g, const std::vector<NodeId>& members, int axis) {
+    Builder b(g);
+    const Node first = g.node(members[0]);
+    ops::Conv c = std::get<ops::Conv>(first.op);
+    const size_t k = c.strides.size();
+    std::vector<TensorId> parts;
+    std::vector<int64_t> offsets;
+    int64_t offset = 0;
+    for (NodeId m : members) {
+      const Node& node = g.node(m);
+      const auto& mc = std::get<ops::Conv>(node.op);
+      TensorId x = node.inputs[0];
+      bool any = false;
+      for (int64_t p : mc.pads) any = any || p;
+      if (any) {
+        std::vector<int64_t> pads(2 * (k + 2), 0);
+        for (size_t i = 0; i < k; ++i) pads[2 + i] = mc.pads[i], pads[k + 4 + i] = mc.pads[i + k];
+        x = b.add(ops::Pad{.pads = pads}, {x}, g.unique_name("fuse_pad"));
+      }
+      parts.push_back(x);
+      offsets.push_back(offset);
+      offset += g.type(x).shape[size_t(axis)];
+    }
+    c.pads.assign(2 * k, 0);
+    std::vector<TensorId> in{b.concat(parts, axis), first.inputs[1]};
+    if (first.inputs.size() == 3) in.push_back(first.inputs[2]);
+    const TensorId y = b.add(c, in, g.unique_name("fused_conv"));
+    for (size_t i = 0; i < members.size(); ++i) {
+      const TensorId out = g.node(members[i]).outputs[0];
+      const Shape want = g.type(out).shape;
+      const TensorId part = b.slice(y, axis, offsets[i], offsets[i] + want[size_t(axis)]);
+      redirect(g, out, part);
+    }
+    erase_all(g, members);
+  }
+};
+
+}  // namespace
+
+const std::vector<std::function<std::unique_ptr<Pass>()>>& builtin_passes() {
+  static const std::vector<std::function<std::unique_ptr<Pass>()>> v = {
+      [] { return std::make_unique<DeadCode>(); },
+      [] { return std::make_unique<ConstantFolding>(); },
+      [] { return std::make_unique<BnFolding>(); },
+      [] { return std::make_unique<PadFolding>(); },
+      [] { return std::make_unique<LayerNormCanonicalization>(); },
+      [] { return std::make_unique<GeluCanonicalization>(); },
+      [] { return std::make_unique<RtFolding>(); },
+      [] { return std::make_unique<ConvMerging>(); },
+  };
+  return v;
+}
+
+}  // namespace detail
+}  // namespace pet::transform
