@@ -52,6 +52,16 @@ expect 2 "unknown option '--frob' for 'pet run'" -- "$PET" run "$model" --frob
 expect 2 "option '--repeat' needs a value" -- "$PET" run "$model" --repeat
 expect 2 "--repeat needs a positive count" -- "$PET" run "$model" --repeat 0
 expect 2 "test-data folder '$TMP/nodir' does not exist" -- "$PET" run "$model" --inputs "$TMP/nodir"
+# Help and options come from one table per command.
+for c in info run verify mutate; do expect 0 "usage: pet $c" -- "$PET" $c --help; done
+expect 0 "--conv-layout auto\|blocked\|plain" -- "$PET" run --help
+expect 0 "--time-budget SECONDS" -- "$PET" mutate --help
+expect 0 "layer-norm-canonicalization" -- "$PET" run --list-passes
+expect 2 "--disable-pass: no pass named 'bogus'" -- "$PET" run "$model" --disable-pass bogus
+expect 0 "// after bn-folding" -- "$PET" run "$model" --print-after bn-folding
+expect 0 "on cpu: median" -- "$PET" run "$model" --disable-pass bn-folding,pad-folding,constant-folding
+expect 2 "option '--rtol' needs a number, got 'abc'" -- "$PET" run "$model" --rtol abc
+expect 2 "option '--time-budget' needs a number, got 'abc'" -- "$PET" mutate "$model" --out-dir "$TMP/m" --time-budget abc
 
 # Save a run's inputs and outputs, then check against them (pass), then against altered
 # references (fail, exit 1).

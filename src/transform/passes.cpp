@@ -42,11 +42,20 @@ void redirect(Graph& g, TensorId from, TensorId to) {
   }
 }
 
-/// Erases nodes from last to first (readers before producers).
+/// Erases the nodes of a matched pattern, readers before producers (a node is erased once
+/// nothing reads its outputs any more).
 void erase_all(Graph& g, std::vector<NodeId> nodes) {
-  std::sort(nodes.rbegin(), nodes.rend());
-  for (NodeId n : nodes)
-    if (!g.erased(n)) g.erase_node(n);
+  std::erase_if(nodes, [&](NodeId n) { return g.erased(n); });
+  while (!nodes.empty()) {
+    auto free = std::find_if(nodes.begin(), nodes.end(), [&](NodeId n) {
+      for (TensorId o : g.node(n).outputs)
+        if (!g.uses(o).empty() || g.is_output(o)) return false;
+      return true;
+    });
+    PET_CHECK(free != nodes.end(), "erase_all: the pattern's nodes are still read from outside it");
+    g.erase_node(*free);
+    nodes.erase(free);
+  }
 }
 
 const Tensor<float>& fconst(const Graph& g, TensorId t) { return std::get<Tensor<float>>(*g.tensor(t).value); }

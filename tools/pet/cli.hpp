@@ -2,6 +2,7 @@
 // Shared pieces of the `pet` command: option parsing and model loading.
 #include <map>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -9,18 +10,39 @@
 
 namespace pet::cli {
 
+/// One option of a command: its name, the placeholder of its value (empty: a flag) and one
+/// line of help.
+struct Option {
+  std::string name, value, help;
+};
+/// A command's option table (tools/pet/commands.cpp): parsing, --help and the overview come
+/// from it.
+struct CommandSpec {
+  std::string name, positional, summary;
+  std::vector<Option> options;
+};
+const std::vector<CommandSpec>& commands();
+const CommandSpec& command_spec(std::string_view name);
+std::string help_text(const CommandSpec& c);
+std::string usage_text();
+
+/// `--help` was given: the command's help text was printed (exit 0).
+struct HelpShown {};
+
 /// Parsed command line of one subcommand: positionals and --options (with or without '=').
 struct Args {
   std::string command;
   std::vector<std::string> positional;
   std::map<std::string, std::vector<std::string>> options;
 
-  /// `spec` lists the options the command accepts; flags (no value) end with '!'.
-  Args(const std::string& command, const std::vector<std::string>& argv, const std::vector<std::string>& spec);
+  /// Parses against the command's option table; `--help` prints its help and throws HelpShown;
+  /// `positionals` is how many positional arguments it needs (-1: any number).
+  Args(const CommandSpec& spec, const std::vector<std::string>& argv, int positionals = -1);
   bool flag(const std::string& name) const { return options.count(name) > 0; }
   std::optional<std::string> get(const std::string& name) const;
   std::vector<std::string> all(const std::string& name) const;
   int64_t get_int(const std::string& name, int64_t def) const;
+  double get_double(const std::string& name, double def) const;
 };
 
 /// Import options from --shape NAME=AxBxC, --dim NAME=N, --default-dim N.

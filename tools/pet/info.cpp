@@ -9,8 +9,7 @@
 namespace pet::cli {
 
 int cmd_info(const std::vector<std::string>& argv) {
-  Args a("info", argv, {"json", "shape", "dim", "default-dim", "quiet!"});
-  if (a.positional.size() != 1) throw InvalidInput("usage: pet info MODEL.onnx [--json FILE] [--shape NAME=AxB..] [--dim NAME=N]");
+  Args a(command_spec("info"), argv, 1);
   const std::string path = a.positional[0];
   onnx::Model m = onnx::import_file(path, import_options(a));
   const Graph& g = m.graph;

@@ -1,17 +1,19 @@
+#include <cmath>
 #include <cstdio>
 
 #include "cli.hpp"
 
 namespace pet::cli {
 
-Args::Args(const std::string& cmd, const std::vector<std::string>& argv, const std::vector<std::string>& spec) : command(cmd) {
+Args::Args(const CommandSpec& spec, const std::vector<std::string>& argv, int positionals) : command(spec.name) {
   std::map<std::string, bool> takes_value;
-  for (const auto& s : spec) {
-    bool flag = !s.empty() && s.back() == '!';
-    takes_value[flag ? s.substr(0, s.size() - 1) : s] = !flag;
-  }
+  for (const auto& o : spec.options) takes_value[o.name] = !o.value.empty();
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(help_text(spec).c_str(), stdout);
+      throw HelpShown{};
+    }
     if (a.rfind("--", 0) != 0 || a == "--") {
       positional.push_back(a);
       continue;
@@ -24,7 +26,7 @@ Args::Args(const std::string& cmd, const std::vector<std::string>& argv, const s
       has_eq = true;
     }
     auto it = takes_value.find(name);
-    if (it == takes_value.end()) throw InvalidInput(cat("unknown option '--", name, "' for 'pet ", cmd, "'"));
+    if (it == takes_value.end()) throw InvalidInput(cat("unknown option '--", name, "' for 'pet ", spec.name, "' (pet ", spec.name, " --help lists them)"));
     if (it->second && !has_eq) {
       if (i + 1 >= argv.size()) throw InvalidInput(cat("option '--", name, "' needs a value"));
       value = argv[++i];
@@ -33,6 +35,8 @@ Args::Args(const std::string& cmd, const std::vector<std::string>& argv, const s
     }
     options[name].push_back(value);
   }
+  if (positionals >= 0 && int(positional.size()) != positionals)
+    throw InvalidInput(cat("usage: pet ", spec.name, " ", spec.positional, " [options] (pet ", spec.name, " --help lists them)"));
 }
 
 std::optional<std::string> Args::get(const std::string& name) const {
@@ -54,6 +58,19 @@ int64_t Args::get_int(const std::string& name, int64_t def) const {
     return x;
   } catch (const std::exception&) {
     throw InvalidInput(cat("option '--", name, "' needs an integer, got '", *v, "'"));
+  }
+}
+
+double Args::get_double(const std::string& name, double def) const {
+  auto v = get(name);
+  if (!v) return def;
+  try {
+    size_t pos = 0;
+    double x = std::stod(*v, &pos);
+    if (pos != v->size() || !std::isfinite(x)) throw std::invalid_argument("trailing");
+    return x;
+  } catch (const std::exception&) {
+    throw InvalidInput(cat("option '--", name, "' needs a number, got '", *v, "'"));
   }
 }
 

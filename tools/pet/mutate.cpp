@@ -14,15 +14,14 @@
 namespace pet::cli {
 
 int cmd_mutate(const std::vector<std::string>& argv) {
-  Args a("mutate", argv, {"depth", "rules", "out-dir", "json", "list-rules!", "tests", "seed", "time-budget", "explain!", "shape", "dim",
-                          "default-dim", "quiet!", "cost", "profile-cache", "threads"});
+  Args a(command_spec("mutate"), argv);
   if (a.flag("list-rules")) {
     for (const auto& r : mutate::builtin_rules().rules())
       std::printf("%-32s %s\n", std::string(r->name()).c_str(), std::string(r->description()).c_str());
     return 0;
   }
   if (a.positional.size() != 1 || !a.get("out-dir"))
-    throw InvalidInput("usage: pet mutate SUB.onnx --out-dir DIR [--depth d] [--rules all|none|NAME,...] [--json FILE]");
+    throw InvalidInput("usage: pet mutate SUB.onnx --out-dir DIR [options] (pet mutate --help lists them)");
   const std::string path = a.positional[0], dir = *a.get("out-dir");
   onnx::Model m = onnx::import_file(path, import_options(a));
   mutate::Options opt;
@@ -37,7 +36,10 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   }
   opt.verify.tests = int(a.get_int("tests", 2));
   opt.verify.seed = uint64_t(a.get_int("seed", 1));
-  if (auto t = a.get("time-budget")) opt.generator.seconds = std::stod(*t);
+  if (a.get("time-budget")) {
+    opt.generator.seconds = a.get_double("time-budget", 0);
+    if (opt.generator.seconds <= 0) throw InvalidInput(cat("--time-budget needs a positive number of seconds, got ", *a.get("time-budget")));
+  }
   if (auto t = a.get_int("threads", 0); t > 0) set_num_threads(int(t));
   else if (t < 0) throw InvalidInput("--threads needs a positive count");
   // Cost model: the cpu backend's op profiler (measured, cached on disk) when this build has

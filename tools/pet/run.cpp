@@ -11,14 +11,17 @@
 #include "pet/core/rng.hpp"
 #include "pet/eval/compare.hpp"
 #include "pet/backend/backend.hpp"
+#include "pet/transform/pass.hpp"
 
 namespace pet::cli {
 
 int cmd_run(const std::vector<std::string>& argv) {
-  Args a("run", argv, {"backend", "inputs", "check", "repeat", "json", "seed", "threads", "save", "shape", "dim",
-                       "default-dim", "atol", "rtol", "plan!", "profile!", "conv-algorithm", "conv-layout", "algorithm-cache"});
-  if (a.positional.size() != 1)
-    throw InvalidInput("usage: pet run MODEL.onnx [--backend cpu|cuda|reference] [--inputs DIR] [--check DIR] [--repeat N] [--json FILE]");
+  Args a(command_spec("run"), argv);
+  if (a.flag("list-passes")) {
+    for (const auto& [name, what] : transform::pass_catalog()) std::printf("%-29s %s\n", name.c_str(), what.c_str());
+    return 0;
+  }
+  if (a.positional.size() != 1) throw InvalidInput("usage: pet run MODEL.onnx [options] (pet run --help lists them)");
   const std::string path = a.positional[0];
   const std::string backend = a.get("backend").value_or(backend::available_backends().front());
   auto be = backend::make_backend(backend);
@@ -26,7 +29,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (repeat < 1) throw InvalidInput("--repeat needs a positive count");
   if (auto t = a.get_int("threads", 0); t > 0) set_num_threads(int(t));
   else if (t < 0) throw InvalidInput("--threads needs a positive count");
-  const double atol = a.get("atol") ? std::stod(*a.get("atol")) : 1e-4, rtol = a.get("rtol") ? std::stod(*a.get("rtol")) : 1e-3;
+  const double atol = a.get_double("atol", 1e-4), rtol = a.get_double("rtol", 1e-3);
 
   auto check_dir = a.get("check");
   auto inputs_dir = a.get("inputs");
@@ -61,6 +64,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   copt.algorithm_cache = a.get("algorithm-cache").value_or(backend::Profiler::default_algorithm_cache_file());
   if (copt.algorithm_cache == "none") copt.algorithm_cache.clear();
   copt.conv_layout = a.get("conv-layout").value_or("auto");
+  copt.disabled_passes = a.get("disable-pass").value_or("");
+  copt.print_after = a.get("print-after").value_or("");
   if (copt.conv_algorithm != "auto" && copt.conv_algorithm != "direct" && copt.conv_algorithm != "winograd" &&
       copt.conv_algorithm != "onednn-winograd")
     throw InvalidInput(cat("--conv-algorithm '", copt.conv_algorithm, "': choose auto, direct, winograd or onednn-winograd"));

@@ -12,10 +12,7 @@
 namespace pet::cli {
 
 int cmd_verify(const std::vector<std::string>& argv) {
-  Args a("verify", argv, {"tests", "prime", "seed", "z3!", "z3-all!", "z3-timeout", "json", "cells!", "quiet!", "exhaustive!", "shape",
-                          "dim", "default-dim"});
-  if (a.positional.size() != 2)
-    throw InvalidInput("usage: pet verify ORIGINAL.onnx MUTANT.onnx [--tests t] [--prime p] [--z3] [--json FILE]");
+  Args a(command_spec("verify"), argv, 2);
   onnx::ImportOptions io = import_options(a);
   onnx::Model ma = onnx::import_file(a.positional[0], io), mb = onnx::import_file(a.positional[1], io);
   verify::Options opt;
@@ -58,7 +55,7 @@ int cmd_verify(const std::vector<std::string>& argv) {
 #ifdef PET_WITH_Z3
     lab::Z3Options zo;
     zo.all_positions = a.flag("z3-all");
-    if (auto t = a.get("z3-timeout")) zo.timeout_s = std::stod(*t);
+    if (a.get("z3-timeout")) zo.timeout_s = a.get_double("z3-timeout", 0);
     lab::Z3Result z = lab::z3_cross_check(ma.graph, mb.graph, r, zo);
     j["z3"] = {{"agree", z.disagree == 0 && z.undecided == 0}, {"proved", z.proved}, {"refuted", z.refuted}, {"unknown", z.unknown},
                {"boxes_agreeing", z.agree}, {"boxes_disagreeing", z.disagree}, {"boxes_undecided", z.undecided},

@@ -1,0 +1,267 @@
+// Graph edits (use lists, replace-all-uses, erase, compact), the pass pipeline (order,
+// disabling, printing, errors) and every built-in pass: what it rewrites, what it must leave
+// alone, and that the rewritten program computes what the original computes.
+#include "op_testing.hpp"
+#include "pet/transform/pass.hpp"
+
+using namespace pet;
+using namespace pet::testing;
+
+namespace {
+
+Tensor<float> rand_t(const Shape& s, Rng& rng, float lo = -1, float hi = 1) {
+  Tensor<float> t(s);
+  for (int64_t i = 0; i < t.size(); ++i) t[i] = float(rng.uniform(lo, hi));
+  return t;
+}
+
+/// Runs g and h (same inputs) on the reference interpreter; outputs must agree.
+void same_results(const Graph& g, const Graph& h, uint64_t seed, double tol = 1e-5) {
+  REQUIRE(g.inputs().size() == h.inputs().size());
+  REQUIRE(g.outputs().size() == h.outputs().size());
+  Rng rng(seed);
+  std::vector<Value<float>> in;
+  for (TensorId t : g.inputs()) in.push_back(random_inputs({g.type(t)}, rng, {})[0]);
+  auto a = Interpreter<float>(g).run(in), b = Interpreter<float>(h).run(in);
+  for (size_t k = 0; k < a.size(); ++k) {
+    const auto& x = std::get<Tensor<float>>(a[k]);
+    const auto& y = std::get<Tensor<float>>(b[k]);
+    REQUIRE(x.shape() == y.shape());
+    double err = 0, mx = 0;
+    for (int64_t i = 0; i < x.size(); ++i) err = std::max(err, double(std::abs(x[i] - y[i]))), mx = std::max(mx, double(std::abs(x[i])));
+    CHECK(err <= tol * (1 + mx));
+  }
+  for (size_t k = 0; k < g.outputs().size(); ++k) CHECK(g.tensor(g.outputs()[k]).name == h.tensor(h.outputs()[k]).name);
+}
+
+int count_op(const Graph& g, std::string_view name) {
+  int n = 0;
+  for (NodeId i : g.topo_order()) n += op_name(g.node(i).op) == name;
+  return n;
+}
+
+transform::PassStats run_pass(Graph& g, const std::string& name) {
+  auto r = transform::Pipeline({name}).run(g);
+  return r[0].stats;
+}
+
+}  // namespace
+
+TEST_CASE("graph edits: use lists follow every edit; erase refuses a read node; compact renumbers") {
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {2, 3});
+  TensorId r = b.add(ops::Relu{}, {x}, "r");
+  TensorId n1 = b.add(ops::Neg{}, {r}, "n1");
+  TensorId s = b.add(ops::Add{}, {n1, r}, "s");
+  b.output(s);
+  CHECK(g.uses(r).size() == 2);
+  CHECK(g.uses(x).size() == 1);
+  CHECK(g.is_output(s));
+  CHECK_THROWS_AS(g.erase_node(0), InternalError);  // r is still read
+  // Bypass the Neg: s reads r twice.
+  CHECK(g.replace_all_uses(n1, r) == 1);
+  CHECK(g.uses(r).size() == 3);  // the Neg still reads it
+  CHECK(g.uses(n1).empty());
+  g.erase_node(g.tensor(n1).producer);
+  CHECK(g.uses(r).size() == 2);
+  CHECK(g.erased(1));
+  CHECK(g.topo_order() == std::vector<NodeId>{0, 2});
+  CHECK_THROWS_AS(g.replace_all_uses(r, b.input("y", {3, 2})), InternalError);  // types differ
+  auto map = g.compact();
+  CHECK(g.num_nodes() == 2);
+  CHECK(map[size_t(n1)] == -1);
+  CHECK(g.tensor(g.outputs()[0]).name == "s");
+  CHECK(g.uses(g.inputs()[0]).size() == 1);
+  // set_input moves one use
+  Graph h;
+  Builder c(h);
+  TensorId a = c.input("a", {4}), bb = c.input("b", {4});
+  TensorId m = c.add(ops::Mul{}, {a, a});
+  c.output(m);
+  h.set_input(0, 1, bb);
+  CHECK(h.node(0).inputs == std::vector<TensorId>{a, bb});
+  CHECK(h.uses(a).size() == 1);
+  CHECK(h.uses(bb).size() == 1);
+}
+
+TEST_CASE("pipeline: passes in order, left out by name, graphs printed after a pass, unknown names refused") {
+  Rng rng(1);
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {1, 3, 6, 6});
+  TensorId c = b.constant("c", rand_t({3}, rng));
+  TensorId c2 = b.add(ops::Mul{}, {c, b.constant("two", Tensor<float>({}, 2.f))});  // constant: folds
+  TensorId y = b.add(ops::Add{}, {x, b.add(ops::Reshape{.shape = {3, 1, 1}}, {c2})});
+  b.add(ops::Relu{}, {y});  // dead
+  b.output(y);
+  const Graph orig = g;
+  std::string printed;
+  transform::PipelineOptions po;
+  po.print_after = {"constant-folding"};
+  po.log = [&](const std::string& s) { printed += s; };
+  auto rec = transform::Pipeline({"constant-folding", "dead-code"}).run(g, po);
+  REQUIRE(rec.size() == 2);
+  CHECK(rec[0].stats.changed == 2);  // Mul and Reshape of constants
+  CHECK(rec[1].stats.changed == 1);  // the Relu
+  CHECK(printed.find("// after constant-folding: 2 changed") != std::string::npos);
+  CHECK(printed.find("Relu") != std::string::npos);  // printed before dead-code ran
+  CHECK(g.num_nodes() == 1);
+  same_results(orig, g, 2);
+
+  Graph h = orig;
+  po.disabled = {"constant-folding"};
+  po.print_after.clear();
+  rec = transform::Pipeline({"constant-folding", "dead-code"}).run(h, po);
+  CHECK(rec[0].skipped);
+  CHECK(h.num_nodes() == 3);
+  po.disabled = {"no-such-pass"};
+  CHECK_THROWS_WITH_AS(transform::Pipeline({"dead-code"}).run(h, po),
+                       "--disable-pass: no pass named 'no-such-pass' in this pipeline (it has [dead-code])", InvalidInput);
+  CHECK_THROWS_AS(transform::make_pass("constant-fold"), InvalidInput);
+  CHECK(transform::pass_catalog().size() == 8);
+  CHECK(transform::pass_list("a,b,,c") == std::set<std::string, std::less<>>{"a", "b", "c"});
+}
+
+TEST_CASE("constant-folding keeps output names and skips results much larger than their inputs") {
+  Graph g;
+  Builder b(g);
+  TensorId c = b.constant("c", Tensor<float>({1}, 1.f));
+  TensorId big = b.add(ops::Expand{.shape = {512, 512}}, {c}, "big");  // 1 -> 262144 elements: kept
+  TensorId n = b.add(ops::Neg{}, {c}, "negated");                    // folded, keeps its name
+  b.output(big);
+  b.output(n);
+  auto s = run_pass(g, "constant-folding");
+  CHECK(s.changed == 1);
+  CHECK(count_op(g, "Expand") == 1);
+  CHECK(g.tensor(g.outputs()[1]).name == "negated");
+  CHECK(g.tensor(g.outputs()[1]).is_constant());
+}
+
+TEST_CASE("bn-folding and pad-folding: folded when safe, left alone otherwise, same results") {
+  Rng rng(3);
+  auto conv_bn = [&](bool shared, bool input_var) {
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {2, 4, 7, 7});
+    TensorId y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, b.constant("w", rand_t({6, 4, 3, 3}, rng)), b.constant("b", rand_t({6}, rng))});
+    TensorId var = input_var ? b.input("var", {6}) : b.constant("var", rand_t({6}, rng, 0.5f, 2.f));
+    TensorId z = b.add(ops::BatchNormalization{.epsilon = 1e-3f},
+                       {y, b.constant("sc", rand_t({6}, rng)), b.constant("sh", rand_t({6}, rng)), b.constant("mu", rand_t({6}, rng)), var});
+    b.output(z);
+    if (shared) b.output(y);  // the conv's own result is read too: no folding
+    return g;
+  };
+  Graph g = conv_bn(false, false), orig = g;
+  CHECK(run_pass(g, "bn-folding").changed == 1);
+  CHECK(count_op(g, "BatchNormalization") == 0);
+  same_results(orig, g, 4, 1e-4);
+  Graph s = conv_bn(true, false);
+  CHECK(run_pass(s, "bn-folding").changed == 0);
+  Graph v = conv_bn(false, true);
+  CHECK(run_pass(v, "bn-folding").changed == 0);
+
+  for (int variant = 0; variant < 4; ++variant) {
+    Graph p;
+    Builder b(p);
+    TensorId x = b.input("x", {1, 3, 6, 6});
+    std::vector<int64_t> pads{0, 0, 1, 2, 0, 0, 2, 1};
+    if (variant == 2) pads[1] = 1;  // a channel pad
+    ops::Pad pad{.pads = pads};
+    if (variant == 3) pad.value = 0.5;  // not zero
+    TensorId y = b.add(pad, {x});
+    if (variant == 1) b.output(b.add(ops::AveragePool{{.kernel_shape = {3, 3}}}, {y}));
+    else b.output(b.add(ops::Conv{}, {y, b.constant("w", rand_t({2, variant == 2 ? 4 : 3, 3, 3}, rng))}));
+    Graph before = p;
+    CHECK(run_pass(p, "pad-folding").changed == (variant < 2 ? 1 : 0));
+    same_results(before, p, 5 + uint64_t(variant));
+  }
+}
+
+TEST_CASE("layer-norm- and gelu-canonicalization: PyTorch's decomposed forms become one op") {
+  Rng rng(7);
+  for (int form = 0; form < 3; ++form) {
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {2, 5, 8});
+    TensorId m = b.add(ops::ReduceMean{{.axes = {-1}, .keepdims = true}}, {x});
+    TensorId d = b.add(ops::Sub{}, {x, m});
+    TensorId v = b.add(ops::ReduceMean{{.axes = {2}, .keepdims = true}}, {b.add(ops::Pow{}, {d, b.constant("two", Tensor<float>({}, 2.f))})});
+    TensorId sd = b.add(ops::Sqrt{}, {b.add(ops::Add{}, {v, b.constant("eps", Tensor<float>({}, 1e-5f))})});
+    TensorId y = b.add(ops::Div{}, {d, sd}, "normalized");
+    if (form >= 1) y = b.add(ops::Mul{}, {y, b.constant("gamma", rand_t({8}, rng))}, "scaled");
+    if (form >= 2) y = b.add(ops::Add{}, {b.constant("beta", rand_t({8}, rng)), y}, "shifted");
+    b.output(y);
+    Graph orig = g;
+    CHECK(run_pass(g, "layer-norm-canonicalization").changed == 1);
+    CHECK(count_op(g, "LayerNormalization") == 1);
+    CHECK(g.num_nodes() == 1);
+    same_results(orig, g, 8, 1e-4);
+  }
+  {  // d read elsewhere too: not a layer norm to rewrite
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {3, 4});
+    TensorId d = b.add(ops::Sub{}, {x, b.add(ops::ReduceMean{{.axes = {1}, .keepdims = true}}, {x})});
+    TensorId v = b.add(ops::ReduceMean{{.axes = {1}, .keepdims = true}}, {b.add(ops::Pow{}, {d, b.constant("two", Tensor<float>({}, 2.f))})});
+    b.output(b.add(ops::Div{}, {d, b.add(ops::Sqrt{}, {b.add(ops::Add{}, {v, b.constant("eps", Tensor<float>({}, 1e-5f))})})}));
+    b.output(d);
+    CHECK(run_pass(g, "layer-norm-canonicalization").changed == 0);
+  }
+  for (bool by_mul : {false, true}) {
+    Graph g;
+    Builder b(g);
+    TensorId x = b.add(ops::MatMul{}, {b.input("x", {4, 6}), b.constant("w", rand_t({6, 5}, rng))});
+    TensorId a = by_mul ? b.add(ops::Mul{}, {x, b.constant("r", Tensor<float>({}, 0.70710678f))})
+                        : b.add(ops::Div{}, {x, b.constant("s", Tensor<float>({}, 1.41421356f))});
+    TensorId e = b.add(ops::Add{}, {b.add(ops::Erf{}, {a}), b.constant("one", Tensor<float>({}, 1.f))});
+    b.output(b.add(ops::Mul{}, {b.add(ops::Mul{}, {x, e}), b.constant("half", Tensor<float>({}, 0.5f))}, "gelu_out"));
+    Graph orig = g;
+    CHECK(run_pass(g, "gelu-canonicalization").changed == 1);
+    CHECK(count_op(g, "Gelu") == 1);
+    CHECK(g.num_nodes() == 2);
+    same_results(orig, g, 9, 1e-5);
+  }
+}
+
+TEST_CASE("rt-folding and conv-merging keep results") {
+  Rng rng(11);
+  {
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {2, 3, 4});
+    TensorId r = b.add(ops::Reshape{.shape = {6, 4}}, {x});
+    TensorId t = b.add(ops::Transpose{.perm = {1, 0}}, {r});
+    b.output(b.add(ops::Reshape{.shape = {2, 2, 6}}, {t}));
+    Graph orig = g;
+    CHECK(run_pass(g, "rt-folding").changed >= 2);
+    CHECK(g.num_nodes() == 1);
+    CHECK(count_op(g, "PetRT") == 1);
+    same_results(orig, g, 12);
+  }
+  {
+    Graph g;
+    Builder b(g);
+    TensorId w = b.constant("w", rand_t({4, 3, 3, 3}, rng));
+    TensorId a = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("a", {1, 3, 6, 6}), w});
+    TensorId c = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("c", {1, 3, 6, 6}), w});
+    b.output(a);
+    b.output(c);
+    Graph orig = g;
+    CHECK(run_pass(g, "conv-merging").changed == 1);
+    CHECK(count_op(g, "Conv") == 1);
+    same_results(orig, g, 13);
+  }
+}
+
+TEST_CASE("Gelu: formula, shapes, ONNX-style float-only") {
+  check_op(ops::Gelu{}, {f32({3, 7})}, 1401);
+  CHECK(out_shape(ops::Gelu{}, {f32({2, 3})}) == Shape{2, 3});
+  CHECK_THROWS_WITH_AS(infer(ops::Gelu{}, {i64({2})}), "Gelu 'n': input must be float32, got int64", InvalidInput);
+  auto [op, out] = resolve(ops::Gelu{}, {f32({3})});
+  std::vector<Value<float>> in{Tensor<float>({3}, {-1.f, 0.f, 2.f})};
+  auto y = std::get<Tensor<float>>(evaluate_op<float>(op, in, out)[0]);
+  CHECK(y[0] == doctest::Approx(-0.158655254).epsilon(1e-6));
+  CHECK(y[1] == 0.f);
+  CHECK(y[2] == doctest::Approx(1.954499736).epsilon(1e-6));
+}
