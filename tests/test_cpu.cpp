@@ -625,3 +625,33 @@ TEST_CASE("defect D: a max-pool window of padding only gives the lowest float on
   for (int64_t i = 0; i < t.size(); ++i) CHECK(t[i] == std::numeric_limits<float>::lowest());
   on_every_path(g, 8, "max pool over padding");
 }
+
+TEST_CASE("cache keys: ops that differ in any attribute never share a profiler or algorithm-cache entry") {
+  const Types one{f32({2, 8, 6, 6})};
+  auto key = [&](Op op) { return backend::Profiler::key("cpu@v", op, one, {false}); };
+  CHECK(key(ops::LeakyRelu{.alpha = 0.2f}) != key(ops::LeakyRelu{.alpha = 0.01f}));
+  CHECK(key(ops::Pad{.pads = {0, 0, 1, 1, 0, 0, 1, 1}, .mode = ops::PadMode::Constant}) !=
+        key(ops::Pad{.pads = {0, 0, 1, 1, 0, 0, 1, 1}, .mode = ops::PadMode::Reflect}));
+  CHECK(key(ops::Clip{.min = 0, .max = 1}) != key(ops::Clip{.min = 0, .max = 6}));
+  CHECK(key(ops::AveragePool{{.kernel_shape = {3, 3}, .ceil_mode = true}, false}) !=
+        key(ops::AveragePool{{.kernel_shape = {3, 3}, .ceil_mode = false}, false}));
+  CHECK(key(ops::BatchNormalization{.epsilon = 1e-5f}) != key(ops::BatchNormalization{.epsilon = 1e-3f}));
+  CHECK(key(ops::LeakyRelu{.alpha = 0.2f}) == key(ops::LeakyRelu{.alpha = 0.2f}));
+  // The algorithm cache: convs that differ only in an attribute get their own choice.
+  const std::string file = (std::filesystem::temp_directory_path() / cat("pet_algos_attr_", ::getpid(), ".json")).string();
+  std::filesystem::remove(file);
+  backend::CompileOptions opt;
+  opt.algorithm_cache = file;
+  Rng rng(3);
+  for (int64_t d : {1, 2}) {
+    Graph g;
+    Builder b(g);
+    b.output(b.add(ops::Conv{.pads = {d, d, d, d}, .dilations = {d, d}}, {b.input("x", {1, 8, 12, 12}), b.constant("w", lab::random_weight({8, 8, 3, 3}, rng))}));
+    backend::make_backend("cpu")->compile(g, opt);
+  }
+  std::ifstream f(file);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(text.find("dilations=[1,1]") != std::string::npos);
+  CHECK(text.find("dilations=[2,2]") != std::string::npos);
+  std::filesystem::remove(file);
+}

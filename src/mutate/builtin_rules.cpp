@@ -5,13 +5,17 @@
 
 namespace pet::mutate {
 
-const RuleSet& builtin_rules() {
+RuleSet make_builtin_rules() {
   using namespace rules;
-  static const RuleSet set = RuleSet::of<ConvBatchToSpatial<3>, ConvBatchToSpatial<2>, ConvWidthToBatch<2>, ConvSpatialToBatch<4>,
+  return RuleSet::of<ConvBatchToSpatial<3>, ConvBatchToSpatial<2>, ConvWidthToBatch<2>, ConvSpatialToBatch<4>,
                                          ConvSpatialToBatch<2>, ConvPadOdd, ConvTransposeSpatial, ConvDilatedToDense<false>,
                                          ConvDilatedToDense<true>, ConvMergeShared, ConvMergeGrouped, GroupedConvSplit,
                                          MatMulMergeShared, MatMulMergeBatched, Conv1x1ToMatMul, MatMulToConv1x1,
                                          ConvExplicitPad>();
+}
+
+const RuleSet& builtin_rules() {
+  static const RuleSet set = make_builtin_rules();
   return set;
 }
 

@@ -29,10 +29,11 @@ MutateResult run(const Graph& sub, const Options& opt) {
   std::vector<std::pair<Graph, std::string>> candidates;
 
   // 1. Rules, at every node they match.
+  const RuleSet& rule_set = opt.rule_set ? *opt.rule_set : builtin_rules();
   const bool all = opt.rules.size() == 1 && opt.rules[0] == "all";
   const bool none = opt.rules.size() == 1 && opt.rules[0] == "none";
   if (!none)
-    for (const auto& rule : builtin_rules().rules()) {
+    for (const auto& rule : rule_set.rules()) {
       if (!all && std::find(opt.rules.begin(), opt.rules.end(), std::string(rule->name())) == opt.rules.end()) continue;
       for (NodeId n = 0; n < sub.num_nodes(); ++n) {
         ++res.rule_attempts;
@@ -47,7 +48,7 @@ MutateResult run(const Graph& sub, const Options& opt) {
     }
   if (!all && !none)
     for (const auto& name : opt.rules)
-      if (!builtin_rules().find(name)) throw InvalidInput(cat("unknown rule '", name, "' (see pet mutate --list-rules)"));
+      if (!rule_set.find(name)) throw InvalidInput(cat("unknown rule '", name, "' (see pet mutate --list-rules)"));
 
   // 2. The generic generator.
   if (opt.depth > 0) {

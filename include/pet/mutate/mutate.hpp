@@ -13,7 +13,10 @@ namespace pet::mutate {
 
 struct Options {
   int depth = 3;                        ///< generator depth (0: rules only)
-  std::vector<std::string> rules{"all"};  ///< "all", "none" or rule names
+  std::vector<std::string> rules{"all"};  ///< "all", "none" or rule names (of `rule_set`)
+  /// The rules to draw from: null for the built-in ones (builtin_rules()); a library user
+  /// passes a RuleSet with rules of their own (make_builtin_rules() plus theirs, or only theirs).
+  const RuleSet* rule_set = nullptr;
   GeneratorOptions generator;           ///< budgets (depth is taken from above)
   verify::Options verify;
   /// Generated programs that agree with the original at fewer sampled positions than this

@@ -152,5 +152,7 @@ class RuleSet {
 
 /// Every built-in rule (include/pet/mutate/rules/).
 const RuleSet& builtin_rules();
+/// A fresh set of the built-in rules, to add rules of one's own to (RuleSet::add).
+RuleSet make_builtin_rules();
 
 }  // namespace pet::mutate
