@@ -26,9 +26,7 @@ NodeId sole_reader(const Graph& g, TensorId t) {
   return u.size() == 1 && !g.is_output(t) ? u[0].node : -1;
 }
 
-namespace detail {
-namespace {
-
+// (patterns.hpp)
 /// Every reader of `from` reads `to`; a graph output keeps its name (so the program's
 /// interface does not change) unless `to` is a graph input or output already.
 void redirect(Graph& g, TensorId from, TensorId to) {
@@ -57,6 +55,9 @@ void erase_all(Graph& g, std::vector<NodeId> nodes) {
     nodes.erase(free);
   }
 }
+
+namespace detail {
+namespace {
 
 const Tensor<float>& fconst(const Graph& g, TensorId t) { return std::get<Tensor<float>>(*g.tensor(t).value); }
 bool is_const(const Graph& g, TensorId t) { return g.tensor(t).is_constant(); }

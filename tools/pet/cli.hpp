@@ -53,5 +53,6 @@ int cmd_info(const std::vector<std::string>& argv);
 int cmd_run(const std::vector<std::string>& argv);
 int cmd_verify(const std::vector<std::string>& argv);
 int cmd_mutate(const std::vector<std::string>& argv);
+int cmd_optimize(const std::vector<std::string>& argv);
 
 }  // namespace pet::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return pet::cli::cmd_run(args);
     if (cmd == "verify") return pet::cli::cmd_verify(args);
     if (cmd == "mutate") return pet::cli::cmd_mutate(args);
+    if (cmd == "optimize") return pet::cli::cmd_optimize(args);
     std::fprintf(stderr, "pet: error: unknown command '%s'\n%s", cmd.c_str(), pet::cli::usage_text().c_str());
     return 2;
   } catch (const pet::cli::HelpShown&) {

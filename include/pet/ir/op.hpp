@@ -37,6 +37,11 @@ template <class O, class... Ts>
 constexpr bool is_one_of = (std::is_same_v<O, Ts> || ...);
 template <class>
 constexpr bool always_false = false;
+/// Whether op holds one of the op types Ts.
+template <class... Ts, class V>
+bool holds_any(const V& op) {
+  return (std::holds_alternative<Ts>(op) || ...);
+}
 
 /// The op's stable name (its ONNX op_type; "PetRT" for the composite R/T op).
 inline std::string_view op_name(const Op& op) {

@@ -1,0 +1,157 @@
+#pragma once
+/// The whole-model optimizer (paper section 6, Algorithm 2), as passes over a model:
+///
+///  1. canonicalisation: the fully equivalent graph rewrites every backend wants (constant and
+///     BN folding, Pad folding, LayerNorm and GELU as single ops, dead code);
+///  2. partitioning: the multilinear subprograms between non-linear ops; subprograms that read
+///     a common tensor are searched together (parallel branches, BERT's Q/K/V), and large ones
+///     a window of at most `window` ops at a time (each window convex: no path leaves it and
+///     comes back);
+///  3. search per window: r rounds of mutation (rules + generator + verification + correction
+///     kernels + correction fusion, as `pet mutate`), the top K candidates by the cost model
+///     kept in a heap, each round mutating the last round's survivors; identical windows
+///     (same ops, attributes, shapes; weights aside, they are variables of the verification)
+///     are searched once and the result reused;
+///  4. measurement: the best candidates of each window timed as compiled programs on the
+///     backend against the original window; a window keeps its original form unless a
+///     candidate measures faster;
+///  5. stitching and post-optimisations (each a pass): R/T ops moved through element-wise
+///     activations, inverse R/T pairs eliminated (proved by the finite-field tester), R/T
+///     chains folded, correction convs merged, constants precomputed, dead code;
+///  6. the end-to-end check on the reference interpreter against the original (random inputs):
+///     on a mismatch the transformations are re-checked one by one and the one that broke it is
+///     named; then the whole program is timed against the original and kept only if faster.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pet/backend/backend.hpp"
+#include "pet/mutate/mutate.hpp"
+#include "pet/transform/pass.hpp"
+
+namespace pet::optimize {
+
+enum class Policy { Both, Equivalent, Partial, None };
+/// "both", "equivalent", "partial", "none"; InvalidInput otherwise.
+Policy parse_policy(const std::string& s);
+std::string_view policy_name(Policy p);
+
+struct Progress {
+  int window = 0, windows = 0;  ///< 1-based index of the window being searched, and how many
+  int round = 0;
+  double best_speedup = 1;      ///< estimated, over all windows searched so far
+  double elapsed_s = 0;
+  std::string what;             ///< "searching", "measuring", "checking", ...
+};
+
+struct Options {
+  int depth = 3;           ///< generator depth (paper d)
+  int rounds = 4;          ///< search rounds (paper r)
+  int top_k = 4;           ///< candidates kept per round
+  int window = 4;          ///< most ops mutated at a time
+  Policy policy = Policy::Both;
+  double budget_s = 0;     ///< whole search; 0: none. The search stops cleanly and keeps the best found.
+  double window_budget_s = 30;  ///< one window's search
+  int measure_best = 3;    ///< candidates per window timed as compiled programs
+  std::string backend = "cpu";
+  int threads = 0;
+  std::vector<std::string> only_rules, disable_rules;  ///< rule names
+  const mutate::RuleSet* rule_set = nullptr;           ///< null: the built-in rules
+  std::string profile_cache, algorithm_cache;          ///< empty: in memory only
+  /// Passes left out or printed (canonicalisation and post-optimisations together).
+  transform::PipelineOptions passes;
+  /// Post-optimisations of one's own, run after the built-in ones (the end-to-end check
+  /// covers them like every other step).
+  std::vector<std::shared_ptr<transform::Pass>> extra_passes;
+  /// End-to-end check: random inputs, |opt - orig| <= atol + rtol max|orig|, per output.
+  double check_atol = 1e-4, check_rtol = 1e-3;
+  int check_seeds = 2;
+  /// Whole-program timing against the original: interleaved rounds of `time_runs` each.
+  int time_rounds = 5, time_runs = 5;
+  std::function<void(const Progress&)> progress;
+};
+
+struct WindowReport {
+  int index = 0;
+  std::vector<std::string> nodes;  ///< node names in the (canonicalised) model
+  std::string ops;                 ///< "Conv Add"
+  std::string applied = "original";  ///< rule name, "generated", or "original"
+  std::string verdict;             ///< "equivalent", "partially equivalent", or ""
+  double corrected_fraction = 0;
+  int correction_kernels = 0;
+  std::string summary;             ///< the chosen program's ops
+  double est_original_ms = 0, est_chosen_ms = 0;
+  double measured_original_ms = 0, measured_chosen_ms = 0;
+  int rounds = 0, candidates = 0;
+  bool reused = false;             ///< an identical window's search result
+  std::string why_kept;            ///< when the original form was kept: why (--explain)
+};
+
+struct Report {
+  std::string model;
+  double search_seconds = 0, total_seconds = 0;
+  double original_ms = 0, optimized_ms = 0;  ///< end to end on the backend, medians
+  double speedup = 1;
+  bool kept_original = false;  ///< the optimized program was not faster (or not correct)
+  std::string why_original;
+  std::vector<WindowReport> windows;
+  int reused_windows = 0;
+  int64_t profiler_measured = 0, profiler_hits = 0;
+  std::vector<transform::PassRecord> passes;
+  std::string check;  ///< "pass (max error ...)" of the end-to-end numeric check
+  std::string stop_reason;
+};
+
+struct Result {
+  Graph graph;  ///< the program to write (the canonicalised original when nothing paid off)
+  Report report;
+};
+
+/// Optimizes a whole program. Throws InternalError naming the window and the transformation
+/// when the end-to-end check finds a difference it cannot attribute.
+Result optimize(const Graph& model, const Options& opt = {});
+
+/// The program as the optimizer's passes see it before the search (canonicalisation).
+transform::Pipeline canonicalization_pipeline();
+/// The post-optimisations run after stitching (with `extra` appended).
+transform::Pipeline post_optimization_pipeline(const std::vector<std::shared_ptr<transform::Pass>>& extra = {});
+
+// ---- the parts, for tests ------------------------------------------------------------
+/// A set of nodes of a program searched as one: its nodes (topological order), the tensors
+/// it reads from outside (in order of first use) and the tensors it produces that are read
+/// outside or are graph outputs.
+struct Window {
+  std::vector<NodeId> nodes;
+  std::vector<TensorId> inputs, outputs;
+};
+/// Multilinear subprograms (those reading a common tensor joined), cut into convex windows
+/// of at most `max_ops` nodes, in topological order of their first node.
+std::vector<Window> partition(const Graph& g, int max_ops);
+/// The window as a standalone program: graph inputs for `inputs`, its constants copied
+/// (named w0, w1, ... by first use), outputs in order.
+Graph extract(const Graph& g, const Window& w);
+/// A key of the window's structure: ops with every attribute, how they connect, input and
+/// constant types, and the values of integer constants (float constants are weights: the
+/// verifier treats them as variables, so a result holds for any values).
+std::string structure_key(const Graph& window_program);
+/// Replaces window w of g with `program` (a program with the window's inputs and outputs, in
+/// order, whose constants named w0, w1, ... stand for the window's own constants).
+void substitute(Graph& g, const Window& w, const Graph& program);
+
+/// Top-K search over rounds on one window program (no measurement): candidates best first,
+/// the original included. `cost` estimates a program (ms).
+struct Candidate {
+  Graph graph;
+  double est_ms = 0;
+  std::string origin = "original";
+  std::string verdict;
+  double corrected_fraction = 0;
+  int correction_kernels = 0;
+  std::string summary;
+};
+std::vector<Candidate> search(const Graph& window_program, const Options& opt, const std::function<double(const Graph&)>& cost,
+                              int* rounds_done = nullptr, std::string* stop = nullptr);
+
+}  // namespace pet::optimize

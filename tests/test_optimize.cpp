@@ -1,0 +1,292 @@
+// The whole-model optimizer: partitioning (joined branches, window size, convexity),
+// extraction and substitution, structural reuse, the top-K search on a toy cost model, the
+// post-optimisation passes, the budget stop, and the end-to-end check, including a
+// deliberately wrong transformation it must catch.
+#include <set>
+
+#include "op_testing.hpp"
+#include "pet/optimize/optimize.hpp"
+#include "pet/transform/patterns.hpp"
+
+using namespace pet;
+using namespace pet::testing;
+
+namespace {
+
+Tensor<float> rand_t(const Shape& s, Rng& rng, float scale = 0.3f) {
+  Tensor<float> t(s);
+  for (int64_t i = 0; i < t.size(); ++i) t[i] = float(rng.uniform(-scale, scale));
+  return t;
+}
+
+/// max |a - b| over the outputs of two programs on the same seeded inputs (reference).
+double max_diff(const Graph& a, const Graph& b, uint64_t seed = 3) {
+  Rng rng(seed);
+  std::vector<Value<float>> in;
+  for (TensorId t : a.inputs()) in.push_back(random_inputs({a.type(t)}, rng, {})[0]);
+  auto x = Interpreter<float>(a).run(in), y = Interpreter<float>(b).run(in);
+  REQUIRE(x.size() == y.size());
+  double d = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    const auto& p = std::get<Tensor<float>>(x[k]);
+    const auto& q = std::get<Tensor<float>>(y[k]);
+    REQUIRE(p.shape() == q.shape());
+    for (int64_t i = 0; i < p.size(); ++i) d = std::max(d, double(std::abs(p[i] - q[i])));
+  }
+  return d;
+}
+
+/// Whether no node outside the window lies on a path from the window back into it.
+bool convex(const Graph& g, const optimize::Window& w) {
+  std::set<NodeId> in(w.nodes.begin(), w.nodes.end());
+  std::set<NodeId> down;
+  std::vector<NodeId> stack;
+  for (NodeId n : w.nodes)
+    for (TensorId t : g.node(n).outputs)
+      for (const auto& u : g.uses(t))
+        if (!in.count(u.node)) stack.push_back(u.node);
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    if (!down.insert(n).second) continue;
+    for (TensorId t : g.node(n).outputs)
+      for (const auto& u : g.uses(t)) {
+        if (in.count(u.node)) return false;
+        stack.push_back(u.node);
+      }
+  }
+  return true;
+}
+
+optimize::Options quick() {
+  optimize::Options o;
+  o.depth = 2;
+  o.rounds = 2;
+  o.window_budget_s = 20;
+  o.time_rounds = 2;
+  o.time_runs = 3;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("partition: windows cut at non-linear ops, siblings joined, at most N ops, always convex") {
+  Rng rng(1);
+  Graph g;
+  Builder b(g);
+  TensorId x = b.add(ops::Relu{}, {b.input("x", {4, 16})});
+  // Q/K/V: three matmuls reading one tensor, each into its own non-linear op
+  std::vector<TensorId> heads;
+  for (int i = 0; i < 3; ++i) heads.push_back(b.add(ops::Sigmoid{}, {b.add(ops::MatMul{}, {x, b.constant(cat("w", i), rand_t({16, 8}, rng))})}));
+  // a non-convex temptation: c1 -> relu -> c2 -> add(c2, c1)
+  TensorId c1 = b.add(ops::MatMul{}, {heads[0], b.constant("v1", rand_t({8, 8}, rng))}, "c1");
+  TensorId c2 = b.add(ops::MatMul{}, {b.add(ops::Relu{}, {c1}), b.constant("v2", rand_t({8, 8}, rng))}, "c2");
+  TensorId s = b.add(ops::Add{}, {c2, c1}, "s");
+  // a long multilinear chain
+  TensorId t = s;
+  for (int i = 0; i < 6; ++i) t = b.add(ops::Neg{}, {t}, cat("neg", i));
+  b.output(b.add(ops::Tanh{}, {t}));
+  b.output(heads[1]);
+  b.output(heads[2]);
+  auto ws = optimize::partition(g, 4);
+  std::set<NodeId> covered;
+  bool qkv_together = false;
+  for (const auto& w : ws) {
+    CHECK(int(w.nodes.size()) <= 4);
+    CHECK(convex(g, w));
+    int matmuls = 0;
+    for (NodeId n : w.nodes) covered.insert(n), matmuls += std::holds_alternative<ops::MatMul>(g.node(n).op);
+    qkv_together = qkv_together || matmuls == 3;
+  }
+  CHECK(qkv_together);
+  for (NodeId n : g.topo_order()) CHECK(covered.count(n) == size_t(is_multilinear(g.node(n).op)));
+  // c1, c2 and the add cannot all be one window (relu lies between c1 and c2)
+  for (const auto& w : ws) {
+    std::set<std::string> names;
+    for (NodeId n : w.nodes) names.insert(g.node(n).name);
+    CHECK_FALSE((names.count("c1") && names.count("c2")));
+  }
+}
+
+TEST_CASE("extract, substitute and structure keys") {
+  Rng rng(2);
+  auto block = [&](Graph& g, TensorId x, const std::string& p) {
+    Builder b(g);
+    TensorId y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, b.constant(p + "w", rand_t({8, 8, 3, 3}, rng)), b.constant(p + "b", rand_t({8}, rng))});
+    return b.add(ops::Relu{}, {b.add(ops::Add{}, {y, x})});
+  };
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {1, 8, 6, 6});
+  b.output(block(g, block(g, x, "a"), "b"));
+  auto ws = optimize::partition(g, 4);
+  REQUIRE(ws.size() == 2);
+  Graph p0 = optimize::extract(g, ws[0]), p1 = optimize::extract(g, ws[1]);
+  CHECK(optimize::structure_key(p0) == optimize::structure_key(p1));  // weights aside, the same
+  Graph q = p0;
+  {  // another attribute: another key
+    Graph h;
+    Builder c(h);
+    TensorId y = c.input("in0", {1, 8, 6, 6});
+    c.output(c.add(ops::Add{}, {c.add(ops::Conv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}}, {y, c.constant("w0", rand_t({8, 8, 3, 3}, rng)),
+                                                                                           c.constant("w1", rand_t({8}, rng))}),
+                                 y}));
+    CHECK(optimize::structure_key(h) != optimize::structure_key(p0));
+  }
+  // Substituting a window by its own extraction computes the same, reusing its weights.
+  Graph h = g;
+  optimize::substitute(h, ws[1], p1);
+  h.compact();
+  CHECK(max_diff(g, h) == 0);
+  CHECK(h.tensor(h.outputs()[0]).name == g.tensor(g.outputs()[0]).name);
+  int consts = 0;
+  for (TensorId t = 0; t < h.num_tensors(); ++t) consts += h.tensor(t).is_constant();
+  CHECK(consts == 4);  // no weight copied
+}
+
+TEST_CASE("search: the top-K heap over rounds on a toy cost model, the window budget") {
+  Rng rng(3);
+  Graph p;
+  Builder b(p);
+  b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("in0", {1, 4, 8, 8}), b.constant("w0", rand_t({4, 4, 3, 3}, rng))}));
+  // A toy cost: programs with more nodes are cheaper; explicit pads are what the rules offer.
+  auto cost = [](const Graph& g) { return 10.0 - double(g.num_nodes()); };
+  optimize::Options opt;
+  opt.depth = 0;  // rules only: deterministic
+  opt.rounds = 3;
+  opt.top_k = 2;
+  int rounds = 0;
+  std::string stop;
+  auto cands = optimize::search(p, opt, cost, &rounds, &stop);
+  REQUIRE(cands.size() >= 2);
+  for (size_t i = 1; i < cands.size(); ++i) CHECK(cands[i - 1].est_ms <= cands[i].est_ms);  // best first
+  CHECK(std::any_of(cands.begin(), cands.end(), [](const auto& c) { return c.origin == "original"; }));
+  CHECK(cands[0].origin != "original");
+  CHECK(rounds >= 1);
+  for (const auto& c : cands) CHECK(max_diff(p, c.graph) < 1e-4);  // every candidate computes the original
+  // policy equivalent keeps only fully equivalent ones; none keeps only the original
+  opt.policy = optimize::Policy::Equivalent;
+  for (const auto& c : optimize::search(p, opt, cost)) CHECK(c.verdict != "partially equivalent");
+  opt.policy = optimize::Policy::None;
+  CHECK(optimize::search(p, opt, cost).size() == 1);
+  // a spent budget stops cleanly with what was found
+  opt.policy = optimize::Policy::Both;
+  opt.depth = 3;
+  opt.window_budget_s = 1e-6;
+  auto few = optimize::search(p, opt, cost, &rounds, &stop);
+  CHECK(stop.find("budget") != std::string::npos);
+  CHECK(few.size() >= 1);
+}
+
+TEST_CASE("post-optimisations: R/T through activations, inverse R/T pairs removed only when proved") {
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {2, 6, 4});
+  TensorId t = b.add(ops::Transpose{.perm = {0, 2, 1}}, {x});
+  TensorId r = b.add(ops::Relu{}, {t});
+  TensorId back = b.add(ops::Transpose{.perm = {0, 2, 1}}, {r}, "back");
+  TensorId other = b.add(ops::Transpose{.perm = {1, 0, 2}}, {b.add(ops::Transpose{.perm = {0, 2, 1}}, {b.add(ops::Sigmoid{}, {x})})});
+  b.output(back);
+  b.output(other);
+  const Graph orig = g;
+  auto rec = optimize::post_optimization_pipeline().run(g);
+  int moved = 0, removed = 0;
+  for (const auto& r2 : rec) {
+    if (r2.name == "rt-through-activation") moved = r2.stats.changed;
+    if (r2.name == "inverse-rt-elimination") removed = r2.stats.changed;
+  }
+  CHECK(moved >= 1);
+  CHECK(removed == 1);  // the pair around the Relu; the other pair is no identity
+  CHECK(max_diff(orig, g) == 0);
+  CHECK(g.tensor(g.outputs()[0]).name == "back");
+  int transposes = 0;
+  for (NodeId n : g.topo_order()) transposes += std::holds_alternative<ops::Transpose>(g.node(n).op) || std::holds_alternative<ops::RT>(g.node(n).op);
+  CHECK(transposes >= 1);  // the second chain stays (folded into one R/T)
+}
+
+TEST_CASE("optimize end to end: dilated convs become dense ones, identical windows reused, output checked") {
+  Rng rng(4);
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {1, 32, 16, 16});
+  for (int i = 0; i < 2; ++i)
+    x = b.add(ops::Relu{}, {b.add(ops::Conv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}}, {x, b.constant(cat("w", i), rand_t({32, 32, 3, 3}, rng, 0.1f))})});
+  b.output(x);
+  optimize::Options opt = quick();
+  opt.only_rules = {"conv-dilated-to-dense"};
+  opt.depth = 0;
+  std::vector<std::string> seen;
+  opt.progress = [&](const optimize::Progress& p) { seen.push_back(p.what); };
+  auto r = optimize::optimize(g, opt);
+  REQUIRE(r.report.windows.size() == 2);
+  CHECK(r.report.reused_windows == 1);
+  CHECK(r.report.windows[1].reused);
+  CHECK(r.report.windows[0].applied == r.report.windows[1].applied);
+  CHECK(r.report.windows[0].candidates >= 1);  // the dilated-to-dense mutant
+  CHECK(r.report.check.rfind("pass", 0) == 0);
+  CHECK(max_diff(g, r.graph) < 1e-3);
+  CHECK(std::find(seen.begin(), seen.end(), "checking") != seen.end());
+  CHECK(r.report.original_ms > 0);
+  if (!r.report.kept_original) CHECK(r.report.optimized_ms < r.report.original_ms);
+
+  // A search budget already spent: every window keeps its form, the program is still right.
+  opt.budget_s = 1e-9;
+  auto s = optimize::optimize(g, opt);
+  CHECK(s.report.stop_reason.find("budget") != std::string::npos);
+  for (const auto& w : s.report.windows) CHECK(w.applied == "original");
+  CHECK(max_diff(g, s.graph) < 1e-4);
+}
+
+namespace {
+/// A deliberately wrong post-optimisation (registered only here): every Relu becomes an
+/// Identity. The end-to-end check must catch it and name it.
+class WrongPass final : public transform::Pass {
+ public:
+  std::string_view name() const override { return "test-wrong-relu-removal"; }
+  std::string_view description() const override { return "drops every Relu (wrong on purpose)"; }
+  transform::PassStats run(Graph& g) override {
+    int n = 0;
+    for (NodeId i : g.topo_order())
+      if (std::holds_alternative<ops::Relu>(g.node(i).op)) {
+        transform::redirect(g, g.node(i).outputs[0], g.node(i).inputs[0]);
+        g.erase_node(i);
+        ++n;
+      }
+    return {n, ""};
+  }
+};
+
+/// A wrong mutation rule (registered only here): a conv becomes the conv with its weights
+/// negated. The verifier must refuse or correct it, never let it through.
+struct WrongRule final : mutate::Rule<ops::Conv> {
+  std::string_view name() const override { return "test-wrong-negate"; }
+  std::string_view description() const override { return "negates a conv (wrong on purpose)"; }
+  mutate::Result apply(const mutate::Match<ops::Conv>& m, mutate::MutantBuilder& b) const override {
+    std::vector<TensorId> in{m.input(0), b.add(ops::Neg{}, {m.input(1)})};
+    for (int i = 2; i < m.num_inputs(); ++i) in.push_back(m.input(i));
+    return b.replace(m.output(0), b.add(m.op(), in));
+  }
+};
+}  // namespace
+
+TEST_CASE("optimize: a wrong transformation is caught and named; a wrong rule never gets through") {
+  Rng rng(5);
+  Graph g;
+  Builder b(g);
+  TensorId y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {1, 8, 8, 8}), b.constant("w", rand_t({8, 8, 3, 3}, rng))});
+  b.output(b.add(ops::Relu{}, {y}));
+  optimize::Options opt = quick();
+  opt.policy = optimize::Policy::None;
+  opt.extra_passes.push_back(std::make_shared<WrongPass>());
+  CHECK_THROWS_WITH_AS(optimize::optimize(g, opt),
+                       doctest::Contains("the post-optimisation pass 'test-wrong-relu-removal' broke it; nothing was written"), InternalError);
+
+  mutate::RuleSet wrong;
+  wrong.add(std::make_unique<WrongRule>());
+  optimize::Options o2 = quick();
+  o2.rule_set = &wrong;
+  o2.depth = 0;
+  auto r = optimize::optimize(g, o2);
+  CHECK(max_diff(g, r.graph) < 1e-4);
+  for (const auto& w : r.report.windows) CHECK(w.applied.find("test-wrong") == std::string::npos);
+}

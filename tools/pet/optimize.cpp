@@ -1,0 +1,145 @@
+// pet optimize MODEL -o OUT: the whole-model optimizer (include/pet/optimize/optimize.hpp).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "pet/backend/backend.hpp"
+#include "pet/optimize/optimize.hpp"
+
+namespace pet::cli {
+
+namespace {
+std::vector<std::string> names(const std::optional<std::string>& s) {
+  std::vector<std::string> v;
+  if (!s) return v;
+  for (const auto& n : transform::pass_list(*s)) v.push_back(n);
+  return v;
+}
+}  // namespace
+
+int cmd_optimize(const std::vector<std::string>& argv_in) {
+  std::vector<std::string> argv = argv_in;
+  for (auto& x : argv)
+    if (x == "-o") x = "--output";
+  Args a(command_spec("optimize"), argv, 1);
+  const std::string path = a.positional[0];
+  auto out = a.get("output");
+  if (!out) throw InvalidInput("pet optimize needs -o OUT.onnx (where the optimized model goes)");
+  optimize::Options opt;
+  opt.depth = int(a.get_int("depth", 3));
+  opt.rounds = int(a.get_int("rounds", 4));
+  opt.top_k = int(a.get_int("top-k", 4));
+  opt.window = int(a.get_int("window", 4));
+  opt.policy = optimize::parse_policy(a.get("policy").value_or("both"));
+  opt.budget_s = a.get_double("budget", 0);
+  opt.window_budget_s = a.get_double("window-budget", 30);
+  opt.backend = a.get("backend").value_or(backend::available_backends().front());
+  opt.threads = int(a.get_int("threads", 0));
+  opt.only_rules = names(a.get("only"));
+  opt.disable_rules = names(a.get("disable"));
+  opt.profile_cache = a.get("profile-cache").value_or(backend::Profiler::default_cache_file());
+  opt.algorithm_cache = a.get("algorithm-cache").value_or(backend::Profiler::default_algorithm_cache_file());
+  if (opt.profile_cache == "none") opt.profile_cache.clear();
+  if (opt.algorithm_cache == "none") opt.algorithm_cache.clear();
+  opt.passes.disabled = transform::pass_list(a.get("disable-pass").value_or(""));
+  opt.passes.print_after = transform::pass_list(a.get("print-after").value_or(""));
+  if (opt.depth < 0 || opt.depth > 6) throw InvalidInput(cat("--depth ", opt.depth, ": choose 0 to 6"));
+  if (opt.rounds < 1 || opt.top_k < 1 || opt.window < 1) throw InvalidInput("--rounds, --top-k and --window need positive counts");
+  if (opt.budget_s < 0 || opt.window_budget_s <= 0) throw InvalidInput("--budget and --window-budget need positive seconds");
+  if (opt.threads < 0) throw InvalidInput("--threads needs a positive count");
+  if (opt.backend == "reference") throw InvalidInput("--backend reference: the optimizer needs a backend to measure on (cpu)");
+  const bool quiet = a.flag("quiet");
+  const bool tty = isatty(2);
+  opt.progress = [&](const optimize::Progress& p) {
+    if (quiet) return;
+    std::fprintf(stderr, "%spet optimize: window %d of %d, round %d, estimated %.2fx so far, %.1f s: %s%s", tty ? "\r\033[K" : "", p.window,
+                 p.windows, p.round, p.best_speedup, p.elapsed_s, p.what.c_str(), tty ? "" : "\n");
+    std::fflush(stderr);
+  };
+  onnx::Model m = onnx::import_file(path, import_options(a));
+  optimize::Result r;
+  try {
+    r = optimize::optimize(m.graph, opt);
+  } catch (const InvalidInput& e) {
+    throw InvalidInput(cat(path, ": ", e.what()));
+  } catch (const Unsupported& e) {
+    throw Unsupported(cat(path, ": ", e.what()));
+  }
+  if (tty && !quiet) std::fputs("\r\033[K", stderr);
+  r.graph.name = m.graph.name;
+  onnx::export_file(r.graph, *out);
+  const auto& rep = r.report;
+
+  nlohmann::json j;
+  j["model"] = path;
+  j["output"] = *out;
+  j["backend"] = opt.backend;
+  j["options"] = {{"depth", opt.depth}, {"rounds", opt.rounds}, {"top_k", opt.top_k}, {"window", opt.window},
+                  {"policy", optimize::policy_name(opt.policy)}, {"budget_s", opt.budget_s}};
+  j["search_seconds"] = rep.search_seconds;
+  j["total_seconds"] = rep.total_seconds;
+  j["original_ms"] = rep.original_ms;
+  j["optimized_ms"] = rep.optimized_ms;
+  j["speedup"] = rep.speedup;
+  j["kept_original"] = rep.kept_original;
+  if (rep.kept_original) j["why_original"] = rep.why_original;
+  j["check"] = rep.check;
+  j["stop_reason"] = rep.stop_reason;
+  j["cache"] = {{"profiler_measured", rep.profiler_measured}, {"profiler_hits", rep.profiler_hits}, {"reused_windows", rep.reused_windows}};
+  j["windows"] = nlohmann::json::array();
+  for (const auto& w : rep.windows) {
+    nlohmann::json e{{"index", w.index},
+                     {"nodes", w.nodes},
+                     {"ops", w.ops},
+                     {"applied", w.applied},
+                     {"equivalence", w.verdict.empty() ? "original" : w.verdict},
+                     {"corrected_fraction", w.corrected_fraction},
+                     {"correction_kernels", w.correction_kernels},
+                     {"est_original_ms", w.est_original_ms},
+                     {"est_chosen_ms", w.est_chosen_ms},
+                     {"measured_original_ms", w.measured_original_ms},
+                     {"measured_chosen_ms", w.measured_chosen_ms},
+                     {"rounds", w.rounds},
+                     {"candidates", w.candidates},
+                     {"reused", w.reused}};
+    if (!w.why_kept.empty()) e["why_kept"] = w.why_kept;
+    if (!w.summary.empty()) e["program"] = w.summary;
+    j["windows"].push_back(e);
+  }
+  j["passes"] = nlohmann::json::array();
+  for (const auto& p : rep.passes)
+    j["passes"].push_back({{"name", p.name}, {"skipped", p.skipped}, {"changed", p.stats.changed}, {"seconds", p.seconds}});
+  if (auto jf = a.get("json")) {
+    std::ofstream f(*jf);
+    if (!f) throw InvalidInput(cat("--json: cannot write '", *jf, "'"));
+    f << j.dump(2) << "\n";
+  }
+  if (!quiet) {
+    int applied = 0;
+    for (const auto& w : rep.windows) applied += w.applied != "original";
+    std::printf("pet optimize: %s -> %s\n", path.c_str(), out->c_str());
+    std::printf("  search %.1f s: %zu windows, %d rewritten, %d reused from identical windows; profiler %lld ops measured, %lld from cache\n",
+                rep.search_seconds, rep.windows.size(), applied, rep.reused_windows, (long long)rep.profiler_measured, (long long)rep.profiler_hits);
+    std::printf("  end to end on %s: original %.3f ms, optimized %.3f ms (medians, interleaved): %.2fx%s\n", opt.backend.c_str(), rep.original_ms,
+                rep.optimized_ms, rep.original_ms / std::max(1e-9, rep.optimized_ms), rep.kept_original ? " -- not faster: the original is written" : "");
+    std::printf("  check against the original: %s\n", rep.check.c_str());
+    for (const auto& w : rep.windows) {
+      if (w.applied == "original" && !a.flag("explain")) continue;
+      std::printf("  window %d (%s at '%s')%s: ", w.index, w.ops.c_str(), w.nodes.front().c_str(), w.reused ? " [reused]" : "");
+      if (w.applied == "original") {
+        std::printf("original form: %s\n", w.why_kept.c_str());
+      } else {
+        std::printf("%s, %s", w.applied.c_str(), w.verdict.c_str());
+        if (w.correction_kernels) std::printf(" (%d correction kernels, %.2f %% corrected)", w.correction_kernels, 100 * w.corrected_fraction);
+        std::printf("; estimated %.3f -> %.3f ms, measured %.3f -> %.3f ms\n", w.est_original_ms, w.est_chosen_ms, w.measured_original_ms,
+                    w.measured_chosen_ms);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace pet::cli
