@@ -185,20 +185,30 @@ class CpuExecutable final : public Executable {
   /// Whether t (in a blocked layout) would need a reorder: a graph output, or read by an op
   /// that works on plain layouts only (pet copies, matmuls, reshapes).
   bool wants_plain(TensorId t) const;
-  /// Fastest of five runs of f (and the stream) after one warm-up, in seconds: the
-  /// compile-time algorithm choices. The minimum, because other tenants of a shared machine
-  /// only ever add time (medians of five runs picked the slower layout here).
+  /// Fastest of five undisturbed runs of f (and the stream) after one warm-up, in seconds:
+  /// the compile-time algorithm choices. The minimum, because other tenants of a shared
+  /// machine only ever add time; runs during which a thread was preempted are dropped (up to
+  /// 30 tries). Without five clean runs, the minimum of all, and `timings_clean_` turns false
+  /// so that the choice is not kept in the algorithm cache.
   template <class F>
   double best_seconds(F&& f) {
-    double best = 1e30;
-    for (int i = 0; i < 6; ++i) {
+    double best = 1e30, any = 1e30;
+    int clean = 0;
+    f();
+    strm_.wait();
+    for (int i = 0; i < 30 && clean < 5; ++i) {
+      const DisturbanceProbe probe;
       auto t0 = std::chrono::steady_clock::now();
       f();
       strm_.wait();
-      if (i) best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      any = std::min(any, s);
+      if (!probe.disturbed()) best = std::min(best, s), ++clean;
     }
-    return best;
+    if (clean < 5) timings_clean_ = false;
+    return clean ? best : any;
   }
+  bool timings_clean_ = true;
   /// Best time of a reorder between two layouts (scratch buffers).
   double time_reorder(const md_t& from, const md_t& to);
   /// Best time of pet's Winograd conv on scratch buffers with the direct conv's layouts.

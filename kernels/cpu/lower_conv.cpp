@@ -133,6 +133,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
     } else {
       chosen.reset();
       double best = 1e30;
+      timings_clean_ = true;
       for (const auto& n : cands) {
         double t = n == "pet-winograd" ? time_winograd(*wg_cand, xs8, ys8) + boundary(xs8, ys8)
                    : n == "plain"      ? time_pd(*plain_pd)
@@ -140,7 +141,9 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
                                             : time_pd(pd) + boundary(pd.src_desc(), pd.dst_desc());
         if (t < best) best = t, decision = n;
       }
-      AlgorithmCache::instance().put(opt_.algorithm_cache, cache_key, decision);
+      // A choice timed while the machine was busy is used, never kept (in memory it is, so
+      // this process decides the same way for the same configuration).
+      AlgorithmCache::instance().put(timings_clean_ ? opt_.algorithm_cache : std::string(), cache_key, decision);
     }
   }
   std::string alg = "direct";

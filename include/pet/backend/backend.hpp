@@ -53,7 +53,10 @@ class Executable {
 /// A measured op configuration.
 struct OpTiming {
   double median_ms = 0, min_ms = 0;
-  int runs = 0;
+  int runs = 0;           ///< undisturbed runs the figures come from
+  int dropped = 0;        ///< runs dropped as disturbed (see time_runs)
+  double spread = 0;      ///< (median - min) / min of the undisturbed runs
+  bool trusted = true;    ///< enough undisturbed runs were found (untrusted ones are never cached on disk)
   std::string algorithm;  ///< the backend's choice ("direct", "winograd", "pet-copy", ...)
   bool cached = false;    ///< came from the on-disk cache
 };
@@ -102,6 +105,8 @@ class Profiler {
   /// Writes the cache (also done by the destructor).
   void save() const;
   int64_t measured() const { return measured_; }
+  /// Measurements that stayed disturbed after retries (kept for this process, never saved).
+  int64_t untrusted() const { return untrusted_; }
   int64_t hits() const { return hits_; }
   static std::string default_cache_file();
   /// The default algorithm-choice cache, beside the op cache (algorithms.json).
@@ -117,15 +122,38 @@ class Profiler {
   std::string file_;
   int repeats_;
   double min_seconds_;
-  std::map<std::string, OpTiming> cache_;
-  int64_t measured_ = 0, hits_ = 0;
+  std::map<std::string, OpTiming> cache_, doubtful_;
+  int64_t measured_ = 0, hits_ = 0, untrusted_ = 0;
   bool dirty_ = false;
 };
 
 /// A random value of type t: floats uniform in [-1, 1], integers zero (seeded inputs).
 Value<float> random_value(const TensorType& t, Rng& rng);
 
-/// Runs `exe` `repeats` times after one warm-up and returns the sorted times (ms).
-std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds = 0);
+/// Whether a timed stretch of this process was disturbed by other work on the machine: some
+/// thread of the process was preempted meanwhile (its involuntary context switches grew).
+/// Construct it just before the run and ask after.
+class DisturbanceProbe {
+ public:
+  DisturbanceProbe();
+  bool disturbed() const;
+
+ private:
+  long start_;
+};
+
+/// How a set of timed runs went (time_runs).
+struct RunStats {
+  int clean = 0, disturbed = 0;
+  bool trusted = true;  ///< at least `repeats` undisturbed runs
+};
+/// Runs `exe` after one warm-up until `repeats` undisturbed runs (and `min_seconds`) are
+/// timed, and returns their sorted times (ms). A run is disturbed when a thread of this
+/// process was preempted during it (its involuntary context switches grow): on a shared
+/// machine a 2-thread primitive then waits at its barrier for the descheduled thread and the
+/// run measures the scheduler, not the kernel. Disturbed runs are dropped and retried, up to
+/// 10 x repeats runs; if too few stay clean, all runs are returned and stats->trusted is false.
+std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds = 0,
+                              RunStats* stats = nullptr);
 
 }  // namespace pet::backend
