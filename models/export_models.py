@@ -7,7 +7,9 @@ input/output pair in ONNX's backend-test layout:
 
 Models: resnet18, inception_v3, r3d_18 (torchvision), csrnet (VGG-16 front end + six
 dilation-2 convs), bert_hand (hand-written BERT-base encoder layers) and bert_torch
-(nn.TransformerEncoder), the BERT variants at opsets 13 and 17, sequence 128.
+(nn.TransformerEncoder), the BERT variants at opsets 13 and 17, sequence 128; and, when
+named, the paper artifact's csrnet_backend (N x 512 x 14 x 14), bert_simple (N x 512 x 768)
+and inception_v3_330.
 Run with Debian's interpreter: /usr/bin/python3 models/export_models.py OUT [names...]
 Exit code 77 when torch is not installed (the tests that need these models then skip).
 Existing models are kept (delete a folder to re-export it).
@@ -104,6 +106,51 @@ class BertHand(nn.Module):
         return x
 
 
+class CSRNetBackend(nn.Module):
+    """The paper artifact's CSRNet back end: six 3x3 dilation-2 convs (512, 512, 512, 256, 128,
+    64 channels), pad 2, ReLU after each, no bias, on N x 512 x 14 x 14."""
+
+    def __init__(self):
+        super().__init__()
+        layers, c = [], 512
+        for v in [512, 512, 512, 256, 128, 64]:
+            layers += [nn.Conv2d(c, v, 3, padding=2, dilation=2, bias=False), nn.ReLU()]
+            c = v
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+class BertSimpleLayer(nn.Module):
+    """The paper artifact's simplified BERT layer: Q/K/V 768->768 without bias, 12 heads of 64,
+    softmax(QK^T)V, two 768->768 ReLU FFN layers, residual add."""
+
+    def __init__(self, d=768, heads=12):
+        super().__init__()
+        self.h, self.dk = heads, d // heads
+        self.q, self.k, self.v = (nn.Linear(d, d, bias=False) for _ in range(3))
+        self.f1, self.f2 = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        split = lambda t: t.view(b, s, self.h, self.dk).transpose(1, 2)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        ctx = (torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v).transpose(1, 2).reshape(b, s, d)
+        return x + torch.relu(self.f2(torch.relu(self.f1(ctx))))
+
+
+class BertSimple(nn.Module):
+    def __init__(self, layers=12):
+        super().__init__()
+        self.layers = nn.ModuleList(BertSimpleLayer() for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
 def bert_torch(layers=12):
     layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True)
     return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
@@ -119,7 +166,12 @@ MODELS = {
     "bert_hand_op17": (BertHand, (1, 128, 768), 17),
     "bert_torch_op13": (bert_torch, (1, 128, 768), 13),
     "bert_torch_op17": (bert_torch, (1, 128, 768), 17),
+    # The paper artifact's shapes (experiments/optimize_models.py; not exported by default).
+    "csrnet_backend": (CSRNetBackend, (1, 512, 14, 14), 13),
+    "bert_simple": (BertSimple, (1, 512, 768), 13),
+    "inception_v3_330": (lambda: torchvision.models.inception_v3(aux_logits=False, init_weights=False), (1, 3, 330, 330), 13),
 }
+DEFAULT = ["resnet18", "inception_v3", "r3d_18", "csrnet", "bert_hand_op13", "bert_hand_op17", "bert_torch_op13", "bert_torch_op17"]
 
 
 def save_pb(t, path, name):
@@ -157,7 +209,7 @@ def main():
         print(__doc__)
         sys.exit(2)
     out = sys.argv[1]
-    names = sys.argv[2:] or list(MODELS)
+    names = sys.argv[2:] or DEFAULT
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     for n in names:
         if n not in MODELS:

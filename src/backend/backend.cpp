@@ -79,7 +79,8 @@ long involuntary_switches() {
 DisturbanceProbe::DisturbanceProbe() : start_(involuntary_switches()) {}
 bool DisturbanceProbe::disturbed() const { return involuntary_switches() != start_; }
 
-std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds, RunStats* stats) {
+std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds, RunStats* stats,
+                              double max_seconds) {
   using clock = std::chrono::steady_clock;
   exe.run(inputs);  // warm-up
   std::vector<double> clean, all;
@@ -92,6 +93,11 @@ std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inp
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     all.push_back(ms);
     if (!probe.disturbed()) clean.push_back(ms);
+    const double spent = std::chrono::duration<double>(clock::now() - start).count();
+    if (max_seconds > 0 && spent >= max_seconds && clean.size() >= 3 && spent >= min_seconds) {
+      repeats = int(clean.size());  // enough for an op this large
+      break;
+    }
     if (all.size() >= cap && int(clean.size()) < repeats &&
         std::chrono::duration<double>(clock::now() - start).count() >= min_seconds)
       break;  // the machine stays busy: give up on clean runs
@@ -130,11 +136,12 @@ OpTiming summarize(const std::vector<double>& t, std::string algorithm, const Ru
 }
 
 /// Times exe; when too few runs were undisturbed, waits a little and tries again (twice).
-OpTiming timed(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds, std::string algorithm) {
+OpTiming timed(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds, double max_seconds,
+               std::string algorithm) {
   OpTiming best;
   for (int attempt = 0; attempt < 3; ++attempt) {
     RunStats st;
-    auto t = time_runs(exe, inputs, repeats, min_seconds, &st);
+    auto t = time_runs(exe, inputs, repeats, min_seconds, &st, max_seconds);
     OpTiming r = summarize(t, algorithm, st);
     r.dropped += best.dropped;
     if (r.trusted) return r;
@@ -145,8 +152,8 @@ OpTiming timed(Executable& exe, std::span<const Value<float>> inputs, int repeat
 }
 }  // namespace
 
-Profiler::Profiler(Backend& b, std::string cache_file, int repeats, double min_seconds)
-    : b_(b), file_(std::move(cache_file)), repeats_(repeats), min_seconds_(min_seconds) {
+Profiler::Profiler(Backend& b, std::string cache_file, int repeats, double min_seconds, double max_seconds)
+    : b_(b), file_(std::move(cache_file)), repeats_(repeats), min_seconds_(min_seconds), max_seconds_(max_seconds) {
   if (file_.empty() || !std::filesystem::exists(file_)) return;
   try {
     std::ifstream f(file_);
@@ -246,7 +253,7 @@ OpTiming Profiler::measure(const std::string& k, const Op& op, const Types& in, 
   for (TensorId t : g.add_node("op", op, ids)) g.add_output(t);
   auto exe = b_.compile(g);
   std::string desc = exe->describe();
-  OpTiming r = timed(*exe, inputs, repeats_, min_seconds_, desc.substr(0, desc.find('\n')));
+  OpTiming r = timed(*exe, inputs, repeats_, min_seconds_, max_seconds_, desc.substr(0, desc.find('\n')));
   ++measured_;
   if (r.trusted) {
     cache_[k] = r;
@@ -281,7 +288,7 @@ OpTiming Profiler::time_program(const Graph& g) {
   for (TensorId t : g.inputs()) inputs.push_back(random_value(g.type(t), rng));
   auto exe = b_.compile(g);
   ++measured_;
-  return timed(*exe, inputs, repeats_, min_seconds_, "program");
+  return timed(*exe, inputs, repeats_, min_seconds_, max_seconds_, "program");
 }
 
 void Profiler::save() const {

@@ -162,11 +162,6 @@ std::string ops_of(const Graph& g, const Window& w) {
   return s;
 }
 
-struct Choice {
-  std::optional<Graph> program;  ///< nullopt: the original form
-  WindowReport report;
-};
-
 }  // namespace
 
 Result optimize(const Graph& model, const Options& opt) {
@@ -190,13 +185,17 @@ Result optimize(const Graph& model, const Options& opt) {
   }
   const Graph canonical = g;
 
-  // 2. Windows; 3-4. search and measurement per window, identical windows once.
+  // 2. Windows; 3. the search per window, identical windows once.
   auto be = backend::make_backend(opt.backend);
   backend::Profiler prof(*be, opt.profile_cache, 8, 0.04);
   auto cost = [&](const Graph& p) { return prof.program_cost_ms(p); };
   std::vector<Window> windows = partition(g, opt.window);
-  std::map<std::string, Choice> memo;
-  std::vector<std::pair<size_t, Graph>> chosen;  // (window, program) to substitute
+  struct Searched {
+    WindowReport report;               ///< of the first window with this structure
+    std::vector<Candidate> best;       ///< estimated faster than the original, best first
+  };
+  std::map<std::string, Searched> memo;
+  std::vector<std::string> keys(windows.size());
   double est_before = 0, est_after = 0;
   rep.stop_reason = "every window searched";
   for (size_t i = 0; i < windows.size(); ++i) {
@@ -205,27 +204,27 @@ Result optimize(const Graph& model, const Options& opt) {
     wr.index = int(i);
     for (NodeId n : w.nodes) wr.nodes.push_back(g.node(n).name);
     wr.ops = ops_of(g, w);
-    if (opt.budget_s > 0 && since(t0) > opt.budget_s) {
-      wr.why_kept = "the search budget was spent before this window";
-      rep.stop_reason = cat("search budget (", opt.budget_s, " s) spent after ", i, " of ", windows.size(), " windows");
-      rep.windows.push_back(wr);
-      continue;
-    }
-    progress({int(i) + 1, int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "searching"});
     const Graph program = extract(g, w);
-    const std::string key = structure_key(program);
-    if (auto it = memo.find(key); it != memo.end()) {
+    keys[i] = structure_key(program);
+    if (auto it = memo.find(keys[i]); it != memo.end()) {
       WindowReport r = it->second.report;
       r.index = wr.index;
       r.nodes = wr.nodes;
       r.reused = true;
       ++rep.reused_windows;
-      if (it->second.program) chosen.push_back({i, *it->second.program});
       est_before += r.est_original_ms;
-      est_after += it->second.program ? r.est_chosen_ms : r.est_original_ms;
+      est_after += it->second.best.empty() ? r.est_original_ms : it->second.best[0].est_ms;
       rep.windows.push_back(r);
       continue;
     }
+    if (opt.budget_s > 0 && since(t0) > opt.budget_s) {
+      wr.why_kept = "the search budget was spent before this window";
+      rep.stop_reason = cat("search budget (", opt.budget_s, " s) spent after ", i, " of ", windows.size(), " windows");
+      rep.windows.push_back(wr);
+      memo[keys[i]] = Searched{wr, {}};
+      continue;
+    }
+    progress({int(i) + 1, int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "searching"});
     Options wopt = opt;
     if (opt.budget_s > 0) wopt.window_budget_s = std::min(opt.window_budget_s, std::max(1.0, opt.budget_s - since(t0)));
     std::string stop;
@@ -235,75 +234,146 @@ Result optimize(const Graph& model, const Options& opt) {
     } catch (const Unsupported& e) {
       wr.why_kept = cat("the mutator cannot take it: ", e.what());
       rep.windows.push_back(wr);
-      memo[key] = Choice{std::nullopt, wr};
+      memo[keys[i]] = Searched{wr, {}};
       continue;
     }
     wr.candidates = int(cands.size()) - 1;
     const auto orig_it = std::find_if(cands.begin(), cands.end(), [](const Candidate& c) { return c.origin == "original"; });
     wr.est_original_ms = orig_it->est_ms;
-    // The best few by the cost model, timed as compiled programs against the original.
-    Choice choice;
-    std::vector<const Candidate*> best;
+    Searched sr;
     for (const auto& c : cands)
-      if (c.origin != "original" && c.est_ms < orig_it->est_ms && int(best.size()) < opt.measure_best) best.push_back(&c);
-    if (best.empty()) {
+      if (c.origin != "original" && c.est_ms < orig_it->est_ms && int(sr.best.size()) < opt.measure_best) sr.best.push_back(c);
+    if (sr.best.empty())
       wr.why_kept = cands.size() == 1 ? cat("no verified mutant (", stop, ")")
-                                      : cat("no mutant is estimated faster (best ", cands[0].origin == "original" && cands.size() > 1 ? cands[1].est_ms : cands[0].est_ms,
+                                      : cat("no mutant is estimated faster (best ", (cands[0].origin == "original" ? cands[1] : cands[0]).est_ms,
                                             " ms vs ", orig_it->est_ms, " ms)");
-    } else {
-      progress({int(i) + 1, int(windows.size()), wr.rounds, est_after > 0 ? est_before / est_after : 1.0, 0, "measuring"});
-      wr.measured_original_ms = prof.time_program(program).min_ms;
-      const Candidate* win = nullptr;
-      double win_ms = wr.measured_original_ms;
-      for (const Candidate* c : best) {
-        double ms = prof.time_program(c->graph).min_ms;
-        if (ms < win_ms) win_ms = ms, win = c;
-      }
-      if (win && win_ms < 0.97 * wr.measured_original_ms) {
-        wr.applied = win->origin;
-        wr.verdict = win->verdict;
-        wr.corrected_fraction = win->corrected_fraction;
-        wr.correction_kernels = win->correction_kernels;
-        wr.summary = win->summary;
-        wr.est_chosen_ms = win->est_ms;
-        wr.measured_chosen_ms = win_ms;
-        choice.program = win->graph;
-      } else {
-        wr.why_kept = cat("the best estimated mutants (", best[0]->origin, ", est ", best[0]->est_ms, " ms vs ", orig_it->est_ms,
-                          " ms) measure no faster than the original (", wr.measured_original_ms, " ms)");
-      }
-    }
     est_before += wr.est_original_ms;
-    est_after += choice.program ? wr.est_chosen_ms : wr.est_original_ms;
-    choice.report = wr;
-    if (choice.program) chosen.push_back({i, *choice.program});
-    memo[key] = choice;
+    est_after += sr.best.empty() ? wr.est_original_ms : sr.best[0].est_ms;
+    sr.report = wr;
+    memo[keys[i]] = sr;
     rep.windows.push_back(wr);
   }
-  rep.search_seconds = since(t0);
   rep.profiler_measured = prof.measured();
   rep.profiler_hits = prof.hits();
   prof.save();
 
-  // 5. Stitching, post-optimisations.
-  auto stitch = [&](size_t upto) {
+  // 4. Measurement in context, greedily in program order: a window's candidate is kept when
+  // the whole program with it (and every candidate kept so far, post-optimisations applied,
+  // so that R/T ops between neighbouring rewritten windows cancel) runs faster than without
+  // it. Timing whole compiled programs captures what per-op sums miss: the layouts between
+  // neighbours, the reorders, the algorithms the backend picks in place.
+  std::vector<std::pair<size_t, Graph>> chosen;  // (window, program) kept
+  auto stitch = [&](const std::vector<std::pair<size_t, Graph>>& subs) {
     Graph h = canonical;
     std::vector<Window> ws = windows;
-    for (size_t k = 0; k < upto; ++k) {
-      Window& w = ws[chosen[k].first];
+    for (const auto& [i, prog] : subs) {
+      Window& w = ws[i];
       refresh_inputs(h, w);
-      substitute(h, w, chosen[k].second);
+      substitute(h, w, prog);
     }
     h.compact();
     return h;
   };
+  auto post = [&](Graph h) {
+    auto p = post_optimization_pipeline(opt.extra_passes);
+    transform::PipelineOptions po = for_pipeline(p, opt.passes);
+    po.print_after.clear();
+    p.run(h, po);
+    return h;
+  };
+  backend::CompileOptions co;
+  co.threads = opt.threads;
+  co.algorithm_cache = opt.algorithm_cache;
+  const auto in = inputs_for(canonical, 7);
+  auto exec_of = [&](const Graph& h) { return be->compile(h, co); };
+  /// min of undisturbed runs, a and b interleaved
+  auto race = [&](backend::Executable& a, backend::Executable& b) {
+    double ta = 1e30, tb = 1e30;
+    for (int r = 0; r < 3; ++r) {
+      auto x = backend::time_runs(a, in, 3), y = backend::time_runs(b, in, 3);
+      ta = std::min(ta, x.front());
+      tb = std::min(tb, y.front());
+    }
+    return std::pair{ta, tb};
+  };
+  Graph current = canonical;
+  auto current_exe = exec_of(current);
+  bool any_candidates = false;
+  for (const auto& [k, sr] : memo) any_candidates = any_candidates || !sr.best.empty();
+  std::vector<bool> decided(windows.size(), false);
+  for (size_t i = 0; i < windows.size() && any_candidates; ++i) {
+    const Searched& sr = memo.at(keys[i]);
+    WindowReport& wr = rep.windows[i];
+    if (sr.best.empty() || decided[i]) continue;
+    decided[i] = true;
+    // This window alone, or with every later window of the same structure (where the R/T
+    // ops of neighbouring rewritten windows cancel, which one window alone cannot show).
+    std::vector<size_t> group{i};
+    for (size_t j = i + 1; j < windows.size(); ++j)
+      if (keys[j] == keys[i] && !decided[j]) group.push_back(j);
+    if (opt.budget_s > 0 && since(t0) > opt.budget_s) {
+      wr.why_kept = "the search budget was spent before this window was measured";
+      rep.stop_reason = cat("search budget (", opt.budget_s, " s) spent while measuring window ", i);
+      continue;
+    }
+    progress({int(i) + 1, int(windows.size()), wr.rounds, est_after > 0 ? est_before / est_after : 1.0, 0, "measuring in context"});
+    double best_ms = 0, base_ms = 0;
+    const Candidate* win = nullptr;
+    bool win_group = false;
+    Graph win_graph;
+    std::unique_ptr<backend::Executable> win_exe;
+    for (const Candidate& c : sr.best)
+      for (bool whole_group : {false, true}) {
+        if (whole_group && group.size() < 2) continue;
+        auto subs = chosen;
+        for (size_t j : whole_group ? group : std::vector<size_t>{i}) subs.push_back({j, c.graph});
+        Graph trial;
+        try {
+          trial = post(stitch(subs));
+        } catch (const Error&) {
+          continue;  // does not stitch here
+        }
+        auto exe = exec_of(trial);
+        auto [a, b] = race(*current_exe, *exe);
+        if (!win || b < best_ms) base_ms = a, best_ms = b, win = &c, win_group = whole_group, win_graph = std::move(trial), win_exe = std::move(exe);
+      }
+    wr.measured_original_ms = base_ms;
+    wr.measured_chosen_ms = best_ms;
+    if (win && best_ms < 0.98 * base_ms) {
+      wr.applied = win->origin;
+      wr.verdict = win->verdict;
+      wr.corrected_fraction = win->corrected_fraction;
+      wr.correction_kernels = win->correction_kernels;
+      wr.summary = win->summary;
+      wr.est_chosen_ms = win->est_ms;
+      wr.why_kept.clear();
+      for (size_t j : win_group ? group : std::vector<size_t>{i}) {
+        chosen.push_back({j, win->graph});
+        decided[j] = true;
+        if (j == i) continue;
+        WindowReport& other = rep.windows[j];
+        const auto keep = std::pair{other.index, other.nodes};
+        other = wr;
+        std::tie(other.index, other.nodes) = keep;
+        other.reused = true;
+      }
+      std::sort(chosen.begin(), chosen.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      current = std::move(win_graph);
+      current_exe = std::move(win_exe);
+    } else if (win) {
+      wr.why_kept = cat("the best estimated mutant (", sr.best[0].origin, ", est ", sr.best[0].est_ms, " ms vs ", wr.est_original_ms,
+                        " ms) makes the whole program no faster in place (", best_ms, " ms vs ", base_ms, " ms)");
+    }
+  }
+  rep.search_seconds = since(t0);
+
+  // 5. The stitched program with its post-optimisations.
   progress({int(windows.size()), int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "checking"});
-  g = stitch(chosen.size());
-  std::vector<transform::PassRecord> post;
+  g = stitch(chosen);
   {
     auto p = post_optimization_pipeline(opt.extra_passes);
-    post = p.run(g, for_pipeline(p, opt.passes));
-    rep.passes.insert(rep.passes.end(), post.begin(), post.end());
+    auto rec = p.run(g, for_pipeline(p, opt.passes));
+    rep.passes.insert(rep.passes.end(), rec.begin(), rec.end());
   }
 
   // 6. The end-to-end check; on a mismatch, find the step that broke it.
@@ -314,12 +384,12 @@ Result optimize(const Graph& model, const Options& opt) {
       culprit = "the canonicalisation passes";
     } else {
       for (size_t k = 1; k <= chosen.size() && culprit.empty(); ++k)
-        if (!differs(stitch(k), want, opt.check_atol, opt.check_rtol).empty()) {
+        if (!differs(stitch({chosen.begin(), chosen.begin() + long(k)}), want, opt.check_atol, opt.check_rtol).empty()) {
           const WindowReport& wr = rep.windows[chosen[k - 1].first];
           culprit = cat("window ", wr.index, " (", wr.ops, " at '", wr.nodes.front(), "'): ", wr.applied);
         }
       if (culprit.empty()) {  // the post-optimisations, one at a time
-        Graph h = stitch(chosen.size());
+        Graph h = stitch(chosen);
         auto p = post_optimization_pipeline(opt.extra_passes);
         const auto base = for_pipeline(p, opt.passes);
         for (const auto& name : p.names()) {
@@ -344,7 +414,7 @@ Result optimize(const Graph& model, const Options& opt) {
   progress({int(windows.size()), int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "timing"});
   std::tie(rep.original_ms, rep.optimized_ms) = time_pair(*be, model, g, opt);
   rep.speedup = rep.optimized_ms > 0 ? rep.original_ms / rep.optimized_ms : 1;
-  if (rep.optimized_ms < rep.original_ms) {
+  if (rep.optimized_ms < rep.original_ms || opt.keep_if_slower) {
     res.graph = std::move(g);
   } else {
     rep.kept_original = true;

@@ -44,6 +44,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   opt.algorithm_cache = a.get("algorithm-cache").value_or(backend::Profiler::default_algorithm_cache_file());
   if (opt.profile_cache == "none") opt.profile_cache.clear();
   if (opt.algorithm_cache == "none") opt.algorithm_cache.clear();
+  opt.keep_if_slower = a.flag("keep-slower");
   opt.passes.disabled = transform::pass_list(a.get("disable-pass").value_or(""));
   opt.passes.print_after = transform::pass_list(a.get("print-after").value_or(""));
   if (opt.depth < 0 || opt.depth > 6) throw InvalidInput(cat("--depth ", opt.depth, ": choose 0 to 6"));

@@ -84,7 +84,9 @@ class Profiler {
  public:
   /// `cache_file` empty: no disk cache. Default location: $XDG_CACHE_HOME/pet/opcache.json
   /// (or ~/.cache/pet/opcache.json), chosen by the caller (see default_cache_file()).
-  Profiler(Backend& b, std::string cache_file, int repeats = 10, double min_seconds = 0.02);
+  /// Each measurement: `repeats` undisturbed runs and at least `min_seconds`, but no more
+  /// than `max_seconds` once 3 undisturbed runs are in.
+  Profiler(Backend& b, std::string cache_file, int repeats = 10, double min_seconds = 0.02, double max_seconds = 0.25);
   ~Profiler();
   /// Median time of `op` on inputs of the given types, with random values; inputs whose
   /// `constant` flag is set are constants of the program (weights), so backends may
@@ -121,7 +123,7 @@ class Profiler {
   Backend& b_;
   std::string file_;
   int repeats_;
-  double min_seconds_;
+  double min_seconds_, max_seconds_;
   std::map<std::string, OpTiming> cache_, doubtful_;
   int64_t measured_ = 0, hits_ = 0, untrusted_ = 0;
   bool dirty_ = false;
@@ -153,7 +155,9 @@ struct RunStats {
 /// machine a 2-thread primitive then waits at its barrier for the descheduled thread and the
 /// run measures the scheduler, not the kernel. Disturbed runs are dropped and retried, up to
 /// 10 x repeats runs; if too few stay clean, all runs are returned and stats->trusted is false.
+/// With max_seconds > 0, timing stops once that long has passed and 3 clean runs were timed
+/// (large ops need fewer runs to be measured well).
 std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds = 0,
-                              RunStats* stats = nullptr);
+                              RunStats* stats = nullptr, double max_seconds = 0);
 
 }  // namespace pet::backend

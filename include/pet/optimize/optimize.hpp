@@ -70,6 +70,9 @@ struct Options {
   int check_seeds = 2;
   /// Whole-program timing against the original: interleaved rounds of `time_runs` each.
   int time_rounds = 5, time_runs = 5;
+  /// Return the optimized program even when it measured slower (for analysis; the report
+  /// still says so).
+  bool keep_if_slower = false;
   std::function<void(const Progress&)> progress;
 };
 

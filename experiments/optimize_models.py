@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""pet optimize on real models: search time with cold and warm caches, the optimized model's
+time against the original's on pet's cpu backend (end to end, interleaved medians, from the
+optimizer's own report), and correctness: `pet run --check` against PyTorch's outputs (batch 1
+test data) and the optimized file against the original in ONNX Runtime (every batch).
+
+usage: optimize_models.py PET MODEL_DIR OUT_CSV [--models m:b,m:b,...] [--budget S] [--python VENV_PY]
+Models are those of models/export_models.py (export the artifact ones by name first); each
+entry is name:batch. Results: OUT_CSV, and OUT_CSV's folder /optimize/<name>_b<batch>.json.
+"""
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+DEFAULT = ("resnet18:1,resnet18:16,csrnet:1,csrnet:16,csrnet_backend:1,csrnet_backend:16,bert_hand_op17:1,bert_hand_op17:16,"
+           "bert_simple:1,r3d_18:1,r3d_18:4,inception_v3:1,inception_v3_330:1,inception_v3:16")
+
+
+def optimize(pet, model, batch, out, caches, budget, report):
+    cmd = [pet, "optimize", model, "-o", out, "--dim", f"batch={batch}", "--json", report, "--profile-cache",
+           os.path.join(caches, "op.json"), "--algorithm-cache", os.path.join(caches, "alg.json"), "--quiet"]
+    if budget:
+        cmd += ["--budget", str(budget)]
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+    j = json.load(open(report))
+    j["wall_s"] = time.time() - t0
+    return j
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pet")
+    ap.add_argument("models_dir")
+    ap.add_argument("out_csv")
+    ap.add_argument("--models", default=DEFAULT)
+    ap.add_argument("--budget", type=float, default=600)
+    ap.add_argument("--python", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".venv", "bin", "python"))
+    a = ap.parse_args()
+    here = os.path.dirname(os.path.abspath(__file__))
+    ort_compare = os.path.join(here, "..", "tests", "ort_compare.py")
+    jdir = os.path.join(os.path.dirname(os.path.abspath(a.out_csv)), "optimize")
+    os.makedirs(jdir, exist_ok=True)
+    rows = []
+    for entry in a.models.split(","):
+        name, batch = entry.split(":")
+        model = os.path.join(a.models_dir, name, "model.onnx")
+        with tempfile.TemporaryDirectory() as tmp:
+            caches = os.path.join(tmp, "caches")
+            os.makedirs(caches)
+            out = os.path.join(tmp, "opt.onnx")
+            print(f"{name} batch {batch}: cold search ...", file=sys.stderr)
+            cold = optimize(a.pet, model, batch, out, caches, a.budget, os.path.join(tmp, "cold.json"))
+            print(f"{name} batch {batch}: warm search ...", file=sys.stderr)
+            warm = optimize(a.pet, model, batch, out, caches, a.budget, os.path.join(tmp, "warm.json"))
+            check = "n/a"
+            data = os.path.join(a.models_dir, name, "test_data_set_0")
+            if batch == "1" and os.path.isdir(data):
+                r = subprocess.run([a.pet, "run", out, "--check", data], capture_output=True, text=True)
+                check = "pass" if r.returncode == 0 else f"FAIL: {r.stdout.strip()[-200:]}{r.stderr.strip()[-200:]}"
+            ort = "skipped (no onnxruntime)"
+            if os.path.exists(a.python):
+                r = subprocess.run([a.python, ort_compare, model, out, "--dim", batch], capture_output=True, text=True)
+                ort = "pass" if r.returncode == 0 else ("skipped" if r.returncode == 77 else f"FAIL: {r.stdout.strip()[-300:]}")
+            applied = [w for w in warm["windows"] if w["applied"] != "original"]
+            row = {
+                "model": name, "batch": batch,
+                "original_ms": round(warm["original_ms"], 3), "optimized_ms": round(warm["optimized_ms"], 3),
+                "speedup": round(warm["speedup"], 3), "kept_original": warm["kept_original"],
+                "search_cold_s": round(cold["search_seconds"], 1), "search_warm_s": round(warm["search_seconds"], 1),
+                "total_cold_s": round(cold["wall_s"], 1), "windows": len(warm["windows"]), "rewritten": len(applied),
+                "reused": warm["cache"]["reused_windows"], "check_vs_torch": check, "onnxruntime": ort,
+                "transformations": ";".join(sorted({w["applied"] for w in applied})),
+            }
+            json.dump({"cold": cold, "warm": warm, "row": row}, open(os.path.join(jdir, f"{name}_b{batch}.json"), "w"), indent=1)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+            with open(a.out_csv, "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows(rows)
+    for r in rows:
+        print(f"{r['model']:18s} b{r['batch']:>2}  {r['original_ms']:9.2f} -> {r['optimized_ms']:9.2f} ms  {r['speedup']:.2f}x  "
+              f"search cold {r['search_cold_s']:6.1f} s warm {r['search_warm_s']:6.1f} s  torch {r['check_vs_torch']}  ort {r['onnxruntime']}")
+
+
+if __name__ == "__main__":
+    main()
