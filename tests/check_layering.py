@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks that pet's libraries follow the folders (DESIGN.md): every #include of a pet header
+"""Checks that pet's libraries follow the folders (docs/architecture.md): every #include of a pet header
 goes to the same layer or one below it, and third-party engines (oneDNN, CUDA, protobuf/ONNX,
 Z3) appear only where they belong. Exit 1 with the offending lines.
 

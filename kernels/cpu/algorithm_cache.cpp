@@ -24,18 +24,30 @@ AlgorithmCache& AlgorithmCache::instance() {
 
 std::optional<std::string> AlgorithmCache::get(const std::string& file, const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& m = load(file);
-  if (auto it = m.find(key); it != m.end()) return it->second;
+  auto& e = load(file);
+  if (auto it = e.saved.find(key); it != e.saved.end()) return it->second;
+  if (auto it = e.unsaved.find(key); it != e.unsaved.end()) return it->second;
   return std::nullopt;
 }
 
-void AlgorithmCache::put(const std::string& file, const std::string& key, const std::string& value) {
+std::map<std::string, std::string> AlgorithmCache::entries(const std::string& file) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto& m = load(file);
-  m[key] = value;
-  if (file.empty()) return;
+  auto e = load(file);
+  e.saved.insert(e.unsaved.begin(), e.unsaved.end());
+  return e.saved;
+}
+
+void AlgorithmCache::put(const std::string& file, const std::string& key, const std::string& value, bool persist) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& e = load(file);
+  if (!persist || file.empty()) {
+    e.unsaved[key] = value;
+    return;
+  }
+  e.unsaved.erase(key);
+  e.saved[key] = value;
   try {
-    nlohmann::json j(m);
+    nlohmann::json j(e.saved);
     std::filesystem::create_directories(std::filesystem::path(file).parent_path());
     const std::string tmp = cat(file, ".tmp", ::getpid());
     std::ofstream(tmp) << j.dump(1) << "\n";
@@ -45,14 +57,14 @@ void AlgorithmCache::put(const std::string& file, const std::string& key, const 
   }
 }
 
-std::map<std::string, std::string>& AlgorithmCache::load(const std::string& file) {
+AlgorithmCache::Entries& AlgorithmCache::load(const std::string& file) {
   auto [it, fresh] = files_.try_emplace(file);
   if (fresh && !file.empty() && std::filesystem::exists(file)) {
     try {
       std::ifstream f(file);
-      it->second = nlohmann::json::parse(f).get<std::map<std::string, std::string>>();
+      it->second.saved = nlohmann::json::parse(f).get<std::map<std::string, std::string>>();
     } catch (const std::exception&) {
-      it->second.clear();
+      it->second.saved.clear();
     }
   }
   return it->second;

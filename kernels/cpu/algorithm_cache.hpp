@@ -18,12 +18,19 @@ class AlgorithmCache {
  public:
   static AlgorithmCache& instance();
   std::optional<std::string> get(const std::string& file, const std::string& key);
-  void put(const std::string& file, const std::string& key, const std::string& value);
+  /// Records a choice; with `persist` false (timed on a busy machine) it is used by this
+  /// process only and never written to the file.
+  void put(const std::string& file, const std::string& key, const std::string& value, bool persist = true);
+  /// Every choice known for `file`, written or in memory only (for tests and `--plan`).
+  std::map<std::string, std::string> entries(const std::string& file);
 
  private:
-  std::map<std::string, std::string>& load(const std::string& file);
+  struct Entries {
+    std::map<std::string, std::string> saved, unsaved;
+  };
+  Entries& load(const std::string& file);
   std::mutex mu_;
-  std::map<std::string, std::map<std::string, std::string>> files_;
+  std::map<std::string, Entries> files_;
 };
 
 }  // namespace pet::backend::cpu_detail

@@ -143,7 +143,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
       }
       // A choice timed while the machine was busy is used, never kept (in memory it is, so
       // this process decides the same way for the same configuration).
-      AlgorithmCache::instance().put(timings_clean_ ? opt_.algorithm_cache : std::string(), cache_key, decision);
+      AlgorithmCache::instance().put(opt_.algorithm_cache, cache_key, decision, timings_clean_);
     }
   }
   std::string alg = "direct";
@@ -157,6 +157,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
   if (want_alg != "auto" && want_alg != "direct" && decision != "pet-winograd" && decision != "onednn-winograd")
     alg += cat(" (", want_alg, " does not apply)");
   if (chosen) alg += " (cached choice)";
+  if (measure && cands.size() > 1 && !chosen && !timings_clean_) alg += " (timed on a busy machine: used, not saved)";
   if (wg) {
     int xs_slot = as_layout(int(x), xs8, who);
     if (residual >= 0) prepare_residual(out, residual, ys8, who);

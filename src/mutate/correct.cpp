@@ -186,10 +186,10 @@ class Restrictor {
       } else if constexpr (std::is_same_v<O, ops::Dropout>) {
         if (k == 0) return region(n.inputs[0], box);
         return fallback(n, k, box);
-      } else if constexpr (is_one_of<O, ops::Div, ops::Pow, ops::Sqrt, ops::Erf, ops::Exp, ops::Relu, ops::LeakyRelu, ops::Sigmoid,
-                                     ops::Tanh, ops::Gelu, ops::Clip, ops::Where, ops::Cast, ops::Softmax, ops::BatchNormalization,
-                                     ops::LayerNormalization, ops::MaxPool, ops::ReduceMax, ops::Reshape, ops::Flatten, ops::Squeeze,
-                                     ops::Unsqueeze, ops::RT, ops::Gather, ops::ShapeOf, ops::Constant, ops::Patch>) {
+      } else if constexpr (!O::multilinear) {
+        // never in a multilinear program (the verifier refuses them); whole and cut if ever
+        return fallback(n, k, box);
+      } else if constexpr (is_one_of<O, ops::Reshape, ops::Flatten, ops::Squeeze, ops::Unsqueeze, ops::RT, ops::Patch>) {
         return fallback(n, k, box);  // computed whole and cut (no restricted form)
       } else {
         static_assert(always_false<O>, "Restrictor: say how this op is restricted to a box (or list it with the fallbacks)");

@@ -1,5 +1,5 @@
 #pragma once
-/// Boxes and split points (paper section 5.1; see shared/notes/boxes.md).
+/// Boxes and split points (paper section 5.1; see docs/boxes.md).
 /// A Box is a product of half-open intervals [lo, hi) with a step per dimension (step 1 is
 /// a contiguous box; a larger step represents the strided regions that interleaving
 /// reshapes produce). SplitPoints holds, per dimension, the sorted interior positions where

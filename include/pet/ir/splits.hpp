@@ -1,6 +1,6 @@
 #pragma once
 /// Split-point arithmetic shared by the ops' box propagation (paper section 5.1; see
-/// shared/notes/boxes.md). A dimension's cuts are the sorted interior positions where the
+/// docs/boxes.md). A dimension's cuts are the sorted interior positions where the
 /// summation structure of a tensor may change. Everything here errs on the side of more
 /// cuts: a finer grid only costs checks, a coarser one would make the verifier unsound.
 ///
