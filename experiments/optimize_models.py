@@ -5,6 +5,7 @@ optimizer's own report), and correctness: `pet run --check` against PyTorch's ou
 test data) and the optimized file against the original in ONNX Runtime (every batch).
 
 usage: optimize_models.py PET MODEL_DIR OUT_CSV [--models m:b,m:b,...] [--budget S] [--python VENV_PY]
+(--budget: pet optimize's, default its own 120 s; peak_rss_mb is the larger of the two runs')
 Models are those of models/export_models.py (export the artifact ones by name first); each
 entry is name:batch. Results: OUT_CSV, and OUT_CSV's folder /optimize/<name>_b<batch>.json.
 """
@@ -27,11 +28,16 @@ def optimize(pet, model, batch, out, caches, budget, report):
     if budget:
         cmd += ["--budget", str(budget)]
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+    with tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {err.read().strip()[-400:]}")
     j = json.load(open(report))
     j["wall_s"] = time.time() - t0
+    j["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux: kilobytes
     return j
 
 
@@ -41,7 +47,7 @@ def main():
     ap.add_argument("models_dir")
     ap.add_argument("out_csv")
     ap.add_argument("--models", default=DEFAULT)
-    ap.add_argument("--budget", type=float, default=600)
+    ap.add_argument("--budget", type=float, default=0, help="pet optimize --budget (default: pet's own)")
     ap.add_argument("--python", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".venv", "bin", "python"))
     a = ap.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
@@ -75,7 +81,8 @@ def main():
                 "original_ms": round(warm["original_ms"], 3), "optimized_ms": round(warm["optimized_ms"], 3),
                 "speedup": round(warm["speedup"], 3), "kept_original": warm["kept_original"],
                 "search_cold_s": round(cold["search_seconds"], 1), "search_warm_s": round(warm["search_seconds"], 1),
-                "total_cold_s": round(cold["wall_s"], 1), "windows": len(warm["windows"]), "rewritten": len(applied),
+                "total_cold_s": round(cold["wall_s"], 1), "peak_rss_mb": round(max(cold["peak_rss_mb"], warm["peak_rss_mb"])),
+                "windows": len(warm["windows"]), "rewritten": len(applied),
                 "reused": warm["cache"]["reused_windows"], "check_vs_torch": check, "onnxruntime": ort,
                 "transformations": ";".join(sorted({w["applied"] for w in applied})),
             }

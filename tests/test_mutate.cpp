@@ -125,6 +125,23 @@ TEST_CASE("dilated -> dense rules") {
         "pads [1,1,1,1] are not divisible by the dilation 2");
 }
 
+TEST_CASE("mutate time budget: candidates examined cheapest first, the rest counted and the stop said") {
+  Graph g = conv_program({2, 8, 12, 12}, {8, 8, 3, 3}, ops::Conv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}}, true);
+  mutate::Options all;
+  all.depth = 0;
+  const auto full = mutate::run(g, all);
+  REQUIRE(full.mutants.size() >= 2);
+  CHECK(full.unexamined == 0);
+  CHECK(full.verify_seconds > 0);
+  CHECK(full.generate_seconds >= 0);
+  mutate::Options cut = all;
+  cut.seconds = 1e-9;  // spent before the first candidate
+  const auto none = mutate::run(g, cut);
+  CHECK(none.mutants.empty());
+  CHECK(none.unexamined == full.rule_matches);
+  CHECK(none.stop_reason.find("time budget") != std::string::npos);
+}
+
 TEST_CASE("padding and transposition rules") {
   CHECK(check_rule("conv-pad-odd", conv_program({1, 3, 7, 9}, {4, 3, 3, 3}, ops::Conv{.pads = {1, 1, 1, 1}}, true)) == "equivalent");
   CHECK(check_rule("conv-pad-odd", conv_program({1, 3, 7, 8}, {4, 3, 3, 3}, ops::Conv{.strides = {2, 2}}, false)) == "equivalent");

@@ -21,10 +21,17 @@ std::string structure(const Graph& g) {
 }  // namespace
 
 MutateResult run(const Graph& sub, const Options& opt) {
-  auto t0 = std::chrono::steady_clock::now();
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   verify::require_multilinear(sub, "subprogram");
   MutateResult res;
-  auto cost = [&](const Graph& g) { return opt.cost ? opt.cost(g) : estimate_ms(g); };
+  auto cost = [&](const Graph& g) {
+    const auto c0 = clock::now();
+    const double ms = opt.cost ? opt.cost(g) : estimate_ms(g);
+    res.cost_seconds += since(c0);
+    return ms;
+  };
   res.original_est_ms = cost(sub);
   std::vector<std::pair<Graph, std::string>> candidates;
 
@@ -54,6 +61,7 @@ MutateResult run(const Graph& sub, const Options& opt) {
   if (opt.depth > 0) {
     GeneratorOptions go = opt.generator;
     go.depth = opt.depth;
+    if (opt.seconds > 0) go.seconds = std::max(0.1, std::min(go.seconds, opt.seconds / 2 - since(t0)));
     GeneratorResult gr = generate(sub, go);
     res.stop_reason = gr.stop_reason;
     for (size_t i = 0; i < gr.mutants.size(); ++i) {
@@ -64,15 +72,33 @@ MutateResult run(const Graph& sub, const Options& opt) {
     res.stop_reason = "generator disabled (depth 0)";
   }
 
-  // 3. Verify, correct, fuse; keep the equivalent results.
+  res.generate_seconds = since(t0) - res.cost_seconds;
+
+  // 3. Verify, correct, fuse; keep the equivalent results. Cheapest by the roofline first.
+  {
+    std::vector<std::pair<double, size_t>> order;
+    for (size_t i = 0; i < candidates.size(); ++i) order.push_back({estimate_ms(candidates[i].first), i});
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::pair<Graph, std::string>> sorted;
+    for (const auto& [e, i] : order) sorted.push_back(std::move(candidates[i]));
+    candidates = std::move(sorted);
+  }
   std::set<std::string> seen;
-  for (auto& [m, origin] : candidates) {
+  for (size_t ci = 0; ci < candidates.size(); ++ci) {
+    auto& [m, origin] = candidates[ci];
+    if (opt.seconds > 0 && since(t0) > opt.seconds) {
+      res.unexamined = int64_t(candidates.size() - ci);
+      res.stop_reason = cat("time budget (", opt.seconds, " s) spent with ", res.unexamined, " of ", candidates.size(), " candidates unexamined");
+      break;
+    }
     if (!seen.insert(structure(m)).second) {
       ++res.duplicates;
       continue;
     }
     ++res.verified;
+    auto v0 = clock::now();
     verify::Report rep = verify::verify(sub, m, opt.verify);
+    res.verify_seconds += since(v0);
     if (rep.verdict == verify::Verdict::NotEquivalent) {
       ++res.rejected;
       continue;
@@ -89,7 +115,9 @@ MutateResult run(const Graph& sub, const Options& opt) {
     mu.est_ms = std::min(c, f);
     mu.uncorrected_ms = mu.corrections.kernels ? cost(m) : mu.est_ms;
     // The corrected program must be equivalent as a whole; a failure here is pet's bug.
+    v0 = clock::now();
     verify::Report check = verify::verify(sub, mu.graph, opt.verify);
+    res.verify_seconds += since(v0);
     PET_CHECK(check.verdict == verify::Verdict::Equivalent, "the corrected ", origin, " mutant (", op_list(m), ") is ",
               verify::verdict_name(check.verdict));
     mu.summary = cat(op_list(m), mu.corrections.kernels ? cat(" + ", mu.corrections.kernels, " correction kernels") : "",
@@ -98,7 +126,7 @@ MutateResult run(const Graph& sub, const Options& opt) {
     res.mutants.push_back(std::move(mu));
   }
   std::stable_sort(res.mutants.begin(), res.mutants.end(), [](const Mutant& a, const Mutant& b) { return a.est_ms < b.est_ms; });
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.seconds = since(t0);
   return res;
 }
 

@@ -144,8 +144,8 @@ std::pair<double, double> time_pair(backend::Backend& be, const Graph& a, const 
   auto in = inputs_for(a, 7);
   std::vector<double> ta, tb;
   for (int r = 0; r < opt.time_rounds; ++r) {
-    auto x = backend::time_runs(*ea, in, opt.time_runs);
-    auto y = backend::time_runs(*eb, in, opt.time_runs);
+    auto x = backend::time_runs(*ea, in, opt.time_runs, 0, nullptr, 0.5);
+    auto y = backend::time_runs(*eb, in, opt.time_runs, 0, nullptr, 0.5);
     ta.insert(ta.end(), x.begin(), x.end());
     tb.insert(tb.end(), y.begin(), y.end());
   }
@@ -196,6 +196,8 @@ Result optimize(const Graph& model, const Options& opt) {
   };
   std::map<std::string, Searched> memo;
   std::vector<std::string> keys(windows.size());
+  std::vector<Graph> programs(windows.size());
+  for (size_t i = 0; i < windows.size(); ++i) programs[i] = extract(g, windows[i]), keys[i] = structure_key(programs[i]);
   double est_before = 0, est_after = 0;
   rep.stop_reason = "every window searched";
   for (size_t i = 0; i < windows.size(); ++i) {
@@ -204,8 +206,7 @@ Result optimize(const Graph& model, const Options& opt) {
     wr.index = int(i);
     for (NodeId n : w.nodes) wr.nodes.push_back(g.node(n).name);
     wr.ops = ops_of(g, w);
-    const Graph program = extract(g, w);
-    keys[i] = structure_key(program);
+    const Graph program = std::move(programs[i]);
     if (auto it = memo.find(keys[i]); it != memo.end()) {
       WindowReport r = it->second.report;
       r.index = wr.index;
@@ -226,11 +227,19 @@ Result optimize(const Graph& model, const Options& opt) {
     }
     progress({int(i) + 1, int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "searching"});
     Options wopt = opt;
-    if (opt.budget_s > 0) wopt.window_budget_s = std::min(opt.window_budget_s, std::max(1.0, opt.budget_s - since(t0)));
+    if (opt.budget_s > 0) {
+      // The budget shared fairly among the windows still to search (identical ones count
+      // once), 70 % of it for the search and the rest for measuring candidates in context.
+      std::set<std::string> ahead;
+      for (size_t j = i; j < windows.size(); ++j)
+        if (!memo.count(keys[j])) ahead.insert(keys[j]);
+      const double left = 0.7 * opt.budget_s - since(t0);
+      wopt.window_budget_s = std::min(opt.window_budget_s, std::max(1.0, left / double(ahead.size())));
+    }
     std::string stop;
     std::vector<Candidate> cands;
     try {
-      cands = search(program, wopt, cost, &wr.rounds, &stop);
+      cands = search(program, wopt, cost, &wr.rounds, &stop, &wr.times);
     } catch (const Unsupported& e) {
       wr.why_kept = cat("the mutator cannot take it: ", e.what());
       rep.windows.push_back(wr);
@@ -252,6 +261,7 @@ Result optimize(const Graph& model, const Options& opt) {
     sr.report = wr;
     memo[keys[i]] = sr;
     rep.windows.push_back(wr);
+    prof.save();  // a search stopped later keeps what was measured
   }
   rep.profiler_measured = prof.measured();
   rep.profiler_hits = prof.hits();
@@ -290,7 +300,7 @@ Result optimize(const Graph& model, const Options& opt) {
   auto race = [&](backend::Executable& a, backend::Executable& b) {
     double ta = 1e30, tb = 1e30;
     for (int r = 0; r < 3; ++r) {
-      auto x = backend::time_runs(a, in, 3), y = backend::time_runs(b, in, 3);
+      auto x = backend::time_runs(a, in, 3, 0, nullptr, 0.25), y = backend::time_runs(b, in, 3, 0, nullptr, 0.25);
       ta = std::min(ta, x.front());
       tb = std::min(tb, y.front());
     }
@@ -317,6 +327,7 @@ Result optimize(const Graph& model, const Options& opt) {
       continue;
     }
     progress({int(i) + 1, int(windows.size()), wr.rounds, est_after > 0 ? est_before / est_after : 1.0, 0, "measuring in context"});
+    const auto m0 = clock::now();
     double best_ms = 0, base_ms = 0;
     const Candidate* win = nullptr;
     bool win_group = false;
@@ -339,6 +350,7 @@ Result optimize(const Graph& model, const Options& opt) {
       }
     wr.measured_original_ms = base_ms;
     wr.measured_chosen_ms = best_ms;
+    wr.measure_seconds = since(m0);
     if (win && best_ms < 0.98 * base_ms) {
       wr.applied = win->origin;
       wr.verdict = win->verdict;

@@ -32,7 +32,7 @@ std::string ops_of(const Graph& g) {
 }  // namespace
 
 std::vector<Candidate> search(const Graph& window, const Options& opt, const std::function<double(const Graph&)>& cost, int* rounds_done,
-                              std::string* stop) {
+                              std::string* stop, SearchTimes* times) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
@@ -75,12 +75,18 @@ std::vector<Candidate> search(const Graph& window, const Options& opt, const std
         break;
       }
       expanded[f] = true;
-      mo.generator.seconds = std::max(1.0, left / 2);
+      mo.seconds = std::max(1.0, left);
       mutate::MutateResult res;
       try {
         res = mutate::run(pool[f].graph, mo);
       } catch (const Unsupported&) {
         continue;  // a candidate the mutator cannot take apart further
+      }
+      if (times) {
+        times->generate += res.generate_seconds;
+        times->verify += res.verify_seconds;
+        times->cost += res.cost_seconds;
+        times->unexamined += res.unexamined;
       }
       for (auto& m : res.mutants) {
         const bool partial = m.verdict == verify::Verdict::PartiallyEquivalent || pool[f].verdict == "partially equivalent";
@@ -125,6 +131,7 @@ std::vector<Candidate> search(const Graph& window, const Options& opt, const std
       break;
     }
   }
+  if (times) times->total = elapsed();
   if (rounds_done) *rounds_done = rounds;
   if (stop) *stop = why;
   std::stable_sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) { return a.est_ms < b.est_ms; });

@@ -48,7 +48,7 @@ const std::vector<CommandSpec>& commands() {
                    {"top-k", "K", "candidates kept per round (default 4)"},
                    {"window", "N", "most ops mutated at a time (default 4)"},
                    {"policy", "both|equivalent|partial|none", "which transformations (default both)"},
-                   {"budget", "SECONDS", "whole search; stops cleanly keeping the best found (default none)"},
+                   {"budget", "SECONDS", "whole search, shared among the windows (70 % search, 30 % measuring in context); stops cleanly keeping the best found (default 120; 0: none)"},
                    {"window-budget", "SECONDS", "one window's search (default 30)"},
                    {"backend", "cpu", "the backend measured and optimized for (default cpu)"},
                    {"threads", "N", "threads (default: all cores)"},

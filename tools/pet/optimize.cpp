@@ -34,7 +34,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   opt.top_k = int(a.get_int("top-k", 4));
   opt.window = int(a.get_int("window", 4));
   opt.policy = optimize::parse_policy(a.get("policy").value_or("both"));
-  opt.budget_s = a.get_double("budget", 0);
+  opt.budget_s = a.get_double("budget", 120);
   opt.window_budget_s = a.get_double("window-budget", 30);
   opt.backend = a.get("backend").value_or(backend::available_backends().front());
   opt.threads = int(a.get_int("threads", 0));
@@ -105,6 +105,9 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
                      {"measured_chosen_ms", w.measured_chosen_ms},
                      {"rounds", w.rounds},
                      {"candidates", w.candidates},
+                     {"search_seconds", {{"total", w.times.total}, {"generate", w.times.generate}, {"verify", w.times.verify},
+                                         {"cost", w.times.cost}, {"unexamined_candidates", w.times.unexamined}}},
+                     {"measure_seconds", w.measure_seconds},
                      {"reused", w.reused}};
     if (!w.why_kept.empty()) e["why_kept"] = w.why_kept;
     if (!w.summary.empty()) e["program"] = w.summary;
@@ -130,6 +133,9 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     for (const auto& w : rep.windows) {
       if (w.applied == "original" && !a.flag("explain")) continue;
       std::printf("  window %d (%s at '%s')%s: ", w.index, w.ops.c_str(), w.nodes.front().c_str(), w.reused ? " [reused]" : "");
+      if (a.flag("explain") && !w.reused)
+        std::printf("[search %.1f s: verification %.1f s, profiling %.1f s%s; in context %.1f s] ", w.times.total, w.times.verify, w.times.cost,
+                    w.times.unexamined ? cat(", ", w.times.unexamined, " candidates unexamined").c_str() : "", w.measure_seconds);
       if (w.applied == "original") {
         std::printf("original form: %s\n", w.why_kept.c_str());
       } else {

@@ -156,7 +156,8 @@ struct RunStats {
 /// run measures the scheduler, not the kernel. Disturbed runs are dropped and retried, up to
 /// 10 x repeats runs; if too few stay clean, all runs are returned and stats->trusted is false.
 /// With max_seconds > 0, timing stops once that long has passed and 3 clean runs were timed
-/// (large ops need fewer runs to be measured well).
+/// (large ops need fewer runs to be measured well), and in any case after 4 x max_seconds
+/// and 3 runs (a busy machine preempts nearly every long run; stats->trusted is then false).
 std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds = 0,
                               RunStats* stats = nullptr, double max_seconds = 0);
 

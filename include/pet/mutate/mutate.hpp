@@ -26,6 +26,10 @@ struct Options {
   /// and unfused corrections: pet mutate passes the cpu backend's op profiler
   /// (backend::Profiler::program_cost_ms); empty: the roofline estimate_ms().
   std::function<double(const Graph&)> cost;
+  /// Wall-clock budget of the whole run (rules, generator, verification, costing); 0: none.
+  /// Candidates are verified and costed in order of their roofline estimate (estimate_ms,
+  /// cheapest first), so that a run cut short has looked at the most promising ones.
+  double seconds = 0;
 };
 
 struct Mutant {
@@ -45,6 +49,10 @@ struct MutateResult {
   double seconds = 0;
   std::string stop_reason;
   int64_t rule_attempts = 0, rule_matches = 0, generated = 0, verified = 0, rejected = 0, duplicates = 0;
+  int64_t unexamined = 0;  ///< candidates left when the time budget ran out
+  /// Where the time went: rules and generator, verification (finite-field tests), costing
+  /// (the profiler, which compiles and times op configurations it has not seen).
+  double generate_seconds = 0, verify_seconds = 0, cost_seconds = 0;
   std::vector<std::string> rule_refusals;  ///< "rule at node: reason" (for --explain)
 };
 

@@ -52,7 +52,7 @@ struct Options {
   int top_k = 4;           ///< candidates kept per round
   int window = 4;          ///< most ops mutated at a time
   Policy policy = Policy::Both;
-  double budget_s = 0;     ///< whole search; 0: none. The search stops cleanly and keeps the best found.
+  double budget_s = 120;   ///< whole search, shared fairly among the windows; 0: none. The search stops cleanly and keeps the best found.
   double window_budget_s = 30;  ///< one window's search
   int measure_best = 3;    ///< candidates per window timed as compiled programs
   std::string backend = "cpu";
@@ -76,6 +76,12 @@ struct Options {
   std::function<void(const Progress&)> progress;
 };
 
+/// Where one window's search spent its time (seconds).
+struct SearchTimes {
+  double total = 0, generate = 0, verify = 0, cost = 0;
+  int64_t unexamined = 0;  ///< mutator candidates left unexamined when the budget ran out
+};
+
 struct WindowReport {
   int index = 0;
   std::vector<std::string> nodes;  ///< node names in the (canonicalised) model
@@ -88,6 +94,9 @@ struct WindowReport {
   double est_original_ms = 0, est_chosen_ms = 0;
   double measured_original_ms = 0, measured_chosen_ms = 0;
   int rounds = 0, candidates = 0;
+  /// This window's search: wall seconds, and of them verification and costing (profiling)
+  SearchTimes times;
+  double measure_seconds = 0;      ///< timing candidates in context
   bool reused = false;             ///< an identical window's search result
   std::string why_kept;            ///< when the original form was kept: why (--explain)
 };
@@ -155,6 +164,6 @@ struct Candidate {
   std::string summary;
 };
 std::vector<Candidate> search(const Graph& window_program, const Options& opt, const std::function<double(const Graph&)>& cost,
-                              int* rounds_done = nullptr, std::string* stop = nullptr);
+                              int* rounds_done = nullptr, std::string* stop = nullptr, SearchTimes* times = nullptr);
 
 }  // namespace pet::optimize
