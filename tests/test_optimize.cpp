@@ -1,3 +1,6 @@
+#include <unistd.h>
+#include <fstream>
+#include <filesystem>
 // The whole-model optimizer: partitioning (joined branches, window size, convexity),
 // extraction and substitution, structural reuse, the top-K search on a toy cost model, the
 // post-optimisation passes, the budget stop, and the end-to-end check, including a
@@ -228,6 +231,28 @@ TEST_CASE("optimize end to end: dilated convs become dense ones, identical windo
   CHECK(std::find(seen.begin(), seen.end(), "checking") != seen.end());
   CHECK(r.report.original_ms > 0);
   if (!r.report.kept_original) CHECK(r.report.optimized_ms < r.report.original_ms);
+
+  // The decision cache: a second run on the same program applies the first run's in-context
+  // decisions without racing whole programs; a damaged file is ignored.
+  {
+    const std::string file = (std::filesystem::temp_directory_path() / cat("pet_decisions_", ::getpid(), ".json")).string();
+    std::filesystem::remove(file);
+    optimize::Options dopt = opt;
+    dopt.decision_cache = file;
+    auto first = optimize::optimize(g, dopt);
+    CHECK_FALSE(first.report.decisions_cached);
+    REQUIRE(std::filesystem::exists(file));
+    auto second = optimize::optimize(g, dopt);
+    CHECK(second.report.decisions_cached);
+    for (size_t i = 0; i < first.report.windows.size(); ++i) {
+      CHECK(second.report.windows[i].applied == first.report.windows[i].applied);
+      CHECK(second.report.windows[i].measure_seconds == 0);
+    }
+    CHECK(max_diff(g, second.graph) < 1e-3);
+    std::ofstream(file) << "{ damaged";
+    CHECK_FALSE(optimize::optimize(g, dopt).report.decisions_cached);
+    std::filesystem::remove(file);
+  }
 
   // A search budget already spent: every window keeps its form, the program is still right.
   opt.budget_s = 1e-9;

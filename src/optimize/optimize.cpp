@@ -3,6 +3,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <set>
 
@@ -162,6 +165,41 @@ std::string ops_of(const Graph& g, const Window& w) {
   return s;
 }
 
+/// 64-bit FNV-1a of s, in hex: the decision cache's keys.
+std::string digest(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return buf;
+}
+
+nlohmann::json read_decisions(const std::string& file) {
+  try {
+    if (std::filesystem::exists(file)) {
+      std::ifstream f(file);
+      auto j = nlohmann::json::parse(f);
+      if (j.is_object()) return j;
+    }
+  } catch (const std::exception&) {
+    // a damaged cache is ignored, never trusted
+  }
+  return nlohmann::json::object();
+}
+
+void write_decisions(const std::string& file, const std::string& key, const nlohmann::json& entry) {
+  try {
+    nlohmann::json j = read_decisions(file);
+    j[key] = entry;
+    if (auto dir = std::filesystem::path(file).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
+    const std::string tmp = cat(file, ".tmp", ::getpid());
+    std::ofstream(tmp) << j.dump(1) << "\n";
+    std::filesystem::rename(tmp, file);
+  } catch (const std::exception&) {
+    // an unwritable cache only costs time
+  }
+}
+
 }  // namespace
 
 Result optimize(const Graph& model, const Options& opt) {
@@ -311,6 +349,58 @@ Result optimize(const Graph& model, const Options& opt) {
   bool any_candidates = false;
   for (const auto& [k, sr] : memo) any_candidates = any_candidates || !sr.best.empty();
   std::vector<bool> decided(windows.size(), false);
+  // The decisions of an earlier run on this program, when its candidates are found again.
+  std::string dkey;
+  if (!opt.decision_cache.empty()) {
+    std::string rules;
+    for (const auto& r : opt.only_rules) rules += r + ",";
+    rules += "|";
+    for (const auto& r : opt.disable_rules) rules += r + ",";
+    dkey = digest(cat(structure_key(canonical), "|", be->version(), "|", num_threads(), "|", opt.depth, ",", opt.rounds, ",", opt.top_k, ",",
+                      opt.window, ",", policy_name(opt.policy), ",", opt.budget_s, ",", opt.window_budget_s, ",", opt.measure_best, ",", rules));
+    const nlohmann::json all = read_decisions(opt.decision_cache);
+    if (all.contains(dkey) && all[dkey].is_array()) {
+      std::vector<std::pair<size_t, const Candidate*>> found;
+      bool complete = true;
+      for (const auto& e : all[dkey]) {
+        const size_t w = e.value("window", size_t(-1));
+        const std::string want = e.value("candidate", std::string());
+        const Candidate* hit = nullptr;
+        if (w < windows.size())
+          for (const Candidate& c : memo.at(keys[w]).best)
+            if (digest(structure_key(c.graph)) == want) hit = &c;
+        if (!hit) {
+          complete = false;
+          break;
+        }
+        found.push_back({w, hit});
+      }
+      if (complete) {
+        for (const auto& [w, c] : found) {
+          WindowReport& wr = rep.windows[w];
+          wr.applied = c->origin;
+          wr.verdict = c->verdict;
+          wr.corrected_fraction = c->corrected_fraction;
+          wr.correction_kernels = c->correction_kernels;
+          wr.summary = c->summary;
+          wr.est_chosen_ms = c->est_ms;
+          wr.why_kept.clear();
+          wr.decision_cached = true;
+          chosen.push_back({w, c->graph});
+        }
+        std::sort(chosen.begin(), chosen.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        for (size_t i = 0; i < windows.size(); ++i) {
+          WindowReport& wr = rep.windows[i];
+          if (!decided[i] && wr.applied == "original" && !memo.at(keys[i]).best.empty()) {
+            wr.why_kept = "an earlier run of this search kept the original form here (decision cache; --decision-cache none measures again)";
+            wr.decision_cached = true;
+          }
+          decided[i] = true;
+        }
+        rep.decisions_cached = true;
+      }
+    }
+  }
   for (size_t i = 0; i < windows.size() && any_candidates; ++i) {
     const Searched& sr = memo.at(keys[i]);
     WindowReport& wr = rep.windows[i];
@@ -421,6 +511,11 @@ Result optimize(const Graph& model, const Options& opt) {
                             " broke it; nothing was written"));
   }
   rep.check = cat("pass (", opt.check_seeds, " random input sets, reference interpreter)");
+  if (!dkey.empty() && !rep.decisions_cached) {
+    nlohmann::json entry = nlohmann::json::array();
+    for (const auto& [w, prog] : chosen) entry.push_back({{"window", w}, {"candidate", digest(structure_key(prog))}});
+    write_decisions(opt.decision_cache, dkey, entry);
+  }
 
   // Timing end to end; the optimized program is kept only if it is faster.
   progress({int(windows.size()), int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "timing"});

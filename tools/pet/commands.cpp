@@ -58,6 +58,7 @@ const std::vector<CommandSpec>& commands() {
                    {"print-after", "NAME,...|all", "print the graph after these passes"},
                    {"profile-cache", "FILE|none", "the op profiler's cache (default ~/.cache/pet/opcache.json)"},
                    {"algorithm-cache", "FILE|none", "the cpu backend's algorithm choices (default ~/.cache/pet/algorithms.json)"},
+                   {"decision-cache", "FILE|none", "in-context decisions of earlier runs, reused when the same candidates are found (default: decisions.json beside the profile cache)"},
                    {"json", "FILE", "write the report as JSON"},
                    {"explain", "", "also say why each window kept its original form"},
                    {"keep-slower", "", "write the optimized program even if it measured slower (for analysis)"},

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,9 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   opt.algorithm_cache = a.get("algorithm-cache").value_or(backend::Profiler::default_algorithm_cache_file());
   if (opt.profile_cache == "none") opt.profile_cache.clear();
   if (opt.algorithm_cache == "none") opt.algorithm_cache.clear();
+  opt.decision_cache = a.get("decision-cache").value_or(
+      opt.profile_cache.empty() ? std::string() : (std::filesystem::path(opt.profile_cache).parent_path() / "decisions.json").string());
+  if (opt.decision_cache == "none") opt.decision_cache.clear();
   opt.keep_if_slower = a.flag("keep-slower");
   opt.passes.disabled = transform::pass_list(a.get("disable-pass").value_or(""));
   opt.passes.print_after = transform::pass_list(a.get("print-after").value_or(""));
@@ -89,7 +93,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   if (rep.kept_original) j["why_original"] = rep.why_original;
   j["check"] = rep.check;
   j["stop_reason"] = rep.stop_reason;
-  j["cache"] = {{"profiler_measured", rep.profiler_measured}, {"profiler_hits", rep.profiler_hits}, {"reused_windows", rep.reused_windows}};
+  j["cache"] = {{"profiler_measured", rep.profiler_measured}, {"profiler_hits", rep.profiler_hits}, {"reused_windows", rep.reused_windows}, {"decisions_cached", rep.decisions_cached}};
   j["windows"] = nlohmann::json::array();
   for (const auto& w : rep.windows) {
     nlohmann::json e{{"index", w.index},
@@ -108,6 +112,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
                      {"search_seconds", {{"total", w.times.total}, {"generate", w.times.generate}, {"verify", w.times.verify},
                                          {"cost", w.times.cost}, {"unexamined_candidates", w.times.unexamined}}},
                      {"measure_seconds", w.measure_seconds},
+                     {"decision_cached", w.decision_cached},
                      {"reused", w.reused}};
     if (!w.why_kept.empty()) e["why_kept"] = w.why_kept;
     if (!w.summary.empty()) e["program"] = w.summary;
@@ -127,6 +132,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     std::printf("pet optimize: %s -> %s\n", path.c_str(), out->c_str());
     std::printf("  search %.1f s: %zu windows, %d rewritten, %d reused from identical windows; profiler %lld ops measured, %lld from cache\n",
                 rep.search_seconds, rep.windows.size(), applied, rep.reused_windows, (long long)rep.profiler_measured, (long long)rep.profiler_hits);
+    if (rep.decisions_cached) std::printf("  in-context decisions from an earlier run (decision cache)\n");
     std::printf("  end to end on %s: original %.3f ms, optimized %.3f ms (medians, interleaved): %.2fx%s\n", opt.backend.c_str(), rep.original_ms,
                 rep.optimized_ms, rep.original_ms / std::max(1e-9, rep.optimized_ms), rep.kept_original ? " -- not faster: the original is written" : "");
     std::printf("  check against the original: %s\n", rep.check.c_str());

@@ -60,6 +60,12 @@ struct Options {
   std::vector<std::string> only_rules, disable_rules;  ///< rule names
   const mutate::RuleSet* rule_set = nullptr;           ///< null: the built-in rules
   std::string profile_cache, algorithm_cache;          ///< empty: in memory only
+  /// In-context decisions of earlier runs on the same canonical program, options, backend
+  /// version and thread count (which windows took which candidate): a warm run applies them
+  /// without timing whole programs again, when the same candidates are found; the result is
+  /// still checked and timed end to end. Empty: none (pet optimize: decisions.json beside
+  /// the op cache).
+  std::string decision_cache;
   /// Passes left out or printed (canonicalisation and post-optimisations together).
   transform::PipelineOptions passes;
   /// Post-optimisations of one's own, run after the built-in ones (the end-to-end check
@@ -98,6 +104,7 @@ struct WindowReport {
   SearchTimes times;
   double measure_seconds = 0;      ///< timing candidates in context
   bool reused = false;             ///< an identical window's search result
+  bool decision_cached = false;    ///< the in-context choice came from the decision cache
   std::string why_kept;            ///< when the original form was kept: why (--explain)
 };
 
@@ -110,6 +117,7 @@ struct Report {
   std::string why_original;
   std::vector<WindowReport> windows;
   int reused_windows = 0;
+  bool decisions_cached = false;  ///< the in-context decisions came from the decision cache
   int64_t profiler_measured = 0, profiler_hits = 0;
   std::vector<transform::PassRecord> passes;
   std::string check;  ///< "pass (max error ...)" of the end-to-end numeric check
