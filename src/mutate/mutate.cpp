@@ -74,10 +74,11 @@ MutateResult run(const Graph& sub, const Options& opt) {
 
   res.generate_seconds = since(t0) - res.cost_seconds;
 
-  // 3. Verify, correct, fuse; keep the equivalent results. Cheapest by the roofline first.
+  // 3. Verify, correct, fuse; keep the equivalent results. The rules' mutants first (few,
+  // and each an expert's rewrite), then the generated ones; cheapest by the roofline first.
   {
-    std::vector<std::pair<double, size_t>> order;
-    for (size_t i = 0; i < candidates.size(); ++i) order.push_back({estimate_ms(candidates[i].first), i});
+    std::vector<std::pair<std::pair<bool, double>, size_t>> order;
+    for (size_t i = 0; i < candidates.size(); ++i) order.push_back({{candidates[i].second == "generated", estimate_ms(candidates[i].first)}, i});
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<std::pair<Graph, std::string>> sorted;
     for (const auto& [e, i] : order) sorted.push_back(std::move(candidates[i]));

@@ -225,7 +225,7 @@ Result optimize(const Graph& model, const Options& opt) {
 
   // 2. Windows; 3. the search per window, identical windows once.
   auto be = backend::make_backend(opt.backend);
-  backend::Profiler prof(*be, opt.profile_cache, 8, 0.04);
+  backend::Profiler prof(*be, opt.profile_cache, 5, 0.02);  // min of 5 clean runs: the cost model sums minima
   auto cost = [&](const Graph& p) { return prof.program_cost_ms(p); };
   std::vector<Window> windows = partition(g, opt.window);
   struct Searched {

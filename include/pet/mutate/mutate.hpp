@@ -27,8 +27,9 @@ struct Options {
   /// (backend::Profiler::program_cost_ms); empty: the roofline estimate_ms().
   std::function<double(const Graph&)> cost;
   /// Wall-clock budget of the whole run (rules, generator, verification, costing); 0: none.
-  /// Candidates are verified and costed in order of their roofline estimate (estimate_ms,
-  /// cheapest first), so that a run cut short has looked at the most promising ones.
+  /// Candidates are verified and costed the rules' first, then the generator's, each in
+  /// order of their roofline estimate (estimate_ms, cheapest first), so that a run cut short
+  /// has looked at the most promising ones.
   double seconds = 0;
 };
 
