@@ -426,6 +426,7 @@ Result optimize(const Graph& model, const Options& opt) {
     for (const Candidate& c : sr.best)
       for (bool whole_group : {false, true}) {
         if (whole_group && group.size() < 2) continue;
+        if (win && opt.budget_s > 0 && since(t0) > opt.budget_s) break;  // the budget: the best trial so far decides
         auto subs = chosen;
         for (size_t j : whole_group ? group : std::vector<size_t>{i}) subs.push_back({j, c.graph});
         Graph trial;

@@ -28,8 +28,8 @@ struct Options {
   std::function<double(const Graph&)> cost;
   /// Wall-clock budget of the whole run (rules, generator, verification, costing); 0: none.
   /// Candidates are verified and costed the rules' first, then the generator's, each in
-  /// order of their roofline estimate (estimate_ms, cheapest first), so that a run cut short
-  /// has looked at the most promising ones.
+  /// order of their roofline estimate (estimate_ms, with Winograd-eligible convs' multiplies
+  /// at half; cheapest first), so that a run cut short has looked at the most promising ones.
   double seconds = 0;
 };
 
