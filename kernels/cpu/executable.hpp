@@ -193,7 +193,6 @@ class CpuExecutable final : public Executable {
   template <class F>
   double best_seconds(F&& f) {
     double best = 1e30, any = 1e30;
-    std::vector<double> all;
     int clean = 0;
     f();
     strm_.wait();
@@ -206,16 +205,11 @@ class CpuExecutable final : public Executable {
       strm_.wait();
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       any = std::min(any, s);
-      all.push_back(s);
       spent += s;
       if (!probe.disturbed()) best = std::min(best, s), ++clean;
       if (spent > 0.05 && clean >= 3) want = clean;  // a large op: three clean runs decide
     }
-    if (clean < want) {
-      // still decided when the three fastest runs agree within 3 % (preemptions only add time)
-      std::sort(all.begin(), all.end());
-      if (all.size() < 3 || all[2] > 1.03 * all[0]) timings_clean_ = false;
-    }
+    if (clean < want) timings_clean_ = false;
     return clean ? best : any;
   }
   bool timings_clean_ = true;

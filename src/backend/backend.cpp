@@ -84,13 +84,6 @@ std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inp
   using clock = std::chrono::steady_clock;
   exe.run(inputs);  // warm-up
   std::vector<double> clean, all;
-  // The three fastest runs within 3 % of each other: the minimum is the op's time even if
-  // every run was preempted (a preemption only adds time, and not the same time thrice).
-  auto agree = [](std::vector<double> v) {
-    if (v.size() < 3) return false;
-    std::partial_sort(v.begin(), v.begin() + 3, v.end());
-    return v[2] <= 1.03 * v[0];
-  };
   auto start = clock::now();
   const size_t cap = std::max<size_t>(size_t(10 * repeats), 20);
   while ((int(clean.size()) < repeats || std::chrono::duration<double>(clock::now() - start).count() < min_seconds) && all.size() < 100000) {
@@ -105,7 +98,6 @@ std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inp
       repeats = int(clean.size());  // enough for an op this large
       break;
     }
-    if (max_seconds > 0 && spent >= max_seconds && agree(all)) break;  // a long op whose fastest runs agree
     if (max_seconds > 0 && spent >= 4 * max_seconds && all.size() >= 3) break;  // long runs on a busy machine: give up on clean ones
     if (all.size() >= cap && int(clean.size()) < repeats &&
         std::chrono::duration<double>(clock::now() - start).count() >= min_seconds)
@@ -116,7 +108,6 @@ std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inp
   st.disturbed = int(all.size() - clean.size());
   st.trusted = st.clean >= repeats;
   const bool use_clean = st.trusted || clean.size() >= 3;
-  if (!st.trusted && agree(all)) st.trusted = true;
   if (stats) *stats = st;
   std::vector<double>& t = use_clean ? clean : all;
   std::sort(t.begin(), t.end());

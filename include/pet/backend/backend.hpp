@@ -157,10 +157,9 @@ struct RunStats {
 /// 10 x repeats runs; if too few stay clean, all runs are returned and stats->trusted is false.
 /// With max_seconds > 0, timing stops once that long has passed and 3 clean runs were timed
 /// (large ops need fewer runs to be measured well), and in any case after 4 x max_seconds
-/// and 3 runs (a busy machine preempts nearly every long run). A measurement without enough
-/// clean runs is still trusted when its three fastest runs agree within 3 % (preemptions
-/// only add time, and do not add the same time thrice); long ops stop there once max_seconds
-/// has passed.
+/// and 3 runs (a busy machine preempts nearly every long run; stats->trusted is then false).
+/// Agreement between preempted runs proves nothing: under steady load every run is slowed
+/// alike (experiments/profiler_under_load.py measured 3.5x on a conv with a spinner per core).
 std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds = 0,
                               RunStats* stats = nullptr, double max_seconds = 0);
 
