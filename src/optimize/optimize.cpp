@@ -348,6 +348,16 @@ Result optimize(const Graph& model, const Options& opt) {
   auto current_exe = exec_of(current);
   bool any_candidates = false;
   for (const auto& [k, sr] : memo) any_candidates = any_candidates || !sr.best.empty();
+  /// A window's report takes a candidate.
+  auto take = [](WindowReport& wr, const Candidate& c) {
+    wr.applied = c.origin;
+    wr.verdict = c.verdict;
+    wr.corrected_fraction = c.corrected_fraction;
+    wr.correction_kernels = c.correction_kernels;
+    wr.summary = c.summary;
+    wr.est_chosen_ms = c.est_ms;
+    wr.why_kept.clear();
+  };
   std::vector<bool> decided(windows.size(), false);
   // The decisions of an earlier run on this program, when its candidates are found again.
   std::string dkey;
@@ -378,13 +388,7 @@ Result optimize(const Graph& model, const Options& opt) {
       if (complete) {
         for (const auto& [w, c] : found) {
           WindowReport& wr = rep.windows[w];
-          wr.applied = c->origin;
-          wr.verdict = c->verdict;
-          wr.corrected_fraction = c->corrected_fraction;
-          wr.correction_kernels = c->correction_kernels;
-          wr.summary = c->summary;
-          wr.est_chosen_ms = c->est_ms;
-          wr.why_kept.clear();
+          take(wr, *c);
           wr.decision_cached = true;
           chosen.push_back({w, c->graph});
         }
@@ -443,13 +447,7 @@ Result optimize(const Graph& model, const Options& opt) {
     wr.measured_chosen_ms = best_ms;
     wr.measure_seconds = since(m0);
     if (win && best_ms < 0.98 * base_ms) {
-      wr.applied = win->origin;
-      wr.verdict = win->verdict;
-      wr.corrected_fraction = win->corrected_fraction;
-      wr.correction_kernels = win->correction_kernels;
-      wr.summary = win->summary;
-      wr.est_chosen_ms = win->est_ms;
-      wr.why_kept.clear();
+      take(wr, *win);
       for (size_t j : win_group ? group : std::vector<size_t>{i}) {
         chosen.push_back({j, win->graph});
         decided[j] = true;
