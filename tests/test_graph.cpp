@@ -44,7 +44,7 @@ TEST_CASE("builder type-checks as it builds and names nodes") {
   CHECK_THROWS_WITH_AS(b.add(ops::Conv{}, {x, bad}, "c3"),
                        "Conv 'c3': input has 3 channels but weight expects 8 (weight shape [4,8,3,3], group 1)", InvalidInput);
   CHECK_THROWS_WITH_AS(g.add_input("x", {DType::Float32, {1}}), "tensor name 'x' is defined twice", InvalidInput);
-  CHECK_THROWS_WITH_AS(b.add(ops::Split{.num_outputs = 2}, {y2}), "Builder::add: op has 2 outputs; use add_multi", InvalidInput);
+  CHECK_THROWS_WITH_AS(b.add(ops::Split{.axis = 1, .num_outputs = 2}, {y2}), "Builder::add: op has 2 outputs; use add_multi", InvalidInput);
 }
 
 TEST_CASE("topological order follows dependencies; multilinear subprograms are cut at non-linear ops") {

@@ -215,6 +215,11 @@ bool CpuExecutable::lower_op(NodeId n, const ops::ReduceMax& r, const std::strin
 
 bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& who) {
   const Node& node = g_.node(n);
+  // oneDNN 2.x fails to execute concats of a few thousand inputs ("could not execute a
+  // primitive"); far fewer than that is all real models have.
+  constexpr size_t kMaxInputs = 1024;
+  if (node.inputs.size() > kMaxInputs)
+    throw Unsupported(cat(node.inputs.size(), " inputs (oneDNN's concat takes up to ", kMaxInputs, " here)"));
   // Inputs with one common layout are joined in it (e.g. blocked conv outputs), else plain.
   md_t first = slots_[size_t(node.inputs[0])].md;
   bool same = true;

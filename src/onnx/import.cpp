@@ -15,6 +15,8 @@ namespace {
 
 /// Largest constant-folded tensor (elements); bigger results stay as nodes.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+/// Newest default-domain opset pet imports (what current PyTorch and ONNX Runtime emit).
+constexpr int64_t kMaxOpset = 21;
 
 struct Importer {
   const ImportOptions& opt;
@@ -23,6 +25,7 @@ struct Importer {
   std::map<std::string, std::pair<DType, ConstValue>> consts;  // by ONNX name
   std::map<std::string, TensorId> ids;                         // ONNX name -> pet tensor
   std::set<std::string> bound_inputs;
+  std::set<std::string> dim_params;  // symbolic dimensions of the declared inputs
   std::map<std::string, std::pair<DType, ConstValue>> values;  // known input values by name
 
   [[noreturn]] void fail_invalid(const std::string& msg) { throw InvalidInput(cat(label, ": ", msg)); }
@@ -41,6 +44,7 @@ struct Importer {
         s.push_back(d.dim_value());
       } else {
         std::string p = d.has_dim_param() ? d.dim_param() : "";
+        if (!p.empty()) dim_params.insert(p);
         auto it = p.empty() ? opt.dims.end() : opt.dims.find(p);
         int64_t v = it != opt.dims.end() ? it->second : opt.default_dim;
         if (it == opt.dims.end())
@@ -51,6 +55,26 @@ struct Importer {
     return s;
   }
 
+  /// A value given by position must be for this input: its name (when it has one), rank and
+  /// static dimensions agree with the declaration.
+  void check_given(const ::onnx::ValueInfoProto& vi, size_t k) {
+    const std::string src = k < opt.ordered_input_sources.size() ? opt.ordered_input_sources[k] : cat("input value ", k);
+    const std::string given_name = k < opt.ordered_input_names.size() ? opt.ordered_input_names[k] : "";
+    if (!given_name.empty() && given_name != vi.name())
+      fail_invalid(cat(src, " holds tensor '", given_name, "' but input ", k, " of the model is '", vi.name(), "'"));
+    const Shape s = std::visit([](const auto& t) { return t.shape(); }, opt.ordered_input_values[k].second);
+    const auto& tt = vi.type().tensor_type();
+    if (!tt.has_shape() || opt.input_shapes.count(vi.name())) return;
+    std::vector<std::string> decl;
+    bool ok = tt.shape().dim_size() == int(s.size());
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto& dim = tt.shape().dim(d);
+      decl.push_back(dim.has_dim_value() ? std::to_string(dim.dim_value()) : dim.has_dim_param() ? dim.dim_param() : "?");
+      if (ok && dim.has_dim_value() && dim.dim_value() != s[size_t(d)]) ok = false;
+    }
+    if (!ok) fail_invalid(cat(src, " has shape ", s, " but input '", vi.name(), "' is declared ", decl));
+  }
+
   void add_graph_inputs(const ::onnx::GraphProto& g) {
     values = opt.input_values;
     size_t declared = 0;
@@ -58,17 +82,34 @@ struct Importer {
       const std::string& name = vi.name();
       if (name.empty()) fail_invalid("a graph input has an empty name");
       if (consts.count(name)) continue;  // an initializer listed as input (IR < 4): a constant
-      if (declared < opt.ordered_input_values.size()) values[name] = opt.ordered_input_values[declared];
+      if (declared < opt.ordered_input_values.size()) {
+        values[name] = opt.ordered_input_values[declared];
+        check_given(vi, declared);
+      }
       m.declared_inputs.push_back(name);
       ++declared;
       if (ids.count(name)) fail_invalid(cat("graph input '", name, "' is declared twice"));
       if (!vi.type().has_tensor_type()) throw Unsupported(cat(label, ": input '", name, "' is not a tensor"));
       DType dt = dtype_from_onnx(vi.type().tensor_type().elem_type(), cat(label, ": input '", name, "'"));
       Shape s = bind_shape(vi);
+      for (size_t d = 0; d < s.size() && !values.count(name); ++d)  // a given value may be an attribute
+        if (s[d] == 0)
+          throw Unsupported(cat(label, ": input '", name, "' has shape ", s, " (dimension ", d,
+                                " is 0): pet does not support empty tensors"));
       if (auto it = values.find(name); it != values.end() && it->second.first != dt)
         fail_invalid(cat("input '", name, "' is ", dtype_name(dt), " but the given value is ", dtype_name(it->second.first)));
       ids[name] = m.graph.add_input(name, {dt, s});
     }
+    for (const auto& [name, _] : opt.input_shapes)
+      if (!ids.count(name))
+        fail_invalid(cat("a shape was given for input '", name, "', which the model does not have (its inputs: ",
+                         m.declared_inputs, ")"));
+    for (const auto& [name, _] : opt.dims)
+      if (!dim_params.count(name))
+        fail_invalid(cat("a value was given for dimension '", name, "', which no input of the model has (",
+                         dim_params.empty() ? std::string("it has no symbolic dimensions")
+                                            : cat("its symbolic dimensions: ", std::vector<std::string>(dim_params.begin(), dim_params.end())),
+                         ")"));
     if (opt.ordered_input_values.size() > declared)
       fail_invalid(cat(opt.ordered_input_values.size(), " input values were given but the model declares ", declared, " inputs"));
   }
@@ -96,6 +137,8 @@ struct Importer {
     if (auto it = ids.find(key); it != ids.end()) return it->second;
     const auto* c = constant(name);
     PET_CHECK(c, "no value for '", name, "'");
+    if (std::visit([](const auto& t) { return t.size(); }, c->second) == 0)
+      throw Unsupported(cat("constant '", name, "' is empty: pet does not support empty tensors as data"));
     std::string gname = m.graph.find(name) ? m.graph.unique_name(name + "_const") : name;
     TensorId id = m.graph.add_constant(gname, c->first, c->second);
     ids[key] = id;
@@ -152,7 +195,15 @@ struct Importer {
       }
       Types in_types;
       for (TensorId t : inputs) in_types.push_back(m.graph.type(t));
+      for (size_t k = 0; k < inputs.size(); ++k)
+        if (numel(in_types[k].shape) == 0)
+          throw Unsupported(cat("input ", mp.data_inputs[k], " ('", node.input(mp.data_inputs[k]), "') is empty (shape ", in_types[k].shape,
+                                "): pet does not support empty tensors"));
       Types out_types = infer_types(mp.op, in_types);  // errors get the node prefix below
+      for (size_t k = 0; k < out_types.size(); ++k)
+        if (numel(out_types[k].shape) == 0)
+          throw Unsupported(cat("output ", k, " would be empty (shape ", out_types[k].shape,
+                                "): pet does not support empty tensors"));
       for (int k = int(out_types.size()); k < node.output_size(); ++k)
         if (!node.output(k).empty())
           throw Unsupported(cat("output ", k, " ('", node.output(k), "') is not produced by pet's ", node.op_type()));
@@ -211,7 +262,7 @@ struct Importer {
     for (const auto& os : model.opset_import())
       if (os.domain().empty() || os.domain() == "ai.onnx") m.opset = os.version();
     if (m.opset < 0) fail_invalid("the model imports no version of the default ONNX opset");
-    if (m.opset > 17) throw Unsupported(cat(label, ": opset ", m.opset, " is newer than pet supports (up to 17)"));
+    if (m.opset > kMaxOpset) throw Unsupported(cat(label, ": opset ", m.opset, " is newer than pet supports (up to ", kMaxOpset, ")"));
     if (m.opset < 1) fail_invalid(cat("opset version ", m.opset, " is not a valid ONNX opset"));
     if (!model.has_graph()) fail_invalid("the model has no graph");
     auto& g = *model.mutable_graph();
@@ -232,7 +283,9 @@ struct Importer {
     add_graph_inputs(g);
     for (int i : order_nodes(g)) import_node(g.node(i), i);
     if (g.output_size() == 0) fail_invalid("the graph has no outputs");
+    std::set<std::string> listed;
     for (const auto& o : g.output()) {
+      if (!listed.insert(o.name()).second) fail_invalid(cat("graph output '", o.name(), "' is listed twice"));
       if (!ids.count(o.name()) && !consts.count(o.name()))
         fail_invalid(cat("graph output '", o.name(), "' is not produced by any node"));
       m.graph.add_output(tensor_id(o.name()));
@@ -285,7 +338,10 @@ Model import_bytes(std::string_view bytes, const std::string& label, const Impor
 
 Model import_file(const std::string& path, const ImportOptions& opt) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw InvalidInput(cat(path, ": no such model file"));
+  if (std::filesystem::is_directory(path, ec)) throw InvalidInput(cat(path, ": is a folder, not a model file"));
+  if (!std::filesystem::exists(path, ec)) throw InvalidInput(cat(path, ": no such model file"));
+  if (!std::filesystem::is_regular_file(path, ec)) throw InvalidInput(cat(path, ": is not a regular file (a device, pipe or socket), not a model file"));
+  if (std::filesystem::file_size(path, ec) == 0) throw InvalidInput(cat(path, ": the file is empty (0 bytes), not an ONNX model"));
   ::onnx::ModelProto model;
   {
     std::ifstream f(path, std::ios::binary | std::ios::ate);

@@ -137,6 +137,8 @@ void set(NodeProto* n, const char* name, const std::vector<int64_t>& v) {
 AutoPad auto_pad_of(const NodeCtx& c) {
   std::string s = c.s("auto_pad", "NOTSET");
   if (s == "NOTSET") return AutoPad::NotSet;
+  if (c.attr("pads"))
+    throw InvalidInput(cat("has both auto_pad '", s, "' and explicit pads; ONNX allows pads only with auto_pad NOTSET"));
   if (s == "SAME_UPPER") return AutoPad::SameUpper;
   if (s == "SAME_LOWER") return AutoPad::SameLower;
   if (s == "VALID") return AutoPad::Valid;
@@ -323,6 +325,14 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     o.num_outputs = c.node.output_size();
     if (c.opset < 13) o.split = c.ints("split");
     else if (c.present(1)) o.split = c.const_ints(1, "split");
+    if (c.opset >= 18 && c.attr("num_outputs")) {
+      if (c.present(1)) throw InvalidInput("has both a 'split' input and a 'num_outputs' attribute");
+      if (c.i("num_outputs", 0) != o.num_outputs)
+        throw InvalidInput(cat("num_outputs is ", c.i("num_outputs", 0), " but the node has ", o.num_outputs, " outputs"));
+      o.uneven = true;  // opset 18: the last part may be smaller
+    } else if (c.opset >= 18 && !c.present(1)) {
+      throw InvalidInput("needs a 'split' input or a 'num_outputs' attribute (opset 18)");
+    }
     return Mapped{o, {0}};
   };
   t["Slice"] = [](const NodeCtx& c) {
@@ -345,7 +355,8 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     if (mode == "constant") o.mode = ops::PadMode::Constant;
     else if (mode == "reflect") o.mode = ops::PadMode::Reflect;
     else if (mode == "edge") o.mode = ops::PadMode::Edge;
-    else throw Unsupported(cat("Pad mode '", mode, "' (supported: constant, reflect, edge)"));
+    else if (mode == "wrap") throw Unsupported("Pad mode 'wrap' (opset 19; supported: constant, reflect, edge)");
+    else throw InvalidInput(cat("Pad mode '", mode, "' is not one of constant, reflect, edge, wrap"));
     if (c.opset < 11) {
       if (c.opset < 2) throw Unsupported("Pad before opset 2 ('paddings' attribute)");
       o.pads = c.ints("pads");
@@ -353,7 +364,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     } else {
       o.pads = c.const_ints(1, "pads");
       if (c.present(2)) o.value = c.const_scalar(2, "constant_value");
-      if (c.present(3)) throw Unsupported("Pad with an 'axes' input (opset 18)");
+      if (c.present(3)) o.axes = c.const_ints(3, "axes");
     }
     return Mapped{o, {0}};
   };

@@ -182,6 +182,8 @@ void write_tensor_file(const std::string& path, const NamedTensor& t) {
 }
 
 std::vector<NamedTensor> read_test_data(const std::string& dir, const std::string& prefix) {
+  if (std::filesystem::is_regular_file(dir))
+    throw InvalidInput(cat("'", dir, "' is a file; a test-data folder (holding ", prefix, "_0.pb, ...) is expected"));
   if (!std::filesystem::is_directory(dir)) throw InvalidInput(cat("test-data folder '", dir, "' does not exist"));
   std::vector<NamedTensor> v;
   for (int i = 0;; ++i) {

@@ -47,6 +47,23 @@ struct Args {
 
 /// Import options from --shape NAME=AxBxC, --dim NAME=N, --default-dim N.
 onnx::ImportOptions import_options(const Args& a);
+/// Imports `path` and refuses (Unsupported, exit 3) a program whose tensors would not fit
+/// in --memory-limit (default 80 % of RAM) before anything is allocated.
+onnx::Model load_model(const Args& a, const std::string& path, const onnx::ImportOptions& opt);
+/// Bytes of --memory-limit (SIZE: 512M, 8G, ...; default 80 % of physical memory).
+int64_t memory_limit(const Args& a);
+/// --threads N: 0 when absent (all cores), else 1 to a sane maximum; anything else is an error.
+int threads_option(const Args& a);
+/// A cache-file option: "none" -> "", absent -> `def`; the path is checked to be usable
+/// (not a folder, its folder creatable) with an error naming the option (or the
+/// environment variable behind the default) and the path.
+std::string cache_option(const Args& a, const std::string& name, const std::string& def);
+/// Checks that a file option's path can be written (before any long work), naming the option.
+void check_writable_file(const std::string& path, const std::string& option);
+/// Creates a folder option's folder; errors name the option and the path.
+void prepare_dir(const std::string& dir, const std::string& option);
+/// Seconds option: a number >= 0 (> 0 unless `zero_ok`).
+double seconds_option(const Args& a, const std::string& name, double def, bool zero_ok);
 std::string format_count(double v);  ///< 1.23 K / M / G
 
 int cmd_info(const std::vector<std::string>& argv);

@@ -11,6 +11,7 @@ const std::vector<Option> kModelOptions = {
     {"shape", "NAME=AxBxC", "full shape of input NAME (overrides the model's)"},
     {"dim", "NAME=N", "value of symbolic dimension NAME (ONNX dim_param)"},
     {"default-dim", "N", "value of every other symbolic dimension (default 1)"},
+    {"memory-limit", "SIZE", "refuse programs whose tensors need more than SIZE at once (512M, 8G; default 80 % of RAM)"},
 };
 std::vector<Option> with_model(std::vector<Option> v) {
   v.insert(v.end(), kModelOptions.begin(), kModelOptions.end());

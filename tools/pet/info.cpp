@@ -11,7 +11,8 @@ namespace pet::cli {
 int cmd_info(const std::vector<std::string>& argv) {
   Args a(command_spec("info"), argv, 1);
   const std::string path = a.positional[0];
-  onnx::Model m = onnx::import_file(path, import_options(a));
+  if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
+  onnx::Model m = load_model(a, path, import_options(a));
   const Graph& g = m.graph;
 
   std::map<std::string, int> op_counts;

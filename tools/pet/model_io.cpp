@@ -1,5 +1,15 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "cli.hpp"
 
@@ -111,6 +121,153 @@ onnx::ImportOptions import_options(const Args& a) {
   }
   o.default_dim = a.get_int("default-dim", 1);
   return o;
+}
+
+namespace {
+std::string format_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (b >= 1000 && u < 5) b /= 1000, ++u;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+int64_t tensor_bytes(const TensorType& t) { return numel(t.shape) * (is_float(t.dtype) ? 4 : 8); }
+}  // namespace
+
+int64_t memory_limit(const Args& a) {
+  if (auto v = a.get("memory-limit")) {
+    std::string s = *v;
+    double mult = 1;
+    if (!s.empty()) {
+      char u = char(std::toupper(static_cast<unsigned char>(s.back())));
+      if (u == 'K' || u == 'M' || u == 'G' || u == 'T') {
+        mult = u == 'K' ? 1e3 : u == 'M' ? 1e6 : u == 'G' ? 1e9 : 1e12;
+        s.pop_back();
+      }
+    }
+    try {
+      size_t pos = 0;
+      double x = std::stod(s, &pos);
+      if (pos == s.size() && x > 0 && std::isfinite(x)) return int64_t(x * mult);
+    } catch (const std::exception&) {
+    }
+    throw InvalidInput(cat("option '--memory-limit' needs a size like 512M or 8G, got '", *v, "'"));
+  }
+  const double ram = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  return int64_t(0.8 * ram);
+}
+
+onnx::Model load_model(const Args& a, const std::string& path, const onnx::ImportOptions& opt) {
+  const int64_t limit = memory_limit(a);
+  onnx::Model m = onnx::import_file(path, opt);
+  const Graph& g = m.graph;
+  // Peak of the tensors alive at once in program order (inputs, constants and outputs all
+  // the way through): what the reference interpreter and the cpu plan hold at most.
+  auto uses = g.consumers();
+  std::vector<int64_t> last(size_t(g.num_tensors()), -1);
+  auto order = g.topo_order();
+  int64_t live = 0, peak = 0;
+  TensorId largest = -1;
+  auto note = [&](TensorId t) {
+    if (largest < 0 || tensor_bytes(g.type(t)) > tensor_bytes(g.type(largest))) largest = t;
+  };
+  std::vector<bool> pinned(size_t(g.num_tensors()), false);
+  for (TensorId t : g.outputs()) pinned[size_t(t)] = true;
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).producer < 0) {
+      pinned[size_t(t)] = true;
+      live += tensor_bytes(g.type(t));
+      note(t);
+    }
+  for (size_t i = 0; i < order.size(); ++i)
+    for (TensorId t : g.node(order[i]).inputs) last[size_t(t)] = int64_t(i);
+  peak = live;
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (TensorId t : g.node(order[i]).outputs) {
+      live += tensor_bytes(g.type(t));
+      note(t);
+    }
+    peak = std::max(peak, live);
+    for (TensorId t : g.node(order[i]).inputs)
+      if (!pinned[size_t(t)] && last[size_t(t)] == int64_t(i)) live -= tensor_bytes(g.type(t)), pinned[size_t(t)] = true;
+    for (TensorId t : g.node(order[i]).outputs)
+      if (!pinned[size_t(t)] && uses[size_t(t)].empty()) live -= tensor_bytes(g.type(t)), pinned[size_t(t)] = true;
+  }
+  if (peak > limit) {
+    const TensorInfo& big = g.tensor(largest);
+    throw Unsupported(cat(path, ": the program needs about ", format_bytes(double(peak)), " of tensors at once (the largest, '", big.name,
+                          "', is ", dtype_name(big.type.dtype), big.type.shape, ", ", format_bytes(double(tensor_bytes(big.type))),
+                          "), more than the memory limit of ", format_bytes(double(limit)),
+                          a.get("memory-limit") ? " (--memory-limit)" : " (80 % of RAM; --memory-limit sets it)"));
+  }
+  return m;
+}
+
+int threads_option(const Args& a) {
+  if (!a.get("threads")) return 0;
+  const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t most = std::max<int64_t>(64, 4 * hw);
+  int64_t t = a.get_int("threads", 0);
+  if (t < 1 || t > most)
+    throw InvalidInput(cat("--threads ", t, ": choose 1 to ", most, " (this machine has ", hw, " hardware thread", hw == 1 ? "" : "s", ")"));
+  return int(t);
+}
+
+namespace {
+/// Why a file cannot be created (or replaced) at `p`, found by trying: its folder is created
+/// and the file opened for writing without truncating it (a new one is removed again).
+/// Permission bits alone do not tell (root, /proc, read-only mounts).
+std::string unwritable_reason(const std::filesystem::path& p) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return "is a folder";
+  fs::path dir = p.parent_path();
+  if (!dir.empty()) {
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir)) return cat("cannot be created: its folder '", dir.string(), "' cannot be made (", ec ? ec.message() : "not a folder", ")");
+  }
+  const bool existed = fs::exists(p, ec);
+  int fd = ::open(p.c_str(), O_WRONLY | (existed ? O_APPEND : O_CREAT | O_EXCL), 0644);
+  if (fd < 0) return cat(existed ? "cannot be written (" : "cannot be created (", std::strerror(errno), ")");
+  ::close(fd);
+  if (!existed) fs::remove(p, ec);
+  return "";
+}
+}  // namespace
+
+void check_writable_file(const std::string& path, const std::string& option) {
+  if (path.empty()) throw InvalidInput(cat(option, " needs a file name"));
+  std::string why = unwritable_reason(path);
+  if (!why.empty()) throw InvalidInput(cat(option, " '", path, "' ", why));
+}
+
+std::string cache_option(const Args& a, const std::string& name, const std::string& def) {
+  auto v = a.get(name);
+  std::string path = v.value_or(def);
+  if (path == "none") return "";
+  std::string why = unwritable_reason(path);
+  if (why.empty()) return path;
+  if (v) throw InvalidInput(cat("--", name, " '", path, "' ", why));
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  throw InvalidInput(cat("the default cache file '", path, "' (from ", xdg && *xdg ? "XDG_CACHE_HOME" : "HOME", ") ", why,
+                         "; set --", name, " FILE or --", name, " none"));
+}
+
+void prepare_dir(const std::string& dir, const std::string& option) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw InvalidInput(cat(option, " '", dir, "' is a file, not a folder"));
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) throw InvalidInput(cat(option, " '", dir, "' cannot be created: ", ec.message()));
+  if (::access(dir.c_str(), W_OK) != 0) throw InvalidInput(cat(option, " '", dir, "' is not writable"));
+}
+
+double seconds_option(const Args& a, const std::string& name, double def, bool zero_ok) {
+  double s = a.get_double(name, def);
+  if (s < 0 || (!zero_ok && s == 0))
+    throw InvalidInput(cat("--", name, " needs ", zero_ok ? "zero or more" : "a positive number of", " seconds, got ", *a.get(name)));
+  return s;
 }
 
 std::string format_count(double v) {

@@ -23,7 +23,9 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   if (a.positional.size() != 1 || !a.get("out-dir"))
     throw InvalidInput("usage: pet mutate SUB.onnx --out-dir DIR [options] (pet mutate --help lists them)");
   const std::string path = a.positional[0], dir = *a.get("out-dir");
-  onnx::Model m = onnx::import_file(path, import_options(a));
+  prepare_dir(dir, "--out-dir");
+  if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
+  onnx::Model m = load_model(a, path, import_options(a));
   mutate::Options opt;
   opt.depth = int(a.get_int("depth", 3));
   if (opt.depth < 0 || opt.depth > 6) throw InvalidInput(cat("--depth ", opt.depth, " must be between 0 and 6"));
@@ -36,12 +38,9 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   }
   opt.verify.tests = int(a.get_int("tests", 2));
   opt.verify.seed = uint64_t(a.get_int("seed", 1));
-  if (a.get("time-budget")) {
-    opt.generator.seconds = a.get_double("time-budget", 0);
-    if (opt.generator.seconds <= 0) throw InvalidInput(cat("--time-budget needs a positive number of seconds, got ", *a.get("time-budget")));
-  }
-  if (auto t = a.get_int("threads", 0); t > 0) set_num_threads(int(t));
-  else if (t < 0) throw InvalidInput("--threads needs a positive count");
+  if (a.get("time-budget")) opt.generator.seconds = seconds_option(a, "time-budget", 0, false);
+  if (int t = threads_option(a); t > 0) set_num_threads(t);
+  if (opt.verify.tests < 1 || opt.verify.tests > 64) throw InvalidInput(cat("--tests ", opt.verify.tests, ": choose 1 to 64 tests per position"));
   // Cost model: the cpu backend's op profiler (measured, cached on disk) when this build has
   // it, else the roofline estimate.
   const auto backends = backend::available_backends();
@@ -52,8 +51,7 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   std::string cost_desc = "roofline estimate: FLOPs at 200 GFLOP/s, bytes at 10 GB/s per op";
   if (cost == "profile") {
     cpu = backend::make_backend("cpu");
-    std::string cache = a.get("profile-cache").value_or(backend::Profiler::default_cache_file());
-    if (cache == "none") cache.clear();
+    std::string cache = cache_option(a, "profile-cache", backend::Profiler::default_cache_file());
     prof = std::make_unique<backend::Profiler>(*cpu, cache, 8, 0.04);
     cost_desc = cat("cpu op profiler: sum of the minimum times of the ops (8+ runs and 40+ ms each), each timed alone on ", num_threads(), " threads (cache ",
                     cache.empty() ? "off" : cache, ")");
@@ -65,7 +63,11 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   } catch (const InvalidInput& e) {
     throw InvalidInput(cat(path, ": ", e.what()));
   }
-  std::filesystem::create_directories(dir);
+  // A reused folder: the previous run's mutants go, so the folder holds this index's files only.
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string f = e.path().filename().string();
+    if (e.is_regular_file() && f.rfind("mutant_", 0) == 0 && e.path().extension() == ".onnx") std::filesystem::remove(e.path());
+  }
   nlohmann::json j;
   j["subprogram"] = path;
   j["original_est_ms"] = r.original_est_ms;

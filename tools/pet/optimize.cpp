@@ -35,26 +35,23 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   opt.top_k = int(a.get_int("top-k", 4));
   opt.window = int(a.get_int("window", 4));
   opt.policy = optimize::parse_policy(a.get("policy").value_or("both"));
-  opt.budget_s = a.get_double("budget", 120);
-  opt.window_budget_s = a.get_double("window-budget", 30);
+  opt.budget_s = seconds_option(a, "budget", 120, true);
+  opt.window_budget_s = seconds_option(a, "window-budget", 30, false);
   opt.backend = a.get("backend").value_or(backend::available_backends().front());
-  opt.threads = int(a.get_int("threads", 0));
+  opt.threads = threads_option(a);
   opt.only_rules = names(a.get("only"));
   opt.disable_rules = names(a.get("disable"));
-  opt.profile_cache = a.get("profile-cache").value_or(backend::Profiler::default_cache_file());
-  opt.algorithm_cache = a.get("algorithm-cache").value_or(backend::Profiler::default_algorithm_cache_file());
-  if (opt.profile_cache == "none") opt.profile_cache.clear();
-  if (opt.algorithm_cache == "none") opt.algorithm_cache.clear();
-  opt.decision_cache = a.get("decision-cache").value_or(
-      opt.profile_cache.empty() ? std::string() : (std::filesystem::path(opt.profile_cache).parent_path() / "decisions.json").string());
-  if (opt.decision_cache == "none") opt.decision_cache.clear();
+  opt.profile_cache = cache_option(a, "profile-cache", backend::Profiler::default_cache_file());
+  opt.algorithm_cache = cache_option(a, "algorithm-cache", backend::Profiler::default_algorithm_cache_file());
+  opt.decision_cache = cache_option(
+      a, "decision-cache", opt.profile_cache.empty() ? std::string("none") : (std::filesystem::path(opt.profile_cache).parent_path() / "decisions.json").string());
+  check_writable_file(*out, "-o");
+  if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
   opt.keep_if_slower = a.flag("keep-slower");
   opt.passes.disabled = transform::pass_list(a.get("disable-pass").value_or(""));
   opt.passes.print_after = transform::pass_list(a.get("print-after").value_or(""));
   if (opt.depth < 0 || opt.depth > 6) throw InvalidInput(cat("--depth ", opt.depth, ": choose 0 to 6"));
   if (opt.rounds < 1 || opt.top_k < 1 || opt.window < 1) throw InvalidInput("--rounds, --top-k and --window need positive counts");
-  if (opt.budget_s < 0 || opt.window_budget_s <= 0) throw InvalidInput("--budget and --window-budget need positive seconds");
-  if (opt.threads < 0) throw InvalidInput("--threads needs a positive count");
   if (opt.backend == "reference") throw InvalidInput("--backend reference: the optimizer needs a backend to measure on (cpu)");
   const bool quiet = a.flag("quiet");
   const bool tty = isatty(2);
@@ -64,7 +61,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
                  p.windows, p.round, p.best_speedup, p.elapsed_s, p.what.c_str(), tty ? "" : "\n");
     std::fflush(stderr);
   };
-  onnx::Model m = onnx::import_file(path, import_options(a));
+  onnx::Model m = load_model(a, path, import_options(a));
   optimize::Result r;
   try {
     r = optimize::optimize(m.graph, opt);

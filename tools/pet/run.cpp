@@ -27,20 +27,26 @@ int cmd_run(const std::vector<std::string>& argv) {
   auto be = backend::make_backend(backend);
   const int64_t repeat = a.get_int("repeat", 1);
   if (repeat < 1) throw InvalidInput("--repeat needs a positive count");
-  if (auto t = a.get_int("threads", 0); t > 0) set_num_threads(int(t));
-  else if (t < 0) throw InvalidInput("--threads needs a positive count");
+  const int threads = threads_option(a);
+  if (threads > 0) set_num_threads(threads);
   const double atol = a.get_double("atol", 1e-4), rtol = a.get_double("rtol", 1e-3);
 
   auto check_dir = a.get("check");
   auto inputs_dir = a.get("inputs");
   if (check_dir && !inputs_dir) inputs_dir = check_dir;
+  if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
+  if (auto dir = a.get("save")) prepare_dir(*dir, "--save");
   onnx::ImportOptions opt = import_options(a);
   std::vector<onnx::NamedTensor> given;
   if (inputs_dir) {
     given = onnx::read_test_data(*inputs_dir, "input");
-    for (const auto& t : given) opt.ordered_input_values.push_back({t.dtype, t.value});
+    for (size_t k = 0; k < given.size(); ++k) {
+      opt.ordered_input_values.push_back({given[k].dtype, given[k].value});
+      opt.ordered_input_sources.push_back((std::filesystem::path(*inputs_dir) / cat("input_", k, ".pb")).string());
+      opt.ordered_input_names.push_back(given[k].name);
+    }
   }
-  onnx::Model m = onnx::import_file(path, opt);
+  onnx::Model m = load_model(a, path, opt);
   const Graph& g = m.graph;
   if (inputs_dir && given.size() != m.declared_inputs.size())
     throw InvalidInput(cat(*inputs_dir, " holds ", given.size(), " inputs but ", path, " declares ", m.declared_inputs.size()));
@@ -58,11 +64,10 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
 
   backend::CompileOptions copt;
-  copt.threads = int(a.get_int("threads", 0));
+  copt.threads = threads;
   copt.profile = a.flag("profile");
   copt.conv_algorithm = a.get("conv-algorithm").value_or("auto");
-  copt.algorithm_cache = a.get("algorithm-cache").value_or(backend::Profiler::default_algorithm_cache_file());
-  if (copt.algorithm_cache == "none") copt.algorithm_cache.clear();
+  copt.algorithm_cache = cache_option(a, "algorithm-cache", backend::Profiler::default_algorithm_cache_file());
   copt.conv_layout = a.get("conv-layout").value_or("auto");
   copt.disabled_passes = a.get("disable-pass").value_or("");
   copt.print_after = a.get("print-after").value_or("");
@@ -73,15 +78,25 @@ int cmd_run(const std::vector<std::string>& argv) {
     throw InvalidInput(cat("--conv-layout '", copt.conv_layout, "': choose auto, blocked or plain"));
   using clock = std::chrono::steady_clock;
   auto c0 = clock::now();
-  auto exe = be->compile(g, copt);
+  // Errors found while compiling or running (a Gather index out of range, ...) name the file.
+  auto with_file = [&](auto&& f) {
+    try {
+      return f();
+    } catch (const InvalidInput& e) {
+      throw InvalidInput(cat(path, ": ", e.what()));
+    } catch (const Unsupported& e) {
+      throw Unsupported(cat(path, ": ", e.what()));
+    }
+  };
+  auto exe = with_file([&] { return be->compile(g, copt); });
   const double compile_ms = std::chrono::duration<double, std::milli>(clock::now() - c0).count();
   if (a.flag("plan")) std::fputs(exe->describe().c_str(), stdout);
   std::vector<double> times;
   std::vector<Value<float>> outputs;
-  if (repeat > 1) outputs = exe->run(inputs);  // warm-up
+  if (repeat > 1) outputs = with_file([&] { return exe->run(inputs); });  // warm-up
   for (int64_t r = 0; r < repeat; ++r) {
     auto t0 = clock::now();
-    outputs = exe->run(inputs);
+    outputs = with_file([&] { return exe->run(inputs); });
     times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
   }
   std::vector<double> sorted = times;
@@ -90,8 +105,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
 
   for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
-  std::printf("%s on %s: median %.3f ms, min %.3f ms over %lld run%s (%d threads)\n", path.c_str(), backend.c_str(), median,
-              sorted.front(), (long long)repeat, repeat == 1 ? "" : "s", num_threads());
+  std::printf("%s on %s: median %.3f ms, min %.3f ms over %lld run%s (%d thread%s)\n", path.c_str(), backend.c_str(), median,
+              sorted.front(), (long long)repeat, repeat == 1 ? "" : "s", num_threads(), num_threads() == 1 ? "" : "s");
   nlohmann::json j;
   j["model"] = path;
   j["backend"] = backend;
@@ -116,6 +131,9 @@ int cmd_run(const std::vector<std::string>& argv) {
       const std::string& name = g.tensor(g.outputs()[k]).name;
       if (!c.problem.empty())
         std::printf("check %-20s FAIL: %s\n", name.c_str(), c.problem.c_str());
+      else if (c.nan_out != c.nan_ref || (c.nan_out && !c.pass))
+        std::printf("check %-20s FAIL: NaN in %lld elements of the output and %lld of the reference (%lld elements differ)\n", name.c_str(),
+                    (long long)c.nan_out, (long long)c.nan_ref, (long long)c.mismatches);
       else
         std::printf("check %-20s %s  max|out-ref| %.3g  max|ref| %.3g  tolerance %.3g%s\n", name.c_str(), c.pass ? "pass" : "FAIL",
                     c.max_abs_err, c.max_abs_ref, atol + rtol * c.max_abs_ref,

@@ -14,9 +14,13 @@ namespace pet::cli {
 int cmd_verify(const std::vector<std::string>& argv) {
   Args a(command_spec("verify"), argv, 2);
   onnx::ImportOptions io = import_options(a);
-  onnx::Model ma = onnx::import_file(a.positional[0], io), mb = onnx::import_file(a.positional[1], io);
+  if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
+  onnx::Model ma = load_model(a, a.positional[0], io), mb = load_model(a, a.positional[1], io);
   verify::Options opt;
   opt.tests = int(a.get_int("tests", 2));
+  // Each test keeps one field value per position tested and per tensor on the way: beyond a
+  // few dozen tests the false-acceptance bound (1/p per test) is far below any use.
+  if (opt.tests < 1 || opt.tests > 64) throw InvalidInput(cat("--tests ", opt.tests, ": choose 1 to 64 tests per position"));
   int64_t prime = a.get_int("prime", 2147483647);
   if (prime < 2) throw InvalidInput(cat("--prime ", prime, " is not a prime"));
   opt.prime = uint64_t(prime);

@@ -11,6 +11,7 @@ struct Comparison {
   bool pass = false;
   double max_abs_err = 0, max_abs_ref = 0;
   int64_t mismatches = 0;  ///< elements outside the tolerance
+  int64_t nan_out = 0, nan_ref = 0;  ///< NaN elements of each side
   std::string problem;     ///< shape/kind mismatch, NaN, ... (empty when comparable)
 };
 
@@ -43,10 +44,13 @@ inline Comparison compare(const Value<float>& got, const Value<float>& ref, doub
   }
   const auto& g = std::get<Tensor<float>>(got);
   const auto& r = std::get<Tensor<float>>(ref);
-  for (int64_t i = 0; i < g.size(); ++i) c.max_abs_ref = std::max(c.max_abs_ref, std::abs(double(r[i])));
+  for (int64_t i = 0; i < g.size(); ++i)
+    if (std::isfinite(r[i])) c.max_abs_ref = std::max(c.max_abs_ref, std::abs(double(r[i])));
   for (int64_t i = 0; i < g.size(); ++i) {
     double a = g[i], b = r[i];
     if (std::isnan(a) || std::isnan(b)) {
+      c.nan_out += std::isnan(a);
+      c.nan_ref += std::isnan(b);
       bool both = std::isnan(a) && std::isnan(b);
       c.mismatches += !both;
       if (!both) c.max_abs_err = INFINITY;

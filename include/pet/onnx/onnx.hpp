@@ -29,6 +29,9 @@ struct ImportOptions {
   /// Like input_values, by position among the model's declared (non-initializer) inputs;
   /// this is how ONNX test-data folders (input_0.pb, input_1.pb, ...) are matched.
   std::vector<std::pair<DType, ConstValue>> ordered_input_values;
+  /// Where each ordered value came from (a file name, for errors) and the tensor name it
+  /// carries (checked against the input's name when both are non-empty).
+  std::vector<std::string> ordered_input_sources, ordered_input_names;
   /// Fold constant shape arithmetic (integer-typed nodes with constant inputs, Shape).
   bool fold_constants = true;
 };

@@ -3,6 +3,7 @@
 /// section 5.2): an output element is computed from the op's element formula, reading only
 /// the input elements it needs, recursively, memoised per tensor element. Used with a field
 /// (Schwartz-Zippel tests), with symbolic polynomials (soundness tests) and with Z3 terms.
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 
@@ -27,6 +28,26 @@ class PointEvaluator {
       : g_(g), leaves_(std::move(leaves)), memo_(size_t(g.num_tensors())) {
     PET_CHECK(int(leaves_.size()) == g.num_tensors(), "leaf list of size ", leaves_.size());
     for (TensorId t : g.inputs()) PET_CHECK(leaves_[size_t(t)].has_value(), "input '", g.tensor(t).name, "' has no value");
+    require_depth(g);
+  }
+
+  /// Most ops on one path from an input to an output that point evaluation follows (each
+  /// level is a few stack frames of the demand-driven recursion).
+  static constexpr int64_t kMaxDepth = 10000;
+  static void require_depth(const Graph& g) {
+    std::vector<int64_t> depth(size_t(g.num_tensors()), 0);
+    int64_t deepest = 0;
+    NodeId where = -1;
+    for (NodeId n : g.topo_order()) {
+      int64_t d = 0;
+      for (TensorId t : g.node(n).inputs) d = std::max(d, depth[size_t(t)]);
+      for (TensorId t : g.node(n).outputs) depth[size_t(t)] = d + 1;
+      if (d + 1 > deepest) deepest = d + 1, where = n;
+    }
+    if (deepest > kMaxDepth)
+      throw Unsupported(cat("the program is ", deepest, " ops deep (through node '", g.node(where).name,
+                            "'); point evaluation (verification, mutation) supports at most ", kMaxDepth,
+                            " ops on one path; split the program (pet info --extract)"));
   }
 
   /// The value of tensor t at position idx.

@@ -76,11 +76,14 @@ struct Concat {
 /// equal parts (the last one smaller when the size does not divide, as in opset 18).
 struct Split {
   static constexpr std::string_view name = "Split";
-  PET_ATTRS(axis, split, num_outputs);
+  PET_ATTRS(axis, split, num_outputs, uneven);
   static constexpr bool multilinear = true, layout = true;
   int64_t axis = 0;
   std::vector<int64_t> split;
   int num_outputs = 1;
+  /// Without `split`: the last part may be smaller (opset 18's num_outputs); otherwise the
+  /// axis must divide evenly (before opset 18).
+  bool uneven = false;
   Types infer(InTypes in) {
     pet::detail::expect_arity(in, 1, 1);
     const Shape& x = in[0].shape;
@@ -88,6 +91,9 @@ struct Split {
     int64_t n = x[size_t(axis)];
     if (split.empty()) {
       if (num_outputs < 1) throw InvalidInput("needs at least one output");
+      if (!uneven && n % num_outputs != 0)
+        throw InvalidInput(cat("axis ", axis, " of ", x, " (size ", n, ") does not split into ", num_outputs,
+                               " equal parts; give 'split' explicitly"));
       int64_t part = (n + num_outputs - 1) / num_outputs;
       for (int k = 0; k < num_outputs; ++k) split.push_back(std::max<int64_t>(0, std::min(part, n - k * part)));
     }
@@ -227,16 +233,34 @@ enum class PadMode : uint8_t { Constant, Reflect, Edge };
 ///   edge (reflect), or the nearest edge element (edge).
 struct Pad {
   static constexpr std::string_view name = "Pad";
-  PET_ATTRS(pads, mode, value);
+  PET_ATTRS(pads, mode, value, axes);
   static constexpr bool multilinear = true, layout = true;
   std::vector<int64_t> pads;
   PadMode mode = PadMode::Constant;
   double value = 0.0;
+  /// Opset 18: `pads` holds begins then ends of these axes only; inference expands them to
+  /// every axis and clears `axes`.
+  std::vector<int64_t> axes;
 
-  Types infer(InTypes in) const {
+  Types infer(InTypes in) {
     pet::detail::expect_arity(in, 1, 1);
     const Shape& x = in[0].shape;
     size_t r = x.size();
+    if (!axes.empty()) {
+      if (pads.size() != 2 * axes.size())
+        throw InvalidInput(cat("pads ", pads, " must have ", 2 * axes.size(), " values for axes ", axes));
+      std::vector<int64_t> full(2 * r, 0);
+      std::vector<bool> seen(r, false);
+      for (size_t k = 0; k < axes.size(); ++k) {
+        size_t a = size_t(normalize_axis(axes[k], int64_t(r), "axes"));
+        if (seen[a]) throw InvalidInput(cat("axes ", axes, " repeat axis ", a));
+        seen[a] = true;
+        full[a] = pads[k];
+        full[a + r] = pads[k + axes.size()];
+      }
+      pads = full;
+      axes.clear();
+    }
     if (pads.size() != 2 * r) throw InvalidInput(cat("pads ", pads, " must have ", 2 * r, " values for input shape ", x));
     pet::detail::expect_bounded(pads, "pads");
     Shape out = x;

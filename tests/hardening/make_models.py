@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Writes the small ONNX models of tests/hardening_test.sh: bad inputs a user may hand pet
+(deep chains, huge declared shapes, conflicting attributes) and models of newer opsets.
+Usage: make_models.py OUT_DIR   (needs the onnx Python package; /usr/bin/python3 has it)"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+F = TensorProto.FLOAT
+
+
+def save(name, nodes, inputs, outputs, inits=(), opset=13):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(out, name + ".onnx"))
+
+
+def vi(name, shape, t=F):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def const(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+# A chain of 100,000 Neg nodes (verify/mutate evaluate points recursively).
+n = 100000
+nodes = [helper.make_node("Neg", ["x" if i == 0 else f"t{i}"], [f"t{i+1}" if i + 1 < n else "y"], name=f"neg{i}") for i in range(n)]
+save("deep_neg", nodes, [vi("x", [2, 3])], [vi("y", [2, 3])])
+
+# Concat of 4,000 inputs (oneDNN's concat refuses that many).
+save("concat4000", [helper.make_node("Concat", ["x"] * 4000, ["y"], axis=0, name="cat")], [vi("x", [1, 4])], [vi("y", [4000, 4])])
+
+# Declared shapes far beyond memory.
+save("huge_input", [helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [1, 3, 100000, 100000])], [vi("y", [1, 3, 100000, 100000])])
+save("expand_huge", [helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")], [vi("x", [1, 1, 1])], [vi("y", [60000, 60000, 10])],
+     [const("shape", np.array([60000, 60000, 10], dtype=np.int64))])
+
+# MatMul with an inner zero dimension given by --shape, and a plain MatMul.
+save("matmul", [helper.make_node("MatMul", ["a", "w"], ["y"], name="mm")], [vi("a", ["M", 16])], [vi("y", ["M", 10])],
+     [const("w", np.ones((16, 10), dtype=np.float32))])
+
+# An output listed twice.
+save("output_twice", [helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, 3])], [vi("y", [2, 3]), vi("y", [2, 3])])
+
+# auto_pad together with explicit pads.
+w = np.ones((4, 3, 3, 3), dtype=np.float32)
+save("autopad_and_pads", [helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", pads=[1, 1, 1, 1], name="conv")],
+     [vi("x", [1, 3, 8, 8])], [vi("y", [1, 4, 8, 8])], [const("w", w)])
+
+# Opset-13 Split of 4 into 3 equal parts (there are none).
+save("split_uneven13", [helper.make_node("Split", ["x"], ["a", "b", "c"], axis=0, name="split")], [vi("x", [4, 2])],
+     [vi("a", None), vi("b", None), vi("c", None)])
+
+# Gather with an index out of range (found only at run time: the index is an input).
+save("gather_oob", [helper.make_node("Gather", ["x", "i"], ["y"], axis=0, name="gather")], [vi("x", [3, 2]), vi("i", [2], TensorProto.INT64)],
+     [vi("y", [2, 2])])
+
+# Newer opsets: attributes that became inputs, num_outputs, Gelu (20).
+save("opset18", [
+    helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=1, name="mean"),
+    helper.make_node("Pad", ["x", "pads", "", "pad_axes"], ["p"], mode="constant", name="pad"),
+    helper.make_node("Split", ["p"], ["s0", "s1", "s2"], axis=1, num_outputs=3, name="split"),
+    helper.make_node("Add", ["s0", "m"], ["y0"], name="add"),
+], [vi("x", [2, 5])], [vi("y0", None), vi("s1", None), vi("s2", None)],
+   [const("axes", np.array([1], dtype=np.int64)), const("pads", np.array([1, 2], dtype=np.int64)), const("pad_axes", np.array([1], dtype=np.int64))], opset=18)
+save("opset21", [helper.make_node("Gelu", ["x"], ["g"], name="gelu"), helper.make_node("ReduceMax", ["g", "axes"], ["y"], keepdims=0, name="max")],
+     [vi("x", [2, 3, 4])], [vi("y", None)], [const("axes", np.array([2], dtype=np.int64))], opset=21)
+print("models in", out)

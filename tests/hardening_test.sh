@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Bad input a user may hand pet (issue "Hardening"): each gets a clear error with the right
+# exit code (2 invalid, 3 unsupported), never a crash, hang, silent acceptance or exit 4.
+# Usage: hardening_test.sh PET_BINARY SOURCE_DIR [PYTHON]
+set -u
+PET=$1
+SRC=$2
+PY=${3:-/usr/bin/python3}
+ORT_PY=${4:-}  # a python with onnxruntime (the project's .venv), for the opset 18-21 checks
+TMP=$(mktemp -d)
+export XDG_CACHE_HOME="$TMP/cache"
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+model="$SRC/models/tiny_cnn.onnx"
+
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  local out rc
+  out=$(timeout 120 "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$code" ] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL: $* -> exit $rc (expected $code), output:"
+    echo "$out" | head -20
+    echo "  (expected pattern: $pattern)"
+    fails=$((fails + 1))
+  else
+    echo "ok:   $*"
+  fi
+}
+
+if ! "$PY" -c "import onnx" 2>/dev/null; then
+  echo "SKIP: $PY cannot import onnx (the models of this test are written with it)"
+  exit 77
+fi
+"$PY" "$SRC/tests/hardening/make_models.py" "$TMP/m" >/dev/null || { echo "FAIL: make_models.py"; exit 1; }
+M=$TMP/m
+
+# Zero-size tensors: refused at import with a sentence (they used to die with SIGFPE).
+expect 3 "input 'x' has shape \[0,3,16,16\] \(dimension 0 is 0\): pet does not support empty tensors" -- "$PET" run "$model" --dim N=0
+expect 3 "input 'a' has shape \[4,0\]" -- "$PET" run "$M/matmul.onnx" --shape a=4x0
+expect 3 "pet does not support empty tensors" -- "$PET" mutate "$M/matmul.onnx" --dim M=0 --out-dir "$TMP/o0" --cost roofline
+expect 3 "pet does not support empty tensors" -- "$PET" run "$model" --dim N=0 --backend reference
+# Deep programs: point evaluation is bounded with a clear error (it overflowed the stack).
+expect 3 "the program is 100000 ops deep .*supports at most 10000" -- "$PET" verify "$M/deep_neg.onnx" "$M/deep_neg.onnx"
+expect 3 "the program is 100000 ops deep" -- "$PET" mutate "$M/deep_neg.onnx" --out-dir "$TMP/odeep" --cost roofline
+expect 0 "on cpu: median" -- "$PET" run "$M/deep_neg.onnx"
+# Memory: estimated before anything is allocated.
+expect 3 "needs about 240.0 GB .*'x', is float32\[1,3,100000,100000\].*memory limit" -- "$PET" run "$M/huge_input.onnx"
+expect 3 "the largest, 'y', is float32\[60000,60000,10\], 144.0 GB" -- "$PET" run "$M/expand_huge.onnx"
+expect 3 "more than the memory limit of 1.0 KB \(--memory-limit\)" -- "$PET" run "$model" --memory-limit 1K
+expect 2 "option '--memory-limit' needs a size like 512M or 8G, got 'abc'" -- "$PET" info "$model" --memory-limit abc
+expect 2 "--tests 1000000000: choose 1 to 64" -- "$PET" verify "$M/matmul.onnx" "$M/matmul.onnx" --tests 1000000000
+# A Concat of 4,000 inputs: oneDNN cannot; the cpu backend falls back to the reference kernel.
+expect 0 "on cpu: median" -- "$PET" run "$M/concat4000.onnx"
+expect 0 "reference kernel \(4000 inputs" -- "$PET" run "$M/concat4000.onnx" --plan
+
+# Paths: invalid-input errors naming the option and the path.
+expect 2 "--save '/proc/x' cannot be created" -- "$PET" run "$model" --save /proc/x
+expect 2 "--json '/proc/x/y.json' cannot be created" -- "$PET" run "$model" --json /proc/x/y.json
+expect 2 "--out-dir '$model' is a file, not a folder" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$model"
+expect 2 "--profile-cache '/proc/x' cannot be created" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o1" --profile-cache /proc/x
+expect 2 "--algorithm-cache '$TMP' is a folder" -- "$PET" run "$model" --algorithm-cache "$TMP"
+expect 2 "-o '/proc/x.onnx' cannot be created" -- "$PET" optimize "$model" -o /proc/x.onnx
+expect 2 "the default cache file '/proc/x/.cache/pet/algorithms.json' \(from HOME\) cannot be created.*--algorithm-cache none" -- env HOME=/proc/x XDG_CACHE_HOME= "$PET" run "$model"
+expect 0 "on cpu: median" -- env HOME=/proc/x XDG_CACHE_HOME= "$PET" run "$model" --algorithm-cache none
+expect 2 "option '--time-budget' needs a number, got 'abc'" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o2" --time-budget abc
+expect 2 "--time-budget needs a positive number of seconds, got -1" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o2" --time-budget -1
+expect 2 "--budget needs zero or more seconds, got -5" -- "$PET" optimize "$model" -o "$TMP/x.onnx" --budget -5
+
+# Silently accepted before: names the model does not have, thread counts, conflicting attributes.
+expect 2 "a shape was given for input 'y', which the model does not have \(its inputs: \[x\]\)" -- "$PET" run "$model" --shape y=1x3x4x4
+expect 2 "a value was given for dimension 'Q', which no input of the model has \(its symbolic dimensions: \[N\]\)" -- "$PET" run "$model" --dim Q=4
+expect 2 "--threads 0: choose 1 to" -- "$PET" run "$model" --threads 0
+expect 2 "--threads 500: choose 1 to" -- "$PET" optimize "$model" -o "$TMP/x.onnx" --threads 500
+expect 0 "over 1 run \(1 thread\)" -- "$PET" run "$model" --threads 1
+expect 2 "graph output 'y' is listed twice" -- "$PET" run "$M/output_twice.onnx"
+expect 2 "node 'conv' \(Conv, opset 13\): has both auto_pad 'SAME_UPPER' and explicit pads" -- "$PET" run "$M/autopad_and_pads.onnx"
+expect 2 "node 'split' \(Split, opset 13\): axis 0 of \[4,2\] \(size 4\) does not split into 3 equal parts" -- "$PET" run "$M/split_uneven13.onnx"
+
+# Unclear errors made clear.
+: > "$TMP/empty.onnx"
+expect 2 "empty.onnx: the file is empty \(0 bytes\), not an ONNX model" -- "$PET" run "$TMP/empty.onnx"
+expect 2 "$TMP: is a folder, not a model file" -- "$PET" info "$TMP"
+expect 2 "/dev/null: is not a regular file" -- "$PET" info /dev/null
+expect 2 "'$model' is a file; a test-data folder \(holding input_0.pb, ...\) is expected" -- "$PET" run "$model" --inputs "$model"
+"$PET" run "$model" --dim N=2 --save "$TMP/d2" >/dev/null 2>&1
+
+"$PET" run "$model" --shape x=1x4x16x16 --save "$TMP/d4" >/dev/null 2>&1 || "$PY" - "$TMP/d4" <<'PYEOF'
+import sys, os, numpy as np
+from onnx import numpy_helper
+os.makedirs(sys.argv[1], exist_ok=True)
+open(os.path.join(sys.argv[1], "input_0.pb"), "wb").write(numpy_helper.from_array(np.zeros((1, 4, 16, 16), np.float32), "x").SerializeToString())
+PYEOF
+expect 2 "d4/input_0.pb has shape \[1,4,16,16\] but input 'x' is declared \[N,3,16,16\]" -- "$PET" run "$model" --inputs "$TMP/d4"
+"$PY" - "$TMP/dn" <<'PYEOF'
+import sys, os, numpy as np
+from onnx import numpy_helper
+os.makedirs(sys.argv[1], exist_ok=True)
+open(os.path.join(sys.argv[1], "input_0.pb"), "wb").write(numpy_helper.from_array(np.zeros((1, 3, 16, 16), np.float32), "not_x").SerializeToString())
+nan = np.full((1, 10), np.nan, np.float32)
+open(os.path.join(sys.argv[1], "output_0.pb"), "wb").write(numpy_helper.from_array(nan, "probs").SerializeToString())
+PYEOF
+expect 2 "dn/input_0.pb holds tensor 'not_x' but input 0 of the model is 'x'" -- "$PET" run "$model" --inputs "$TMP/dn"
+mkdir -p "$TMP/nan" && cp "$TMP/d2/input_0.pb" "$TMP/nan/" 2>/dev/null
+"$PET" run "$model" --save "$TMP/nan" >/dev/null 2>&1
+cp "$TMP/dn/output_0.pb" "$TMP/nan/output_0.pb"
+expect 1 "FAIL: NaN in 0 elements of the output and 10 of the reference" -- "$PET" run "$model" --check "$TMP/nan"
+# Run-time errors name the file.
+"$PY" - "$TMP/gi" <<'PYEOF'
+import sys, os, numpy as np
+from onnx import numpy_helper
+os.makedirs(sys.argv[1], exist_ok=True)
+open(os.path.join(sys.argv[1], "input_0.pb"), "wb").write(numpy_helper.from_array(np.zeros((3, 2), np.float32), "x").SerializeToString())
+open(os.path.join(sys.argv[1], "input_1.pb"), "wb").write(numpy_helper.from_array(np.array([0, 7], np.int64), "i").SerializeToString())
+PYEOF
+expect 2 "gather_oob.onnx: .*Gather 'gather'.*out of range" -- "$PET" run "$M/gather_oob.onnx" --inputs "$TMP/gi"
+# A reused --out-dir keeps no stale mutants of an earlier run.
+touch "$TMP/o3/mutant_999.onnx" 2>/dev/null || { mkdir -p "$TMP/o3"; touch "$TMP/o3/mutant_999.onnx"; }
+"$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o3" --cost roofline --quiet
+if [ -e "$TMP/o3/mutant_999.onnx" ]; then echo "FAIL: stale mutant_999.onnx left in a reused --out-dir"; fails=$((fails + 1)); else echo "ok:   reused --out-dir cleaned"; fi
+
+# Newer opsets (18-21): attributes that became inputs, num_outputs, Gelu.
+expect 0 "on reference: median" -- "$PET" run "$M/opset18.onnx" --backend reference
+expect 0 "on cpu: median" -- "$PET" run "$M/opset21.onnx"
+if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/dev/null; then
+  for name in opset18 opset21; do
+    "$ORT_PY" "$SRC/tests/hardening/ort_testdata.py" "$M/$name.onnx" "$TMP/ort_$name"
+    for be in reference cpu; do
+      expect 0 "check .* pass" -- "$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name"
+      if grep -q FAIL <<<"$("$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name" 2>&1)"; then
+        echo "FAIL: $name on $be differs from ONNX Runtime"; fails=$((fails + 1)); fi
+    done
+  done
+else
+  echo "SKIP: no python with onnxruntime given; opset 18-21 outputs not compared with ONNX Runtime"
+fi
+
+if [ "$fails" -ne 0 ]; then
+  echo "$fails hardening check(s) failed"
+  exit 1
+fi
+echo "all hardening checks passed"
