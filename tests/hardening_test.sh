@@ -124,13 +124,16 @@ if [ -e "$TMP/o3/mutant_999.onnx" ]; then echo "FAIL: stale mutant_999.onnx left
 expect 0 "on reference: median" -- "$PET" run "$M/opset18.onnx" --backend reference
 expect 0 "on cpu: median" -- "$PET" run "$M/opset21.onnx"
 if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/dev/null; then
-  for name in opset18 opset21; do
+  for name in opset18 opset21 coverage17 mish18; do
     "$ORT_PY" "$SRC/tests/hardening/ort_testdata.py" "$M/$name.onnx" "$TMP/ort_$name"
     for be in reference cpu; do
       expect 0 "check .* pass" -- "$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name"
       if grep -q FAIL <<<"$("$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name" 2>&1)"; then
         echo "FAIL: $name on $be differs from ONNX Runtime"; fails=$((fails + 1)); fi
     done
+    # what pet writes (opset 17: Mish and Gelu spelled out) passes onnx.checker and ONNX Runtime
+    expect 0 "" -- "$PET" optimize "$M/$name.onnx" -o "$TMP/$name.pet.onnx" --budget 5 --quiet --profile-cache none
+    expect 0 "ok in ONNX Runtime" -- "$ORT_PY" "$SRC/tests/ort_compare.py" "$M/$name.onnx" "$TMP/$name.pet.onnx"
   done
 else
   echo "SKIP: no python with onnxruntime given; opset 18-21 outputs not compared with ONNX Runtime"

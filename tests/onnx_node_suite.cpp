@@ -25,7 +25,9 @@ const std::set<std::string> kOps = {
     "Sigmoid", "Tanh", "Clip", "Softmax", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split",
     "Slice", "Pad", "Gather", "Shape", "Expand", "Where", "Cast", "Identity", "Constant", "Dropout", "MaxPool",
     "AveragePool", "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
-    "LayerNormalization"};
+    "LayerNormalization", "Abs", "Log", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Softsign", "Softplus", "Mish",
+    "HardSwish", "Elu", "Selu", "HardSigmoid", "Max", "Min", "Sum", "PRelu", "ReduceMin", "ReduceProd", "ReduceL1",
+    "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "Gelu"};
 const std::set<int> kTypes = {onnx::TensorProto::FLOAT, onnx::TensorProto::INT64, onnx::TensorProto::INT32,
                               onnx::TensorProto::BOOL};
 

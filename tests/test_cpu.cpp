@@ -188,11 +188,32 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
       {ops::ReduceMean{{.axes = {1}, .keepdims = true}}, {2, 3, 4}},
       {ops::ReduceSum{{.axes = {0, 2}, .keepdims = false}}, {2, 3, 4}},
       {ops::ReduceMax{{.axes = {2}}}, {2, 3, 4}},
+      {ops::Abs{}, {3, 4}},
+      {ops::Round{}, {3, 4}},
+      {ops::Softplus{}, {3, 4}},
+      {ops::Mish{}, {3, 4}},
+      {ops::HardSwish{}, {3, 4}},
+      {ops::Elu{.alpha = 0.6f}, {3, 4}},
+      {ops::Floor{}, {3, 4}},
+      {ops::Ceil{}, {3, 4}},
+      {ops::Sign{}, {3, 4}},
+      {ops::Softsign{}, {3, 4}},
+      {ops::Selu{}, {3, 4}},
+      {ops::HardSigmoid{}, {3, 4}},
+      {ops::ReduceMin{{.axes = {1}}}, {2, 3, 4}},
+      {ops::ReduceProd{{.axes = {0, 2}, .keepdims = false}}, {2, 3, 4}},
+      {ops::ReduceL1{{.axes = {2}}}, {2, 3, 4}},
+      {ops::ReduceL2{{.axes = {1, 2}}}, {2, 3, 4}},
+      {ops::ReduceSumSquare{{.axes = {0}}}, {2, 3, 4}},
+      {ops::ReduceLogSumExp{{.axes = {2}}}, {2, 3, 4}},
   };
   uint64_t seed = 10;
   for (const auto& [op, s] : cases) same_as_reference(one_op(op, {f32(s)}), seed++, std::string(op_name(op)));
   same_as_reference(one_op(ops::Sqrt{}, {f32({4, 4})}), 30, "Sqrt");  // on |x| below
-  for (Op op : {Op(ops::Add{}), Op(ops::Sub{}), Op(ops::Mul{}), Op(ops::Div{})}) {
+  same_as_reference(one_op(ops::Log{}, {f32({4, 4})}), 31, "Log");  // NaN where x < 0 on both
+  same_as_reference(one_op(ops::Reciprocal{}, {f32({4, 4})}), 32, "Reciprocal");
+  same_as_reference(one_op(ops::PRelu{}, {f32({2, 3, 4}), f32({3, 1})}), 33, "PRelu");
+  for (Op op : {Op(ops::Add{}), Op(ops::Sub{}), Op(ops::Mul{}), Op(ops::Div{}), Op(ops::Max{}), Op(ops::Min{})}) {
     same_as_reference(one_op(op, {f32({2, 3, 4}), f32({2, 3, 4})}), seed++, cat(op_name(op), " same shape"));
     same_as_reference(one_op(op, {f32({2, 3, 4}), f32({3, 1})}), seed++, cat(op_name(op), " broadcast second"));
     same_as_reference(one_op(op, {f32({4}), f32({2, 3, 4})}), seed++, cat(op_name(op), " broadcast first"));

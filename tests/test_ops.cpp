@@ -176,6 +176,61 @@ TEST_CASE("unary ops: fast kernels agree with formulas; non-multilinear ones ref
   CHECK_THROWS_WITH_AS(infer(ops::Relu{}, {TensorType{DType::Bool, {2}}}), "Relu 'n': does not take bool input", InvalidInput);
 }
 
+TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusal") {
+  uint64_t seed = 700;
+  std::vector<Op> unary = {ops::Abs{}, ops::Log{}, ops::Reciprocal{}, ops::Floor{}, ops::Ceil{}, ops::Round{}, ops::Sign{},
+                           ops::Softsign{}, ops::Softplus{}, ops::Mish{}, ops::HardSwish{}, ops::Elu{.alpha = 0.7f}, ops::Selu{},
+                           ops::HardSigmoid{.alpha = 0.3f, .beta = 0.4f}};
+  for (const Op& op : unary) {
+    CAPTURE(op_name(op));
+    InputSpec spec = holds_any<ops::Log, ops::Reciprocal>(op) ? InputSpec{.lo = 0.1, .hi = 3.0} : InputSpec{.lo = -4, .hi = 4};
+    check_fast_vs_formula(op, {f32({3, 5})}, seed++, spec);
+    auto [r, out] = resolve(op, {f32({2})});
+    std::vector<Value<F31>> in{Tensor<F31>({2}, F31(1))};
+    CHECK_THROWS_AS(evaluate_op<F31>(r, in, out), Unsupported);
+    CHECK_THROWS_WITH_AS(infer(op, {i64({2})}), cat(op_name(op), " 'n': input must be float32, got int64").c_str(), InvalidInput);
+  }
+  auto eval1 = [](Op op, std::vector<float> x) {
+    auto [r, out] = resolve(op, {f32({int64_t(x.size())})});
+    std::vector<Value<float>> in{Tensor<float>({int64_t(x.size())}, x)};
+    return std::get<Tensor<float>>(evaluate_op<float>(r, in, out)[0]).vec();
+  };
+  CHECK(eval1(ops::Round{}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 0.6f}) == std::vector<float>{0, 2, 2, -0.f, -2, 1});
+  CHECK(eval1(ops::Floor{}, {-1.5f, 1.5f}) == std::vector<float>{-2, 1});
+  CHECK(eval1(ops::Ceil{}, {-1.5f, 1.5f}) == std::vector<float>{-1, 2});
+  CHECK(eval1(ops::Sign{}, {-3.f, 0.f, 2.f}) == std::vector<float>{-1, 0, 1});
+  CHECK(eval1(ops::Softplus{}, {100.f, -100.f})[0] == doctest::Approx(100.0));  // no overflow
+  CHECK(eval1(ops::HardSigmoid{}, {-10.f, 0.f, 10.f}) == std::vector<float>{0, 0.5f, 1});
+  CHECK(eval1(ops::HardSwish{}, {-4.f, 4.f}) == std::vector<float>{-0.f, 4});
+  CHECK(eval1(ops::Selu{}, {1.f})[0] == doctest::Approx(1.0507009873554805));
+
+  for (Op op : {Op(ops::Max{}), Op(ops::Min{}), Op(ops::PRelu{})}) {
+    CAPTURE(op_name(op));
+    check_fast_vs_formula(op, {f32({2, 3, 4}), f32({3, 1})}, seed++);
+    CHECK(out_shape(op, {f32({2, 1, 4}), f32({3, 1})}) == Shape{2, 3, 4});
+    CHECK_THROWS_WITH_AS(infer(op, {f32({2, 3}), f32({4})}), doctest::Contains("cannot be broadcast"), InvalidInput);
+  }
+  {
+    auto [r, out] = resolve(ops::Max{}, {f32({3}), f32({3})});
+    std::vector<Value<float>> in{Tensor<float>({3}, {1.f, NAN, -2.f}), Tensor<float>({3}, {NAN, 5.f, -3.f})};
+    auto y = std::get<Tensor<float>>(evaluate_op<float>(r, in, out)[0]).vec();
+    CHECK((std::isnan(y[0]) && std::isnan(y[1]) && y[2] == -2.f));  // NaN propagates, as in numpy and ONNX Runtime
+  }
+  using R = ops::ReduceMin;
+  std::vector<Op> reds = {R{{.axes = {1}}}, ops::ReduceProd{{.axes = {0, 2}, .keepdims = false}}, ops::ReduceL1{{.axes = {2}}},
+                          ops::ReduceL2{{.axes = {1, 2}}}, ops::ReduceSumSquare{{.axes = {0}}}, ops::ReduceLogSumExp{{.axes = {2}}}};
+  for (const Op& op : reds) {
+    CAPTURE(op_name(op));
+    check_fast_vs_formula(op, {f32({2, 3, 4})}, seed++, InputSpec{.lo = -2, .hi = 2});
+    CHECK_THROWS_WITH_AS(infer(op, {TensorType{DType::Bool, {2}}}), doctest::Contains("does not take bool input"), InvalidInput);
+  }
+  CHECK(out_shape(ops::ReduceProd{{.axes = {0, 2}, .keepdims = false}}, {f32({2, 3, 4})}) == Shape{3});
+  CHECK(out_shape(ops::ReduceL2{{.axes = {1}}}, {f32({2, 3, 4})}) == Shape{2, 1, 4});
+  auto [lse, lo] = resolve(ops::ReduceLogSumExp{{.axes = {0}}}, {f32({2})});
+  std::vector<Value<float>> big{Tensor<float>({2}, {1000.f, 1000.f})};
+  CHECK(std::get<Tensor<float>>(evaluate_op<float>(lse, big, lo)[0])[0] == doctest::Approx(1000.0 + std::log(2.0)));  // no overflow
+}
+
 TEST_CASE("Where, Cast, Identity, Dropout") {
   Types t{TensorType{DType::Bool, {2, 1}}, f32({3}), f32({2, 3})};
   CHECK(out_shape(ops::Where{}, t) == Shape{2, 3});

@@ -174,7 +174,8 @@ class CpuExecutable final : public Executable {
   /// Ops the reference kernels run (named in the plan). Every other op has its lowering
   /// below; an op in neither place does not compile.
   template <class O>
-    requires is_one_of<O, ops::Erf, ops::Where, ops::Cast, ops::BatchNormalization, ops::Gather, ops::ShapeOf, ops::Constant>
+    requires is_one_of<O, ops::Erf, ops::Where, ops::Cast, ops::BatchNormalization, ops::Gather, ops::ShapeOf, ops::Constant,
+                      ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp>
   bool lower_op(NodeId, const O&, const std::string&) {
     return false;
   }
@@ -268,6 +269,15 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::Sqrt&, const std::string& who);
   bool lower_op(NodeId n, const ops::Neg&, const std::string& who);
   bool lower_op(NodeId n, const ops::Clip&, const std::string& who);
+  /// Element-wise ops with a oneDNN eltwise algorithm (eltwise_of); the others of this
+  /// family (Floor, Ceil, Sign, Softsign, Selu, HardSigmoid) run the reference kernel.
+  template <class O>
+    requires is_one_of<O, ops::Abs, ops::Log, ops::Reciprocal, ops::Round, ops::Softplus, ops::Mish, ops::HardSwish, ops::Elu>
+  bool lower_op(NodeId n, const O&, const std::string& who) {
+    return lower_eltwise(n, who);
+  }
+  bool lower_op(NodeId n, const ops::Max&, const std::string& who) { return lower_binary(n, algorithm::binary_max, true, who); }
+  bool lower_op(NodeId n, const ops::Min&, const std::string& who) { return lower_binary(n, algorithm::binary_min, true, who); }
   /// x ^ c for a scalar constant c: oneDNN's eltwise pow.
   bool lower_op(NodeId n, const ops::Pow&, const std::string& who);
   /// Add/Sub/Mul/Div: same shapes keep the first operand's layout; broadcasts run plain with
@@ -286,7 +296,7 @@ class CpuExecutable final : public Executable {
                         std::optional<TensorId> shift_t, const std::string& who);
 
   template <class R>
-  bool lower_reduce(NodeId n, const R& r, algorithm alg, const std::string& who) {
+  bool lower_reduce(NodeId n, const R& r, algorithm alg, const std::string& who, float p = 0.f) {
     const Node& node = g_.node(n);
     const Shape& xs = g_.type(node.inputs[0]).shape;
     if (r.axes.empty()) return lower_view(n);
@@ -294,7 +304,7 @@ class CpuExecutable final : public Executable {
     for (int64_t a : r.axes) keep[size_t(a)] = 1;
     int x = plain_slot(int(node.inputs[0]));
     auto pd = dnnl_call(who, [&] {
-      return reduction::primitive_desc(reduction::desc(alg, plain_md(xs), plain_md(keep), 0.f, 0.f), eng_);
+      return reduction::primitive_desc(reduction::desc(alg, plain_md(xs), plain_md(keep), p, 0.f), eng_);
     });
     define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
     Step& st = add_step(cat(who, ": oneDNN reduction ", pd.impl_info_str()), {x}, {int(node.outputs[0])});
@@ -304,6 +314,13 @@ class CpuExecutable final : public Executable {
   }
   bool lower_op(NodeId n, const ops::ReduceSum& r, const std::string& who);
   bool lower_op(NodeId n, const ops::ReduceMax& r, const std::string& who);
+  bool lower_op(NodeId n, const ops::ReduceMin& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_min, who); }
+  bool lower_op(NodeId n, const ops::ReduceProd& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_mul, who); }
+  bool lower_op(NodeId n, const ops::ReduceL1& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_norm_lp_sum, who, 1.f); }
+  bool lower_op(NodeId n, const ops::ReduceL2& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_norm_lp_sum, who, 2.f); }
+  bool lower_op(NodeId n, const ops::ReduceSumSquare& r, const std::string& who) {
+    return lower_reduce(n, r, algorithm::reduction_norm_lp_power_p_sum, who, 2.f);
+  }
   bool lower_op(NodeId n, const ops::Concat& c, const std::string& who);
   /// Reshape-like ops: the plain input's buffer seen with the output's shape.
   bool lower_view(NodeId n);

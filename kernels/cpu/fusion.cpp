@@ -27,6 +27,14 @@ std::optional<std::tuple<algorithm, float, float>> CpuExecutable::eltwise_of(con
   if (std::holds_alternative<ops::Exp>(op)) return std::tuple{algorithm::eltwise_exp, 0.f, 0.f};
   if (std::holds_alternative<ops::Sqrt>(op)) return std::tuple{algorithm::eltwise_sqrt, 0.f, 0.f};
   if (std::holds_alternative<ops::Neg>(op)) return std::tuple{algorithm::eltwise_linear, -1.f, 0.f};
+  if (std::holds_alternative<ops::Abs>(op)) return std::tuple{algorithm::eltwise_abs, 0.f, 0.f};
+  if (std::holds_alternative<ops::Log>(op)) return std::tuple{algorithm::eltwise_log, 0.f, 0.f};
+  if (std::holds_alternative<ops::Reciprocal>(op)) return std::tuple{algorithm::eltwise_pow, 1.f, -1.f};
+  if (std::holds_alternative<ops::Round>(op)) return std::tuple{algorithm::eltwise_round, 0.f, 0.f};
+  if (std::holds_alternative<ops::Softplus>(op)) return std::tuple{algorithm::eltwise_soft_relu, 1.f, 0.f};
+  if (std::holds_alternative<ops::Mish>(op)) return std::tuple{algorithm::eltwise_mish, 0.f, 0.f};
+  if (std::holds_alternative<ops::HardSwish>(op)) return std::tuple{algorithm::eltwise_hardswish, 0.f, 0.f};
+  if (auto* e = std::get_if<ops::Elu>(&op)) return std::tuple{algorithm::eltwise_elu, e->alpha, 0.f};
   // min > max: ONNX (and the reference) give max everywhere; oneDNN's clip does not
   if (auto* c = std::get_if<ops::Clip>(&op); c && c->min <= c->max)
     return std::tuple{algorithm::eltwise_clip, float(std::max(c->min, -3.4e38)), float(std::min(c->max, 3.4e38))};

@@ -193,6 +193,14 @@ struct Importer {
         if (!ctx.present(i)) throw InvalidInput(cat("required input ", i, " is missing"));
         inputs.push_back(tensor_id(node.input(i)));
       }
+      // Variadic Sum / Max / Min of more than two inputs: a chain of the binary op.
+      while (inputs.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) {
+        std::string part = m.graph.unique_name(cat(name, ":partial"));
+        inputs.insert(inputs.begin() + 2, m.graph.add_node(m.graph.unique_name(cat(name, "_", inputs.size())), mp.op,
+                                                           {inputs[0], inputs[1]}, {part})[0]);
+        inputs.erase(inputs.begin(), inputs.begin() + 2);
+        mp.data_inputs.erase(mp.data_inputs.begin() + 1);
+      }
       Types in_types;
       for (TensorId t : inputs) in_types.push_back(m.graph.type(t));
       for (size_t k = 0; k < inputs.size(); ++k)

@@ -228,6 +228,39 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     return Mapped{ops::Gelu{}, {0}};
   };
   t["Identity"] = unary(ops::Identity{});
+  t["Abs"] = unary(ops::Abs{});
+  t["Log"] = unary(ops::Log{});
+  t["Reciprocal"] = unary(ops::Reciprocal{});
+  t["Floor"] = unary(ops::Floor{});
+  t["Ceil"] = unary(ops::Ceil{});
+  t["Round"] = unary(ops::Round{});
+  t["Sign"] = unary(ops::Sign{});
+  t["Softsign"] = unary(ops::Softsign{});
+  t["Softplus"] = unary(ops::Softplus{});
+  t["Mish"] = unary(ops::Mish{});
+  t["HardSwish"] = unary(ops::HardSwish{});
+  t["Elu"] = [](const NodeCtx& c) { return Mapped{ops::Elu{.alpha = c.f("alpha", 1.0f)}, {0}}; };
+  t["Selu"] = [](const NodeCtx& c) {
+    ops::Selu o;
+    o.alpha = c.f("alpha", o.alpha);
+    o.gamma = c.f("gamma", o.gamma);
+    return Mapped{o, {0}};
+  };
+  t["HardSigmoid"] = [](const NodeCtx& c) { return Mapped{ops::HardSigmoid{.alpha = c.f("alpha", 0.2f), .beta = c.f("beta", 0.5f)}, {0}}; };
+  t["PRelu"] = [](const NodeCtx& c) { return Mapped{ops::PRelu{}, {0, 1}}; };
+  // Variadic Max, Min, Sum (and Mean): one input is the identity; more are a chain of binary ops.
+  auto variadic = [](Op two, const char* type) {
+    return [two, type](const NodeCtx& c) {
+      if (c.opset < 8) throw Unsupported(cat(type, " before opset 8 (no broadcasting)"));
+      auto ins = all_inputs(c);
+      if (ins.empty()) throw InvalidInput("needs at least one input");
+      Mapped m{ins.size() == 1 ? Op(ops::Identity{}) : two, ins};
+      return m;
+    };
+  };
+  t["Max"] = variadic(ops::Max{}, "Max");
+  t["Min"] = variadic(ops::Min{}, "Min");
+  t["Sum"] = variadic(ops::Add{}, "Sum");
   t["LeakyRelu"] = [](const NodeCtx& c) { return Mapped{ops::LeakyRelu{.alpha = c.f("alpha", 0.01f)}, {0}}; };
   t["Clip"] = [](const NodeCtx& c) {
     ops::Clip o;
@@ -298,6 +331,12 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["ReduceMean"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceMean>(c, c.opset >= 18); };
   t["ReduceMax"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceMax>(c, c.opset >= 18); };
   t["ReduceSum"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceSum>(c, c.opset >= 13); };
+  t["ReduceMin"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceMin>(c, c.opset >= 18); };
+  t["ReduceProd"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceProd>(c, c.opset >= 18); };
+  t["ReduceL1"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceL1>(c, c.opset >= 18); };
+  t["ReduceL2"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceL2>(c, c.opset >= 18); };
+  t["ReduceSumSquare"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceSumSquare>(c, c.opset >= 18); };
+  t["ReduceLogSumExp"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceLogSumExp>(c, c.opset >= 18); };
   t["Transpose"] = [](const NodeCtx& c) { return Mapped{ops::Transpose{.perm = c.ints("perm")}, {0}}; };
   t["Reshape"] = [](const NodeCtx& c) {
     if (c.opset < 5) throw Unsupported("Reshape before opset 5 (shape as an attribute)");
@@ -473,6 +512,24 @@ struct Exporter {
     ctx.add("Mul", n.name, {m, ctx.scalar(n.name + "_half", 0.5f)}, out());
   }
   void operator()(const ops::LeakyRelu& o) { set(simple("LeakyRelu"), "alpha", o.alpha); }
+  void operator()(const ops::Elu& o) { set(simple("Elu"), "alpha", o.alpha); }
+  /// Mish is opset 18: at opset 17 it is x * tanh(softplus(x)).
+  void operator()(const ops::Mish&) {
+    const std::string x = in()[0], sp = ctx.unique(n.name + "_softplus"), th = ctx.unique(n.name + "_tanh");
+    ctx.add("Softplus", ctx.unique(n.name + "_sp"), {x}, {sp});
+    ctx.add("Tanh", ctx.unique(n.name + "_th"), {sp}, {th});
+    ctx.add("Mul", n.name, {x, th}, out());
+  }
+  void operator()(const ops::Selu& o) {
+    auto* p = simple("Selu");
+    set(p, "alpha", o.alpha);
+    set(p, "gamma", o.gamma);
+  }
+  void operator()(const ops::HardSigmoid& o) {
+    auto* p = simple("HardSigmoid");
+    set(p, "alpha", o.alpha);
+    set(p, "beta", o.beta);
+  }
   void operator()(const ops::Clip& o) {
     std::string lo = std::isinf(o.min) ? "" : ctx.scalar(n.name + "_min", float(o.min));
     std::string hi = std::isinf(o.max) ? "" : ctx.scalar(n.name + "_max", float(o.max));
@@ -558,6 +615,18 @@ struct Exporter {
     reduce("ReduceMax", o, false);
   }
   void operator()(const ops::ReduceSum& o) { reduce("ReduceSum", o, true); }
+  /// Reductions whose axes are an attribute at opset 17 (an empty list is the identity).
+  template <class R>
+  void reduce17(const char* type, const R& o) {
+    if (o.axes.empty()) return void(simple("Identity"));
+    reduce(type, o, false);
+  }
+  void operator()(const ops::ReduceMin& o) { reduce17("ReduceMin", o); }
+  void operator()(const ops::ReduceProd& o) { reduce17("ReduceProd", o); }
+  void operator()(const ops::ReduceL1& o) { reduce17("ReduceL1", o); }
+  void operator()(const ops::ReduceL2& o) { reduce17("ReduceL2", o); }
+  void operator()(const ops::ReduceSumSquare& o) { reduce17("ReduceSumSquare", o); }
+  void operator()(const ops::ReduceLogSumExp& o) { reduce17("ReduceLogSumExp", o); }
   void operator()(const ops::Transpose& o) { set(simple("Transpose"), "perm", o.perm); }
   void operator()(const ops::Reshape& o) { with_inputs("Reshape", {ints("shape", o.shape)}); }
   void operator()(const ops::Flatten& o) { set(simple("Flatten"), "axis", o.axis); }

@@ -73,3 +73,29 @@ save("opset18", [
 save("opset21", [helper.make_node("Gelu", ["x"], ["g"], name="gelu"), helper.make_node("ReduceMax", ["g", "axes"], ["y"], keepdims=0, name="max")],
      [vi("x", [2, 3, 4])], [vi("y", None)], [const("axes", np.array([2], dtype=np.int64))], opset=21)
 print("models in", out)
+
+# The ONNX coverage ops in one model (opset 17), for pet vs ONNX Runtime on both backends and
+# for export -> ONNX Runtime.
+ops17 = [("Abs", {}), ("Floor", {}), ("Ceil", {}), ("Round", {}), ("Sign", {}), ("Softsign", {}), ("Softplus", {}),
+         ("HardSwish", {}), ("Elu", {"alpha": 0.7}), ("Selu", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4})]
+nodes, prev = [], "x"
+outs = []
+for k, (op, at) in enumerate(ops17):
+    nodes.append(helper.make_node(op, [prev], [f"u{k}"], name=f"{op.lower()}{k}", **at))
+    outs.append(f"u{k}")
+nodes.append(helper.make_node("Abs", ["x"], ["ax"], name="abs_for_log"))
+nodes.append(helper.make_node("Add", ["ax", "one"], ["ax1"], name="plus_one"))
+nodes.append(helper.make_node("Log", ["ax1"], ["log"], name="log"))
+nodes.append(helper.make_node("Reciprocal", ["ax1"], ["rec"], name="reciprocal"))
+nodes.append(helper.make_node("Max", ["x", "u3", "log"], ["mx"], name="max3"))
+nodes.append(helper.make_node("Min", ["x", "rec"], ["mn"], name="min2"))
+nodes.append(helper.make_node("Sum", ["x", "u1", "u2", "rec"], ["sm"], name="sum4"))
+nodes.append(helper.make_node("PRelu", ["x", "slope"], ["pr"], name="prelu"))
+reds = []
+for op in ["ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"]:
+    nodes.append(helper.make_node(op, ["x"], [op.lower()], axes=[1], keepdims=1, name=op.lower()))
+    reds.append(op.lower())
+g_outs = [vi(o, None) for o in outs + ["log", "rec", "mx", "mn", "sm", "pr"] + reds]
+save("coverage17", nodes, [vi("x", [2, 3, 4])], g_outs,
+     [const("one", np.array(1.0, dtype=np.float32)), const("slope", np.array([[0.1], [0.2], [0.3]], dtype=np.float32))], opset=17)
+save("mish18", [helper.make_node("Mish", ["x"], ["y"], name="mish")], [vi("x", [2, 3])], [vi("y", None)], opset=18)

@@ -29,7 +29,12 @@ using Op = std::variant<
     ops::ReduceMean, ops::ReduceSum, ops::ReduceMax,                             //
     ops::Transpose, ops::Reshape, ops::Flatten, ops::Squeeze, ops::Unsqueeze,    //
     ops::RT, ops::Expand, ops::Concat, ops::Split, ops::Slice, ops::Pad,         //
-    ops::Gather, ops::ShapeOf, ops::Constant, ops::Patch>;
+    ops::Gather, ops::ShapeOf, ops::Constant, ops::Patch,                        //
+    ops::Abs, ops::Log, ops::Reciprocal, ops::Floor, ops::Ceil, ops::Round,      //
+    ops::Sign, ops::Softsign, ops::Softplus, ops::Mish, ops::HardSwish,          //
+    ops::Elu, ops::Selu, ops::HardSigmoid, ops::Max, ops::Min, ops::PRelu,       //
+    ops::ReduceMin, ops::ReduceProd, ops::ReduceL1, ops::ReduceL2,               //
+    ops::ReduceSumSquare, ops::ReduceLogSumExp>;
 
 /// Whether O is one of Ts (visitors list the ops each branch handles; a final
 /// static_assert(always_false<O>) makes a forgotten op a compile error).

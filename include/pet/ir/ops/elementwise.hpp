@@ -170,7 +170,103 @@ PET_UNARY_REAL(Tanh, std::tanh(x))
 /// out = x * (erf(x / sqrt 2) + 1) * 0.5 (ONNX Gelu, approximate "none"; the form PyTorch
 /// exports as five ops before opset 20, which gelu-canonicalization turns into this one)
 PET_UNARY_REAL(Gelu, x * (std::erf(x / E(1.4142135623730951)) + E(1)) * E(0.5))
+/// out = |x|
+PET_UNARY_REAL(Abs, std::abs(x))
+/// out = ln x
+PET_UNARY_REAL(Log, std::log(x))
+/// out = 1 / x
+PET_UNARY_REAL(Reciprocal, E(1) / x)
+/// out = the largest integer <= x
+PET_UNARY_REAL(Floor, std::floor(x))
+/// out = the smallest integer >= x
+PET_UNARY_REAL(Ceil, std::ceil(x))
+/// out = x rounded to the nearest integer, halves to even (ONNX Round)
+PET_UNARY_REAL(Round, std::nearbyint(x))
+/// out = -1, 0 or 1 as x < 0, x == 0, x > 0
+PET_UNARY_REAL(Sign, E((x > E(0)) - (x < E(0))))
+/// out = x / (1 + |x|)
+PET_UNARY_REAL(Softsign, x / (E(1) + std::abs(x)))
+/// out = ln(1 + e^x) (evaluated as max(x, 0) + ln(1 + e^-|x|), which does not overflow)
+PET_UNARY_REAL(Softplus, std::max(x, E(0)) + std::log1p(std::exp(-std::abs(x))))
+/// out = x * tanh(softplus(x))
+PET_UNARY_REAL(Mish, x * std::tanh(std::max(x, E(0)) + std::log1p(std::exp(-std::abs(x)))))
+/// out = x * max(0, min(1, x / 6 + 1/2))
+PET_UNARY_REAL(HardSwish, x * std::max(E(0), std::min(E(1), x / E(6) + E(0.5))))
 #undef PET_UNARY_REAL
+
+/// Float-only unary ops with attributes: out = EXPR of x and the attributes.
+#define PET_UNARY_REAL_ATTRS(NAME, EXPR, ...)                     \
+  struct NAME : detail::Unary<NAME> {                             \
+    static constexpr std::string_view name = #NAME;               \
+    static constexpr bool multilinear = false, float_only = true; \
+    template <class E>                                            \
+    E apply(E x) const {                                          \
+      if constexpr (detail::is_real_v<E>) {                       \
+        return EXPR;                                              \
+      } else {                                                    \
+        detail::require_ordered<E>(name);                         \
+        throw Unsupported(cat(name, " takes float input only"));  \
+      }                                                           \
+    }                                                             \
+    bool operator==(const NAME&) const = default;
+/// out = x >= 0 ? x : alpha (e^x - 1)
+PET_UNARY_REAL_ATTRS(Elu, x >= E(0) ? x : E(alpha) * (std::exp(x) - E(1)))
+  PET_ATTRS(alpha);
+  float alpha = 1.0f;
+};
+/// out = gamma (x > 0 ? x : alpha (e^x - 1))
+PET_UNARY_REAL_ATTRS(Selu, E(gamma) * (x > E(0) ? x : E(alpha) * (std::exp(x) - E(1))))
+  PET_ATTRS(alpha, gamma);
+  float alpha = 1.67326319217681884765625f;
+  float gamma = 1.05070102214813232421875f;
+};
+/// out = max(0, min(1, alpha x + beta))
+PET_UNARY_REAL_ATTRS(HardSigmoid, std::max(E(0), std::min(E(1), E(alpha) * x + E(beta))))
+  PET_ATTRS(alpha, beta);
+  float alpha = 0.2f;
+  float beta = 0.5f;
+};
+#undef PET_UNARY_REAL_ATTRS
+
+/// out = max(a, b) (ONNX Max with two inputs; more are imported as a chain)
+struct Max : detail::Binary<Max> {
+  static constexpr std::string_view name = "Max";
+  PET_ATTRS();
+  static constexpr bool multilinear = false, mixed_types = false;
+  template <class E, class R>
+  E apply(const Index& o, const R& r) const {
+    detail::require_ordered<E>(name);
+    auto [a, b] = detail::operands<E>(o, r);
+    if constexpr (!is_field_v<E>) return std::isnan(double(a)) || a > b ? a : b;
+    else return a;
+  }
+};
+/// out = min(a, b) (ONNX Min with two inputs; more are imported as a chain)
+struct Min : detail::Binary<Min> {
+  static constexpr std::string_view name = "Min";
+  PET_ATTRS();
+  static constexpr bool multilinear = false, mixed_types = false;
+  template <class E, class R>
+  E apply(const Index& o, const R& r) const {
+    detail::require_ordered<E>(name);
+    auto [a, b] = detail::operands<E>(o, r);
+    if constexpr (!is_field_v<E>) return std::isnan(double(a)) || a < b ? a : b;
+    else return a;
+  }
+};
+/// out = x < 0 ? slope * x : x (slope broadcast to x)
+struct PRelu : detail::Binary<PRelu> {
+  static constexpr std::string_view name = "PRelu";
+  PET_ATTRS();
+  static constexpr bool multilinear = false, mixed_types = false;
+  template <class E, class R>
+  E apply(const Index& o, const R& r) const {
+    detail::require_ordered<E>(name);
+    auto [x, s] = detail::operands<E>(o, r);
+    if constexpr (!is_field_v<E>) return x < E(0) ? s * x : x;
+    else return x;
+  }
+};
 
 /// out = -x (linear)
 struct Neg : detail::Unary<Neg> {

@@ -1,6 +1,7 @@
 #pragma once
 /// Reductions over a set of axes (empty axes: all, unless noop_with_empty_axes).
 ///   ReduceSum: sum, ReduceMean: sum / count (both linear), ReduceMax: max.
+#include <cmath>
 #include <limits>
 
 #include "pet/ir/op_base.hpp"
@@ -117,6 +118,74 @@ struct ReduceMax : detail::Reduce<ReduceMax> {
         if (!any || v > best) best = v, any = true;
     });
     return best;
+  }
+};
+
+struct ReduceMin : detail::Reduce<ReduceMin> {
+  static constexpr std::string_view name = "ReduceMin";
+  PET_ATTRS(axes, keepdims, noop_with_empty_axes);
+  static constexpr bool multilinear = false, needs_elements = true;
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(name);
+    E best{};
+    bool any = false;
+    for_each(o, read.shape(0), [&](const Index& xi) {
+      E v = read(0, xi);
+      if constexpr (!is_field_v<E>)
+        if (!any || v < best) best = v, any = true;
+    });
+    return best;
+  }
+};
+
+/// Float reductions of a function of the elements: out = post(sum of pre(x)) (product for
+/// ReduceProd).
+#define PET_REDUCE_REAL(NAME, INIT, STEP, POST)                                           \
+  struct NAME : detail::Reduce<NAME> {                                                    \
+    static constexpr std::string_view name = #NAME;                                       \
+    PET_ATTRS(axes, keepdims, noop_with_empty_axes);                                      \
+    static constexpr bool multilinear = false, needs_elements = false;                    \
+    template <class E, class R>                                                           \
+    E at(const Index& o, const R& read) const {                                           \
+      if constexpr (detail::is_real_v<E>) {                                               \
+        E acc = INIT;                                                                     \
+        for_each(o, read.shape(0), [&](const Index& xi) { E x = read(0, xi); STEP; });    \
+        return POST;                                                                      \
+      } else {                                                                            \
+        pet::detail::require_ordered<E>(name);                                            \
+        throw Unsupported(cat(name, " takes float input only"));                          \
+      }                                                                                   \
+    }                                                                                     \
+  };
+/// out = product of x
+PET_REDUCE_REAL(ReduceProd, E(1), acc *= x, acc)
+/// out = sum of |x|
+PET_REDUCE_REAL(ReduceL1, E(0), acc += std::abs(x), acc)
+/// out = sqrt(sum of x^2)
+PET_REDUCE_REAL(ReduceL2, E(0), acc += x * x, std::sqrt(acc))
+/// out = sum of x^2
+PET_REDUCE_REAL(ReduceSumSquare, E(0), acc += x * x, acc)
+#undef PET_REDUCE_REAL
+
+/// out = ln(sum of e^x), evaluated as m + ln(sum of e^(x - m)) with m the maximum
+struct ReduceLogSumExp : detail::Reduce<ReduceLogSumExp> {
+  static constexpr std::string_view name = "ReduceLogSumExp";
+  PET_ATTRS(axes, keepdims, noop_with_empty_axes);
+  static constexpr bool multilinear = false, needs_elements = true;
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    if constexpr (detail::is_real_v<E>) {
+      E m = -std::numeric_limits<E>::infinity();
+      for_each(o, read.shape(0), [&](const Index& xi) { m = std::max(m, read(0, xi)); });
+      if (!std::isfinite(m)) return m;
+      E acc(0);
+      for_each(o, read.shape(0), [&](const Index& xi) { acc += std::exp(read(0, xi) - m); });
+      return m + std::log(acc);
+    } else {
+      pet::detail::require_ordered<E>(name);
+      throw Unsupported(cat(name, " takes float input only"));
+    }
   }
 };
 
