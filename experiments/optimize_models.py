@@ -24,7 +24,7 @@ DEFAULT = ("resnet18:1,resnet18:16,csrnet:1,csrnet:16,csrnet_backend:1,csrnet_ba
 
 def optimize(pet, model, batch, out, caches, budget, report):
     cmd = [pet, "optimize", model, "-o", out, "--dim", f"batch={batch}", "--json", report, "--profile-cache",
-           os.path.join(caches, "op.json"), "--algorithm-cache", os.path.join(caches, "alg.json"), "--quiet"]
+           os.path.join(caches, "op.db"), "--algorithm-cache", os.path.join(caches, "alg.db"), "--quiet"]
     if budget:
         cmd += ["--budget", str(budget)]
     t0 = time.time()

@@ -17,7 +17,7 @@ done
 pkgs=(cmake g++ make pkg-config ccache libeigen3-dev libboost-graph-dev doctest-dev
       libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev ocl-icd-opencl-dev
       libz3-dev libbenchmark-dev libonnx-testdata
-      nlohmann-json3-dev python3-numpy python3-matplotlib python3-onnx python3-venv)
+      nlohmann-json3-dev libsqlite3-dev python3-numpy python3-matplotlib python3-onnx python3-venv)
 # Peers and real-model export (tests that need them skip cleanly without them).
 if [ "${PET_SETUP_MINIMAL:-0}" != 1 ]; then
   pkgs+=(python3-torch python3-torchvision libopenblas0)

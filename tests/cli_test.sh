@@ -95,7 +95,7 @@ expect 0 "verdict: not_equivalent" -- "$PET" verify "$P/conv-transposed-kernel.o
 expect 0 "64 intersections agree with the field verdict, 0 disagree, 0 undecided" -- "$PET" verify "$P/dilated-to-dense-blocks.original.onnx" "$P/dilated-to-dense-blocks.mutant.onnx" --z3 --json "$TMP/z.json"
 if ! grep -q '"agree": true' "$TMP/z.json"; then echo "FAIL: z3 json lacks agree"; fails=$((fails + 1)); fi
 expect 0 "all inside the correction region: yes" -- "$PET" verify "$P/dilated-to-dense-blocks.original.onnx" "$P/dilated-to-dense-blocks.mutant.onnx" --exhaustive
-expect 2 "node 'bn1' \(BatchNormalization\) is not multilinear" -- "$PET" verify "$model" "$model"
+expect 3 "node 'bn1' \(BatchNormalization\) is not multilinear; pet verify takes one multilinear program" -- "$PET" verify "$model" "$model"
 expect 2 "the original has 1 inputs but the mutant has 2" -- "$PET" verify "$P/conv-batch-to-width.original.onnx" "$P/matmuls-to-batched.mutant.onnx"
 expect 2 "65535 is not a prime" -- "$PET" verify "$P/conv-batch-to-width.original.onnx" "$P/conv-batch-to-width.mutant.onnx" --prime 65535
 expect 2 "usage: pet verify" -- "$PET" verify "$P/conv-batch-to-width.original.onnx"
@@ -121,14 +121,14 @@ for sub in conv-batch-to-width dilated-to-dense-blocks matmuls-to-batched; do
 done
 expect 0 '"rule": "conv-batch-to-width"' -- cat "$TMP/mut_conv-batch-to-width.json"
 expect 0 '"generated": true' -- cat "$TMP/mut_conv-batch-to-width.json"
-expect 2 "node 'bn1' \(BatchNormalization\) is not multilinear" -- "$PET" mutate "$model" --out-dir "$TMP/m_bad"
+expect 3 "node 'bn1' \(BatchNormalization\) is not multilinear; pet mutate takes one multilinear program. This model has 3 multilinear subprograms: #1 Conv from 'conv1'.*--extract K -o SUB.onnx" -- "$PET" mutate "$model" --out-dir "$TMP/m_bad"
 expect 2 "unknown rule 'nope'" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_bad" --rules nope
 expect 2 "usage: pet mutate" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx"
 expect 0 "corrected mutants" -- "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_rules" --rules conv-batch-to-width --depth 0
 # Cost model: the cpu profiler by default (cached in $XDG_CACHE_HOME), or the roofline.
 if "$PET" run "$P/conv-batch-to-width.original.onnx" --backend cpu > /dev/null 2>&1; then
   expect 0 '"cost_model": "cpu op profiler' -- cat "$TMP/mut_conv-batch-to-width.json"
-  test -s "$XDG_CACHE_HOME/pet/opcache.json" || { echo "FAIL: no profiler cache written"; fails=$((fails + 1)); }
+  test -s "$XDG_CACHE_HOME/pet/opcache.db" || { echo "FAIL: no profiler cache written"; fails=$((fails + 1)); }
   "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_again" --json "$TMP/m_again.json" > /dev/null
   expect 0 '"measured": 0' -- cat "$TMP/m_again.json"
 fi

@@ -62,11 +62,27 @@ expect 2 "--out-dir '$model' is a file, not a folder" -- "$PET" mutate "$M/matmu
 expect 2 "--profile-cache '/proc/x' cannot be created" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o1" --profile-cache /proc/x
 expect 2 "--algorithm-cache '$TMP' is a folder" -- "$PET" run "$model" --algorithm-cache "$TMP"
 expect 2 "-o '/proc/x.onnx' cannot be created" -- "$PET" optimize "$model" -o /proc/x.onnx
-expect 2 "the default cache file '/proc/x/.cache/pet/algorithms.json' \(from HOME\) cannot be created.*--algorithm-cache none" -- env HOME=/proc/x XDG_CACHE_HOME= "$PET" run "$model"
+expect 2 "the default cache file '/proc/x/.cache/pet/algorithms.db' \(from HOME\) cannot be created.*--algorithm-cache none" -- env HOME=/proc/x XDG_CACHE_HOME= "$PET" run "$model"
 expect 0 "on cpu: median" -- env HOME=/proc/x XDG_CACHE_HOME= "$PET" run "$model" --algorithm-cache none
 expect 2 "option '--time-budget' needs a number, got 'abc'" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o2" --time-budget abc
 expect 2 "--time-budget needs a positive number of seconds, got -1" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o2" --time-budget -1
 expect 2 "--budget needs zero or more seconds, got -5" -- "$PET" optimize "$model" -o "$TMP/x.onnx" --budget -5
+
+# Caches: SQLite databases pet wrote; a file it did not write is never overwritten.
+cp "$SRC/README.md" "$TMP/README.copy"
+expect 2 "--algorithm-cache $TMP/README.copy: is not a pet algorithms cache \(not an SQLite database\); pet does not overwrite" -- "$PET" run "$model" --algorithm-cache "$TMP/README.copy"
+expect 2 "--profile-cache $TMP/README.copy: is not a pet opcache cache" -- "$PET" optimize "$model" -o "$TMP/x.onnx" --profile-cache "$TMP/README.copy"
+cmp -s "$SRC/README.md" "$TMP/README.copy" && echo "ok:   README copy untouched" || { echo "FAIL: README copy changed"; fails=$((fails + 1)); }
+"$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/oc" --quiet
+expect 0 "opcache cache, [1-9][0-9]* entries" -- "$PET" cache show
+expect 0 "\"kind\": \"opcache\"" -- "$PET" cache export
+expect 2 "--profile-cache .*algorithms.db: is a pet algorithms cache, not a pet opcache cache" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/oc" --profile-cache "$XDG_CACHE_HOME/pet/algorithms.db"
+expect 0 "entries removed" -- "$PET" cache clear "$XDG_CACHE_HOME/pet/opcache.db"
+expect 0 "opcache cache, 0 entries" -- "$PET" cache show "$XDG_CACHE_HOME/pet/opcache.db"
+expect 2 "README.copy: not a pet cache" -- "$PET" cache show "$TMP/README.copy"
+expect 2 "pet cache 'frob': choose show, export or clear" -- "$PET" cache frob
+head -c 3000 "$XDG_CACHE_HOME/pet/algorithms.db" > "$TMP/damaged.db"
+expect 0 "warning: the algorithms cache .*damaged.db is damaged .*moved aside" -- "$PET" run "$model" --algorithm-cache "$TMP/damaged.db"
 
 # Silently accepted before: names the model does not have, thread counts, conflicting attributes.
 expect 2 "a shape was given for input 'y', which the model does not have \(its inputs: \[x\]\)" -- "$PET" run "$model" --shape y=1x3x4x4
@@ -119,6 +135,15 @@ expect 2 "gather_oob.onnx: .*Gather 'gather'.*out of range" -- "$PET" run "$M/ga
 touch "$TMP/o3/mutant_999.onnx" 2>/dev/null || { mkdir -p "$TMP/o3"; touch "$TMP/o3/mutant_999.onnx"; }
 "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o3" --cost roofline --quiet
 if [ -e "$TMP/o3/mutant_999.onnx" ]; then echo "FAIL: stale mutant_999.onnx left in a reused --out-dir"; fails=$((fails + 1)); else echo "ok:   reused --out-dir cleaned"; fi
+
+# A model's multilinear subprograms, written out for pet mutate and pet verify.
+expect 0 "sub2.onnx: multilinear subprogram #2 \(1 ops, inputs float32\[1,8,8,8\]\) written" -- "$PET" info "$model" --extract 2 -o "$TMP/sub2.onnx"
+expect 0 "corrected mutants" -- "$PET" mutate "$TMP/sub2.onnx" --out-dir "$TMP/osub" --cost roofline
+expect 2 "--extract 9: the model has 3 multilinear subprograms" -- "$PET" info "$model" --extract 9 -o "$TMP/sub9.onnx"
+expect 2 "--extract K needs -o SUB.onnx" -- "$PET" info "$model" --extract 1
+# pet run --repeat: the median is of undisturbed runs; the JSON says how many were left out.
+expect 0 "over [0-9]+ runs? \(2 threads\)" -- "$PET" run "$model" --repeat 5 --threads 2 --json "$TMP/rep.json"
+expect 0 "\"disturbed_runs\"" -- cat "$TMP/rep.json"
 
 # Newer opsets (18-21): attributes that became inputs, num_outputs, Gelu.
 expect 0 "on reference: median" -- "$PET" run "$M/opset18.onnx" --backend reference

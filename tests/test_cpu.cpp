@@ -291,7 +291,7 @@ TEST_CASE("backend registry and the op profiler's cache") {
   auto names = backend::available_backends();
   CHECK(std::find(names.begin(), names.end(), "cpu") != names.end());
   CHECK_THROWS_WITH_AS(backend::make_backend("tpu"), "unknown backend 'tpu' (choose reference, cpu or cuda)", InvalidInput);
-  std::string file = (std::filesystem::temp_directory_path() / cat("pet_opcache_", ::getpid(), ".json")).string();
+  std::string file = (std::filesystem::temp_directory_path() / cat("pet_opcache_", ::getpid(), ".db")).string();
   auto cpu = backend::make_backend("cpu");
   Op conv = ops::Conv{.pads = {1, 1, 1, 1}};
   Types in{f32({1, 8, 14, 14}), f32({8, 8, 3, 3})};
@@ -307,9 +307,9 @@ TEST_CASE("backend registry and the op profiler's cache") {
     CHECK(p.hits() == 1);
   }
   {
-    std::ifstream f(file);
-    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    CHECK(text.find(cat("\"cpu@", cpu->version(), "|")) != std::string::npos);  // older kernels' timings never match
+    auto rows = backend::CacheStore(file, "opcache").all();
+    REQUIRE(rows.size() == 1);
+    CHECK(rows.begin()->first.rfind(cat("cpu@", cpu->version(), "|"), 0) == 0);  // older kernels' timings never match
   }
   backend::Profiler q(*cpu, file, 3, 0);  // a second optimizer run reads the file
   auto t = q.time_op(conv, in);
@@ -494,7 +494,7 @@ TEST_CASE("convs at layout boundaries (pet copies in and out): plain or blocked 
 }
 
 TEST_CASE("algorithm choices are cached on disk and reused without timing") {
-  const std::string file = (std::filesystem::temp_directory_path() / cat("pet_algos_", ::getpid(), ".json")).string();
+  const std::string file = (std::filesystem::temp_directory_path() / cat("pet_algos_", ::getpid(), ".db")).string();
   std::filesystem::remove(file);
   Graph g;
   {
@@ -512,29 +512,34 @@ TEST_CASE("algorithm choices are cached on disk and reused without timing") {
   REQUIRE(known.size() == 1);
   // A choice timed while other work preempted the runs is used, never written.
   const bool busy = first.find("timed on a busy machine") != std::string::npos;
-  CHECK(std::filesystem::exists(file) == !busy);
+  CHECK((backend::CacheStore(file, "algorithms").size() > 0) == !busy);  // a choice timed on a busy machine is not written
   // A new executable reads the choice instead of timing.
   const std::string second = cpu->compile(g, opt)->describe();
   CHECK(second.find("cached choice") != std::string::npos);
   // The file decides: a file with every choice pet's Winograd, under a fresh name (the
   // process keeps what it read), and the conv follows it.
-  const std::string forced = file + ".forced.json";
+  const std::string forced = file + ".forced.db";
+  std::filesystem::remove(forced);
   {
-    std::ofstream f(forced);
-    f << "{";
-    for (const auto& [k, v] : known) f << nlohmann::json(k).dump() << ": \"pet-winograd\"";
-    f << "}\n";
+    backend::CacheStore f(forced, "algorithms");
+    for (const auto& [k, v] : known) f.put(k, "pet-winograd");
   }
   opt.algorithm_cache = forced;
   const std::string third = cpu->compile(g, opt)->describe();
   CHECK(third.find("pet winograd") != std::string::npos);
   CHECK(third.find("cached choice") != std::string::npos);
   same_as_reference(g, 1002, "conv with a cached choice", opt);
-  // A damaged file is ignored: choices are measured again.
-  const std::string damaged = file + ".damaged.json";
-  std::ofstream(damaged) << "{ not json";
+  // A damaged cache is set aside: choices are measured again.
+  const std::string damaged = file + ".damaged.db";
+  {
+    std::ifstream in(forced, std::ios::binary);
+    std::string bytes(std::istreambuf_iterator<char>(in), {});
+    std::ofstream(damaged, std::ios::binary) << bytes.substr(0, 200);
+  }
   opt.algorithm_cache = damaged;
   CHECK(cpu->compile(g, opt)->describe().find("cached choice") == std::string::npos);
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(file).parent_path()))
+    if (e.path().string().rfind(damaged + ".damaged-", 0) == 0) std::filesystem::remove(e.path());
   for (const auto& f : {file, forced, damaged}) std::filesystem::remove(f);
 }
 
@@ -756,4 +761,64 @@ TEST_CASE("profiler on a busy machine: preempted runs are detected and dropped, 
   });
   set_num_threads(threads);
   std::filesystem::remove(file);
+}
+
+TEST_CASE("cache store: processes sharing a cache lose no entries; foreign files are never overwritten; damage is set aside") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / cat("pet_store_", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string file = (dir / "shared.db").string();
+  backend::CacheStore(file, "algorithms");  // created by the parent, as a first pet run would
+  // Two processes write 300 entries each, one transaction per entry, at the same time (what
+  // two pet searches sharing ~/.cache/pet do); every entry must be there afterwards.
+  std::vector<pid_t> kids;
+  for (int p = 0; p < 2; ++p) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int rc = 0;
+      try {
+        backend::CacheStore s(file, "algorithms");
+        for (int i = 0; i < 300; ++i) s.put(cat("p", p, "-k", i), cat("v", i));
+      } catch (...) {
+        rc = 1;
+      }
+      ::_exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int status = 0;
+    ::waitpid(k, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  backend::CacheStore s(file, "algorithms");
+  CHECK(s.size() == 600);
+  CHECK(s.get("p1-k299") == std::optional<std::string>("v299"));
+  CHECK(backend::CacheStore::kind_of(file) == "algorithms");
+  CHECK_THROWS_WITH_AS(backend::CacheStore(file, "opcache"), doctest::Contains("is a pet algorithms cache, not a pet opcache cache"), InvalidInput);
+
+  // A file pet did not write is refused and left as it was.
+  const std::string foreign = (dir / "README.md").string();
+  std::ofstream(foreign) << "# a user's notes\n";
+  CHECK_THROWS_WITH_AS(backend::CacheStore(foreign, "opcache"), doctest::Contains("not an SQLite database); pet does not overwrite files"), InvalidInput);
+  std::ifstream f(foreign);
+  CHECK(std::string(std::istreambuf_iterator<char>(f), {}) == "# a user's notes\n");
+  CHECK(backend::CacheStore::kind_of(foreign).empty());
+
+  // A damaged pet cache (truncated) is moved aside with a warning, and a new one works.
+  const std::string damaged = (dir / "damaged.db").string();
+  {
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes(std::istreambuf_iterator<char>(in), {});
+    std::ofstream(damaged, std::ios::binary) << bytes.substr(0, 3000);
+  }
+  backend::CacheStore fresh(damaged, "algorithms");
+  CHECK(fresh.size() == 0);
+  fresh.put("k", "v");
+  CHECK(fresh.get("k") == std::optional<std::string>("v"));
+  int aside = 0;
+  for (const auto& e : fs::directory_iterator(dir)) aside += e.path().filename().string().rfind("damaged.db.damaged-", 0) == 0;
+  CHECK(aside == 1);
+  fs::remove_all(dir);
 }

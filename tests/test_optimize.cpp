@@ -1,5 +1,6 @@
 #include <unistd.h>
 #include <fstream>
+#include <iterator>
 #include <filesystem>
 // The whole-model optimizer: partitioning (joined branches, window size, convexity),
 // extraction and substitution, structural reuse, the top-K search on a toy cost model, the
@@ -235,7 +236,7 @@ TEST_CASE("optimize end to end: dilated convs become dense ones, identical windo
   // The decision cache: a second run on the same program applies the first run's in-context
   // decisions without racing whole programs; a damaged file is ignored.
   {
-    const std::string file = (std::filesystem::temp_directory_path() / cat("pet_decisions_", ::getpid(), ".json")).string();
+    const std::string file = (std::filesystem::temp_directory_path() / cat("pet_decisions_", ::getpid(), ".db")).string();
     std::filesystem::remove(file);
     optimize::Options dopt = opt;
     dopt.decision_cache = file;
@@ -249,8 +250,17 @@ TEST_CASE("optimize end to end: dilated convs become dense ones, identical windo
       CHECK(second.report.windows[i].measure_seconds == 0);
     }
     CHECK(max_diff(g, second.graph) < 1e-3);
-    std::ofstream(file) << "{ damaged";
+    {  // a damaged pet cache (truncated) is set aside: nothing is reused from it
+      std::ifstream in(file, std::ios::binary);
+      std::string bytes(std::istreambuf_iterator<char>(in), {});
+      std::ofstream(file, std::ios::binary) << bytes.substr(0, 200);
+    }
     CHECK_FALSE(optimize::optimize(g, dopt).report.decisions_cached);
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+      if (e.path().string().rfind(file + ".damaged-", 0) == 0) std::filesystem::remove(e.path());
+    std::filesystem::remove(file);
+    std::ofstream(file) << "{ not a pet cache";  // a file pet did not write is refused, not overwritten
+    CHECK_THROWS_WITH_AS(optimize::optimize(g, dopt), doctest::Contains("not an SQLite database"), InvalidInput);
     std::filesystem::remove(file);
   }
 

@@ -4,9 +4,7 @@
 #include <dnnl.hpp>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <cstdio>
 
 #include "pet/core/error.hpp"
 
@@ -32,39 +30,37 @@ std::optional<std::string> AlgorithmCache::get(const std::string& file, const st
 
 std::map<std::string, std::string> AlgorithmCache::entries(const std::string& file) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto e = load(file);
-  e.saved.insert(e.unsaved.begin(), e.unsaved.end());
-  return e.saved;
+  const auto& e = load(file);
+  auto all = e.saved;
+  all.insert(e.unsaved.begin(), e.unsaved.end());
+  return all;
 }
 
 void AlgorithmCache::put(const std::string& file, const std::string& key, const std::string& value, bool persist) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& e = load(file);
-  if (!persist || file.empty()) {
+  if (!persist || !e.store) {
     e.unsaved[key] = value;
     return;
   }
   e.unsaved.erase(key);
   e.saved[key] = value;
   try {
-    nlohmann::json j(e.saved);
-    std::filesystem::create_directories(std::filesystem::path(file).parent_path());
-    const std::string tmp = cat(file, ".tmp", ::getpid());
-    std::ofstream(tmp) << j.dump(1) << "\n";
-    std::filesystem::rename(tmp, file);
-  } catch (const std::exception&) {
-    // an unwritable cache only costs time
+    e.store->put(key, value);
+  } catch (const Error& err) {
+    std::fprintf(stderr, "pet: warning: %s (algorithm choice not saved)\n", err.what());
   }
 }
 
 AlgorithmCache::Entries& AlgorithmCache::load(const std::string& file) {
   auto [it, fresh] = files_.try_emplace(file);
-  if (fresh && !file.empty() && std::filesystem::exists(file)) {
+  if (fresh && !file.empty()) {
     try {
-      std::ifstream f(file);
-      it->second.saved = nlohmann::json::parse(f).get<std::map<std::string, std::string>>();
-    } catch (const std::exception&) {
-      it->second.saved.clear();
+      it->second.store = std::make_unique<CacheStore>(file, "algorithms");
+      it->second.saved = it->second.store->all();
+    } catch (...) {
+      files_.erase(it);  // a file that is not a pet cache: the error reaches the user
+      throw;
     }
   }
   return it->second;

@@ -1,7 +1,10 @@
 #pragma once
 // Algorithm choices of the cpu backend (kernels/cpu), kept per configuration.
 #include <map>
+#include <memory>
 #include <mutex>
+
+#include "pet/backend/cache_store.hpp"
 #include <optional>
 #include <string>
 
@@ -12,8 +15,8 @@ namespace pet::backend::cpu_detail {
 std::string cpu_backend_version();
 
 /// Algorithm choices made by measurement, per configuration: in memory for the process, and
-/// in a JSON file when one is named (read once, rewritten on every new choice). A damaged
-/// file is ignored, never trusted.
+/// in a pet cache database when a file is named (read once; each new choice is one row
+/// written, so processes sharing the file lose nothing; see pet/backend/cache_store.hpp).
 class AlgorithmCache {
  public:
   static AlgorithmCache& instance();
@@ -27,6 +30,7 @@ class AlgorithmCache {
  private:
   struct Entries {
     std::map<std::string, std::string> saved, unsaved;
+    std::unique_ptr<CacheStore> store;
   };
   Entries& load(const std::string& file);
   std::mutex mu_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -156,11 +157,11 @@ OpTiming timed(Executable& exe, std::span<const Value<float>> inputs, int repeat
 
 Profiler::Profiler(Backend& b, std::string cache_file, int repeats, double min_seconds, double max_seconds)
     : b_(b), file_(std::move(cache_file)), repeats_(repeats), min_seconds_(min_seconds), max_seconds_(max_seconds) {
-  if (file_.empty() || !std::filesystem::exists(file_)) return;
-  try {
-    std::ifstream f(file_);
-    nlohmann::json j = nlohmann::json::parse(f);
-    for (auto& [k, v] : j.items()) {
+  if (file_.empty()) return;
+  store_ = std::make_unique<CacheStore>(file_, "opcache");
+  for (const auto& [k, text] : store_->all()) {
+    try {
+      nlohmann::json v = nlohmann::json::parse(text);
       OpTiming t;
       t.median_ms = v.at("median_ms").get<double>();
       t.min_ms = v.at("min_ms").get<double>();
@@ -170,9 +171,9 @@ Profiler::Profiler(Backend& b, std::string cache_file, int repeats, double min_s
       t.algorithm = v.at("algorithm").get<std::string>();
       t.cached = true;
       cache_[k] = t;
+    } catch (const std::exception&) {
+      // an entry that does not parse is measured again, never trusted
     }
-  } catch (const std::exception&) {
-    cache_.clear();  // a damaged cache is rebuilt, never trusted
   }
 }
 
@@ -187,11 +188,11 @@ std::string Profiler::default_cache_file() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
   std::filesystem::path base = xdg && *xdg ? std::filesystem::path(xdg) : std::filesystem::path(home ? home : "/tmp") / ".cache";
-  return (base / "pet" / "opcache.json").string();
+  return (base / "pet" / "opcache.db").string();
 }
 
 std::string Profiler::default_algorithm_cache_file() {
-  return (std::filesystem::path(default_cache_file()).parent_path() / "algorithms.json").string();
+  return (std::filesystem::path(default_cache_file()).parent_path() / "algorithms.db").string();
 }
 
 std::string Profiler::key(std::string_view backend, const Op& op, const Types& in, const std::vector<bool>& constant) {
@@ -259,7 +260,7 @@ OpTiming Profiler::measure(const std::string& k, const Op& op, const Types& in, 
   ++measured_;
   if (r.trusted) {
     cache_[k] = r;
-    dirty_ = true;
+    unsaved_.push_back(k);
   } else {
     ++untrusted_;
     doubtful_[k] = r;  // used for this process only; measured again by the next one
@@ -293,16 +294,22 @@ OpTiming Profiler::time_program(const Graph& g) {
   return timed(*exe, inputs, repeats_, min_seconds_, max_seconds_, "program");
 }
 
-void Profiler::save() const {
-  if (file_.empty() || !dirty_) return;
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : cache_)
-    j[k] = {{"median_ms", v.median_ms}, {"min_ms", v.min_ms}, {"runs", v.runs}, {"dropped", v.dropped}, {"spread", v.spread},
-            {"algorithm", v.algorithm}};
-  std::filesystem::create_directories(std::filesystem::path(file_).parent_path());
-  std::string tmp = file_ + ".tmp";
-  std::ofstream(tmp) << j.dump(1) << "\n";
-  std::filesystem::rename(tmp, file_);
+void Profiler::save() {
+  if (!store_ || unsaved_.empty()) return;
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (const auto& k : unsaved_) {
+    const OpTiming& v = cache_.at(k);
+    rows.emplace_back(k, nlohmann::json{{"median_ms", v.median_ms}, {"min_ms", v.min_ms}, {"runs", v.runs}, {"dropped", v.dropped},
+                                        {"spread", v.spread}, {"algorithm", v.algorithm}}
+                             .dump());
+  }
+  try {
+    store_->put(rows);
+    unsaved_.clear();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "pet: warning: %s (timings not saved)\n", e.what());
+    unsaved_.clear();
+  }
 }
 
 }  // namespace pet::backend

@@ -174,29 +174,24 @@ std::string digest(const std::string& s) {
   return buf;
 }
 
-nlohmann::json read_decisions(const std::string& file) {
+/// The decision stored under `key` in the decision cache (null when none or unreadable).
+nlohmann::json read_decision(backend::CacheStore* store, const std::string& key) {
+  if (!store) return nullptr;
+  auto v = store->get(key);
+  if (!v) return nullptr;
   try {
-    if (std::filesystem::exists(file)) {
-      std::ifstream f(file);
-      auto j = nlohmann::json::parse(f);
-      if (j.is_object()) return j;
-    }
+    return nlohmann::json::parse(*v);
   } catch (const std::exception&) {
-    // a damaged cache is ignored, never trusted
+    return nullptr;  // a damaged entry is ignored, never trusted
   }
-  return nlohmann::json::object();
 }
 
-void write_decisions(const std::string& file, const std::string& key, const nlohmann::json& entry) {
+void write_decision(backend::CacheStore* store, const std::string& key, const nlohmann::json& entry) {
+  if (!store) return;
   try {
-    nlohmann::json j = read_decisions(file);
-    j[key] = entry;
-    if (auto dir = std::filesystem::path(file).parent_path(); !dir.empty()) std::filesystem::create_directories(dir);
-    const std::string tmp = cat(file, ".tmp", ::getpid());
-    std::ofstream(tmp) << j.dump(1) << "\n";
-    std::filesystem::rename(tmp, file);
-  } catch (const std::exception&) {
-    // an unwritable cache only costs time
+    store->put(key, entry.dump());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "pet: warning: %s (decision not saved)\n", e.what());
   }
 }
 
@@ -361,18 +356,20 @@ Result optimize(const Graph& model, const Options& opt) {
   std::vector<bool> decided(windows.size(), false);
   // The decisions of an earlier run on this program, when its candidates are found again.
   std::string dkey;
+  std::unique_ptr<backend::CacheStore> decisions;
   if (!opt.decision_cache.empty()) {
+    decisions = std::make_unique<backend::CacheStore>(opt.decision_cache, "decisions");
     std::string rules;
     for (const auto& r : opt.only_rules) rules += r + ",";
     rules += "|";
     for (const auto& r : opt.disable_rules) rules += r + ",";
     dkey = digest(cat(structure_key(canonical), "|", be->version(), "|", num_threads(), "|", opt.depth, ",", opt.rounds, ",", opt.top_k, ",",
                       opt.window, ",", policy_name(opt.policy), ",", opt.budget_s, ",", opt.window_budget_s, ",", opt.measure_best, ",", rules));
-    const nlohmann::json all = read_decisions(opt.decision_cache);
-    if (all.contains(dkey) && all[dkey].is_array()) {
+    const nlohmann::json stored = read_decision(decisions.get(), dkey);
+    if (stored.is_array()) {
       std::vector<std::pair<size_t, const Candidate*>> found;
       bool complete = true;
-      for (const auto& e : all[dkey]) {
+      for (const auto& e : stored) {
         const size_t w = e.value("window", size_t(-1));
         const std::string want = e.value("candidate", std::string());
         const Candidate* hit = nullptr;
@@ -513,7 +510,7 @@ Result optimize(const Graph& model, const Options& opt) {
   if (!dkey.empty() && !rep.decisions_cached) {
     nlohmann::json entry = nlohmann::json::array();
     for (const auto& [w, prog] : chosen) entry.push_back({{"window", w}, {"candidate", digest(structure_key(prog))}});
-    write_decisions(opt.decision_cache, dkey, entry);
+    write_decision(decisions.get(), dkey, entry);
   }
 
   // Timing end to end; the optimized program is kept only if it is faster.

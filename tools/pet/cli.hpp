@@ -56,8 +56,9 @@ int64_t memory_limit(const Args& a);
 int threads_option(const Args& a);
 /// A cache-file option: "none" -> "", absent -> `def`; the path is checked to be usable
 /// (not a folder, its folder creatable) with an error naming the option (or the
-/// environment variable behind the default) and the path.
-std::string cache_option(const Args& a, const std::string& name, const std::string& def);
+/// environment variable behind the default) and the path, and opened as a pet cache of
+/// `kind` (a file that is not one is refused here, before any work).
+std::string cache_option(const Args& a, const std::string& name, const std::string& def, const std::string& kind);
 /// Checks that a file option's path can be written (before any long work), naming the option.
 void check_writable_file(const std::string& path, const std::string& option);
 /// Creates a folder option's folder; errors name the option and the path.
@@ -65,11 +66,17 @@ void prepare_dir(const std::string& dir, const std::string& option);
 /// Seconds option: a number >= 0 (> 0 unless `zero_ok`).
 double seconds_option(const Args& a, const std::string& name, double def, bool zero_ok);
 std::string format_count(double v);  ///< 1.23 K / M / G
+/// Multilinear subprogram `k` (1-based, as `pet info` lists them) of g as a standalone program.
+Graph subprogram(const Graph& g, size_t k);
+/// Throws Unsupported (exit 3) when g is not one multilinear program, saying which
+/// subprograms it has and how to write one out (for pet mutate / pet verify).
+void require_multilinear_model(const Graph& g, const std::string& path, const std::string& command);
 
 int cmd_info(const std::vector<std::string>& argv);
 int cmd_run(const std::vector<std::string>& argv);
 int cmd_verify(const std::vector<std::string>& argv);
 int cmd_mutate(const std::vector<std::string>& argv);
 int cmd_optimize(const std::vector<std::string>& argv);
+int cmd_cache(const std::vector<std::string>& argv);
 
 }  // namespace pet::cli

@@ -22,7 +22,10 @@ std::vector<Option> with_model(std::vector<Option> v) {
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> c = {
       {"info", "MODEL.onnx", "inputs, outputs, op counts, FLOPs, parameters and multilinear subprograms of a model",
-       with_model({{"json", "FILE", "also write the summary as JSON"}, {"quiet", "", "no text summary"}})},
+       with_model({{"json", "FILE", "also write the summary as JSON"},
+                   {"quiet", "", "no text summary"},
+                   {"extract", "K", "write multilinear subprogram K (as listed) as a model, for pet mutate and pet verify"},
+                   {"output", "SUB.onnx", "where --extract writes (also -o)"}})},
       {"run", "MODEL.onnx", "execute (time, check) a model on a backend",
        with_model({{"backend", "cpu|reference", "where to run (default cpu; cuda where built)"},
                    {"inputs", "DIR", "inputs from ONNX test data (input_0.pb, ...); default seeded random"},
@@ -38,7 +41,7 @@ const std::vector<CommandSpec>& commands() {
                    {"profile", "", "print the median time of each step of the plan"},
                    {"conv-algorithm", "auto|direct|winograd|onednn-winograd", "force a conv algorithm (default auto: timed)"},
                    {"conv-layout", "auto|blocked|plain", "force the layout of direct convs"},
-                   {"algorithm-cache", "FILE|none", "where timed algorithm choices are kept (default ~/.cache/pet/algorithms.json)"},
+                   {"algorithm-cache", "FILE|none", "where timed algorithm choices are kept (default ~/.cache/pet/algorithms.db)"},
                    {"disable-pass", "NAME,...", "leave graph passes out before lowering (see --list-passes)"},
                    {"print-after", "NAME,...|all", "print the graph after these passes"},
                    {"list-passes", "", "list the graph passes and exit"}})},
@@ -57,9 +60,9 @@ const std::vector<CommandSpec>& commands() {
                    {"disable", "RULE,...", "leave these mutation rules out"},
                    {"disable-pass", "NAME,...", "leave graph passes out (canonicalisation and post-optimisations)"},
                    {"print-after", "NAME,...|all", "print the graph after these passes"},
-                   {"profile-cache", "FILE|none", "the op profiler's cache (default ~/.cache/pet/opcache.json)"},
-                   {"algorithm-cache", "FILE|none", "the cpu backend's algorithm choices (default ~/.cache/pet/algorithms.json)"},
-                   {"decision-cache", "FILE|none", "in-context decisions of earlier runs, reused when the same candidates are found (default: decisions.json beside the profile cache)"},
+                   {"profile-cache", "FILE|none", "the op profiler's cache (default ~/.cache/pet/opcache.db)"},
+                   {"algorithm-cache", "FILE|none", "the cpu backend's algorithm choices (default ~/.cache/pet/algorithms.db)"},
+                   {"decision-cache", "FILE|none", "in-context decisions of earlier runs, reused when the same candidates are found (default: decisions.db beside the profile cache)"},
                    {"json", "FILE", "write the report as JSON"},
                    {"explain", "", "also say why each window kept its original form"},
                    {"keep-slower", "", "write the optimized program even if it measured slower (for analysis)"},
@@ -85,10 +88,12 @@ const std::vector<CommandSpec>& commands() {
                    {"tests", "t", "finite-field tests per position"},
                    {"seed", "s", "seed of the verifier's draws"},
                    {"cost", "profile|roofline", "cost model ranking the mutants (default profile: measured on the cpu backend)"},
-                   {"profile-cache", "FILE|none", "the op profiler's cache (default ~/.cache/pet/opcache.json)"},
+                   {"profile-cache", "FILE|none", "the op profiler's cache (default ~/.cache/pet/opcache.db)"},
                    {"threads", "N", "threads of the cpu backend when profiling"},
                    {"json", "FILE", "also write the index as JSON here"},
                    {"quiet", "", "no text report"}})},
+      {"cache", "show|export|clear [FILE...]", "pet's on-disk caches (op timings, algorithm choices, optimizer decisions): list, dump as JSON, empty",
+       {{"json", "FILE", "show/export: write JSON here (default: text, or JSON on stdout for export)"}}},
   };
   return c;
 }

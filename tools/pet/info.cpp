@@ -12,8 +12,19 @@ int cmd_info(const std::vector<std::string>& argv) {
   Args a(command_spec("info"), argv, 1);
   const std::string path = a.positional[0];
   if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
+  if (a.get("extract") && !a.get("output")) throw InvalidInput("--extract K needs -o SUB.onnx (where the subprogram goes)");
+  if (auto o = a.get("output")) check_writable_file(*o, "-o");
   onnx::Model m = load_model(a, path, import_options(a));
   const Graph& g = m.graph;
+  if (a.get("extract")) {
+    const int64_t k = a.get_int("extract", 0);
+    Graph sub = subprogram(g, size_t(std::max<int64_t>(k, 0)));
+    onnx::export_file(sub, *a.get("output"));
+    std::printf("%s: multilinear subprogram #%lld (%d ops, inputs", a.get("output")->c_str(), (long long)k, sub.num_nodes());
+    for (TensorId t : sub.inputs()) std::printf(" %s", to_string(sub.type(t)).c_str());
+    std::printf(") written; try pet mutate %s --out-dir DIR\n", a.get("output")->c_str());
+    return 0;
+  }
 
   std::map<std::string, int> op_counts;
   int64_t flops = 0, params = 0, param_bytes = 0;

@@ -9,9 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "cli.hpp"
+#include "pet/backend/cache_store.hpp"
+#include "pet/optimize/optimize.hpp"
 
 namespace pet::cli {
 
@@ -23,6 +26,11 @@ Args::Args(const CommandSpec& spec, const std::vector<std::string>& argv, int po
     if (a == "--help" || a == "-h") {
       std::fputs(help_text(spec).c_str(), stdout);
       throw HelpShown{};
+    }
+    if (a == "-o" && takes_value.count("output")) {  // -o OUT: short for --output OUT
+      if (i + 1 >= argv.size()) throw InvalidInput("option '-o' needs a value");
+      options["output"].push_back(argv[++i]);
+      continue;
     }
     if (a.rfind("--", 0) != 0 || a == "--") {
       positional.push_back(a);
@@ -242,12 +250,19 @@ void check_writable_file(const std::string& path, const std::string& option) {
   if (!why.empty()) throw InvalidInput(cat(option, " '", path, "' ", why));
 }
 
-std::string cache_option(const Args& a, const std::string& name, const std::string& def) {
+std::string cache_option(const Args& a, const std::string& name, const std::string& def, const std::string& kind) {
   auto v = a.get(name);
   std::string path = v.value_or(def);
   if (path == "none") return "";
   std::string why = unwritable_reason(path);
-  if (why.empty()) return path;
+  if (why.empty()) {
+    try {
+      backend::CacheStore check(path, kind);
+    } catch (const InvalidInput& e) {
+      throw InvalidInput(cat("--", name, " ", e.what()));
+    }
+    return path;
+  }
   if (v) throw InvalidInput(cat("--", name, " '", path, "' ", why));
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   throw InvalidInput(cat("the default cache file '", path, "' (from ", xdg && *xdg ? "XDG_CACHE_HOME" : "HOME", ") ", why,
@@ -268,6 +283,50 @@ double seconds_option(const Args& a, const std::string& name, double def, bool z
   if (s < 0 || (!zero_ok && s == 0))
     throw InvalidInput(cat("--", name, " needs ", zero_ok ? "zero or more" : "a positive number of", " seconds, got ", *a.get(name)));
   return s;
+}
+
+Graph subprogram(const Graph& g, size_t k) {
+  auto subs = multilinear_subprograms(g);
+  if (k < 1 || k > subs.size())
+    throw InvalidInput(cat("--extract ", k, ": the model has ", subs.size(), " multilinear subprograms (1 to ", subs.size(), "; pet info lists them)"));
+  optimize::Window w;
+  w.nodes = subs[k - 1];
+  std::set<NodeId> inside(w.nodes.begin(), w.nodes.end());
+  std::set<TensorId> produced, seen;
+  for (NodeId n : w.nodes)
+    for (TensorId t : g.node(n).outputs) produced.insert(t);
+  for (NodeId n : w.nodes)
+    for (TensorId t : g.node(n).inputs)
+      if (!produced.count(t) && !g.tensor(t).is_constant() && seen.insert(t).second) w.inputs.push_back(t);
+  auto uses = g.consumers();
+  std::set<TensorId> outs(g.outputs().begin(), g.outputs().end());
+  for (NodeId n : w.nodes)
+    for (TensorId t : g.node(n).outputs) {
+      bool outside = outs.count(t) > 0;
+      for (NodeId c : uses[size_t(t)]) outside = outside || !inside.count(c);
+      if (outside) w.outputs.push_back(t);
+    }
+  Graph p = optimize::extract(g, w);
+  p.name = cat(g.name, "-subprogram", k);
+  return p;
+}
+
+void require_multilinear_model(const Graph& g, const std::string& path, const std::string& command) {
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (is_multilinear(g.node(n).op)) continue;
+    auto subs = multilinear_subprograms(g);
+    std::string list;
+    for (size_t i = 0; i < subs.size() && i < 8; ++i) {
+      std::string ops;
+      for (size_t j = 0; j < subs[i].size() && j < 3; ++j) ops += cat(j ? " " : "", op_name(g.node(subs[i][j]).op));
+      if (subs[i].size() > 3) ops += cat(" ... (", subs[i].size(), " ops)");
+      list += cat(i ? "; " : "", "#", i + 1, " ", ops, " from '", g.node(subs[i][0]).name, "'");
+    }
+    if (subs.size() > 8) list += cat("; ... (", subs.size(), " in all)");
+    throw Unsupported(cat(path, ": node '", g.node(n).name, "' (", op_name(g.node(n).op), ") is not multilinear; pet ", command,
+                          " takes one multilinear program. This model has ", subs.size(), " multilinear subprograms", subs.empty() ? "" : ": ",
+                          list, subs.empty() ? "" : cat(". Write one out with: pet info ", path, " --extract K -o SUB.onnx")));
+  }
 }
 
 std::string format_count(double v) {

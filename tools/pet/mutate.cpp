@@ -25,7 +25,6 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   const std::string path = a.positional[0], dir = *a.get("out-dir");
   prepare_dir(dir, "--out-dir");
   if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
-  onnx::Model m = load_model(a, path, import_options(a));
   mutate::Options opt;
   opt.depth = int(a.get_int("depth", 3));
   if (opt.depth < 0 || opt.depth > 6) throw InvalidInput(cat("--depth ", opt.depth, " must be between 0 and 6"));
@@ -51,12 +50,14 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   std::string cost_desc = "roofline estimate: FLOPs at 200 GFLOP/s, bytes at 10 GB/s per op";
   if (cost == "profile") {
     cpu = backend::make_backend("cpu");
-    std::string cache = cache_option(a, "profile-cache", backend::Profiler::default_cache_file());
+    std::string cache = cache_option(a, "profile-cache", backend::Profiler::default_cache_file(), "opcache");
     prof = std::make_unique<backend::Profiler>(*cpu, cache, 8, 0.04);
     cost_desc = cat("cpu op profiler: sum of the minimum times of the ops (8+ runs and 40+ ms each), each timed alone on ", num_threads(), " threads (cache ",
                     cache.empty() ? "off" : cache, ")");
     opt.cost = [&](const Graph& g) { return prof->program_cost_ms(g); };
   }
+  onnx::Model m = load_model(a, path, import_options(a));
+  require_multilinear_model(m.graph, path, "mutate");
   mutate::MutateResult r;
   try {
     r = mutate::run(m.graph, opt);

@@ -41,10 +41,11 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   opt.threads = threads_option(a);
   opt.only_rules = names(a.get("only"));
   opt.disable_rules = names(a.get("disable"));
-  opt.profile_cache = cache_option(a, "profile-cache", backend::Profiler::default_cache_file());
-  opt.algorithm_cache = cache_option(a, "algorithm-cache", backend::Profiler::default_algorithm_cache_file());
+  opt.profile_cache = cache_option(a, "profile-cache", backend::Profiler::default_cache_file(), "opcache");
+  opt.algorithm_cache = cache_option(a, "algorithm-cache", backend::Profiler::default_algorithm_cache_file(), "algorithms");
   opt.decision_cache = cache_option(
-      a, "decision-cache", opt.profile_cache.empty() ? std::string("none") : (std::filesystem::path(opt.profile_cache).parent_path() / "decisions.json").string());
+      a, "decision-cache", opt.profile_cache.empty() ? std::string("none") : (std::filesystem::path(opt.profile_cache).parent_path() / "decisions.db").string(),
+      "decisions");
   check_writable_file(*out, "-o");
   if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
   opt.keep_if_slower = a.flag("keep-slower");

@@ -67,7 +67,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   copt.threads = threads;
   copt.profile = a.flag("profile");
   copt.conv_algorithm = a.get("conv-algorithm").value_or("auto");
-  copt.algorithm_cache = cache_option(a, "algorithm-cache", backend::Profiler::default_algorithm_cache_file());
+  copt.algorithm_cache = cache_option(a, "algorithm-cache", backend::Profiler::default_algorithm_cache_file(), "algorithms");
   copt.conv_layout = a.get("conv-layout").value_or("auto");
   copt.disabled_passes = a.get("disable-pass").value_or("");
   copt.print_after = a.get("print-after").value_or("");
@@ -92,21 +92,35 @@ int cmd_run(const std::vector<std::string>& argv) {
   const double compile_ms = std::chrono::duration<double, std::milli>(clock::now() - c0).count();
   if (a.flag("plan")) std::fputs(exe->describe().c_str(), stdout);
   std::vector<double> times;
+  std::vector<bool> disturbed;
   std::vector<Value<float>> outputs;
   if (repeat > 1) outputs = with_file([&] { return exe->run(inputs); });  // warm-up
   for (int64_t r = 0; r < repeat; ++r) {
+    backend::DisturbanceProbe probe;  // was a thread of pet preempted during the run?
     auto t0 = clock::now();
     outputs = with_file([&] { return exe->run(inputs); });
     times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+    disturbed.push_back(probe.disturbed());
   }
-  std::vector<double> sorted = times;
+  // On a busy machine a preempted run measures the scheduler (a 2-thread primitive waits at
+  // its barrier for the descheduled thread): the median is of the undisturbed runs.
+  std::vector<double> sorted;
+  for (size_t r = 0; r < times.size(); ++r)
+    if (!disturbed[r]) sorted.push_back(times[r]);
+  const int64_t n_disturbed = int64_t(times.size() - sorted.size());
+  if (sorted.empty()) sorted = times;
   std::sort(sorted.begin(), sorted.end());
   if (a.flag("profile")) std::fputs(exe->describe().c_str(), stdout);
   const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
 
   for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   std::printf("%s on %s: median %.3f ms, min %.3f ms over %lld run%s (%d thread%s)\n", path.c_str(), backend.c_str(), median,
-              sorted.front(), (long long)repeat, repeat == 1 ? "" : "s", num_threads(), num_threads() == 1 ? "" : "s");
+              sorted.front(), (long long)sorted.size(), sorted.size() == 1 ? "" : "s", num_threads(), num_threads() == 1 ? "" : "s");
+  if (n_disturbed > 0 && n_disturbed < repeat)
+    std::printf("  %lld of %lld runs were preempted by other work on the machine and are left out of the median\n", (long long)n_disturbed,
+                (long long)repeat);
+  else if (n_disturbed > 0 && repeat > 1)
+    std::printf("  warning: every run was preempted by other work on the machine; these times measure the scheduler, not pet\n");
   nlohmann::json j;
   j["model"] = path;
   j["backend"] = backend;
@@ -114,6 +128,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   j["min_ms"] = sorted.front();
   j["runs"] = repeat;
   j["times_ms"] = times;
+  j["disturbed_runs"] = n_disturbed;
+  j["undisturbed_runs"] = int64_t(times.size()) - n_disturbed;
   j["threads"] = num_threads();
   j["compile_ms"] = compile_ms;
   j["outputs"] = nlohmann::json::array();

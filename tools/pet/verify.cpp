@@ -16,6 +16,8 @@ int cmd_verify(const std::vector<std::string>& argv) {
   onnx::ImportOptions io = import_options(a);
   if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
   onnx::Model ma = load_model(a, a.positional[0], io), mb = load_model(a, a.positional[1], io);
+  require_multilinear_model(ma.graph, a.positional[0], "verify");
+  require_multilinear_model(mb.graph, a.positional[1], "verify");
   verify::Options opt;
   opt.tests = int(a.get_int("tests", 2));
   // Each test keeps one field value per position tested and per tensor on the way: beyond a

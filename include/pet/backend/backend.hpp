@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "pet/backend/cache_store.hpp"
 #include "pet/core/rng.hpp"
 #include "pet/eval/value.hpp"
 #include "pet/ir/graph.hpp"
@@ -82,8 +83,9 @@ std::vector<std::string> available_backends();
 /// optimization does not measure again.
 class Profiler {
  public:
-  /// `cache_file` empty: no disk cache. Default location: $XDG_CACHE_HOME/pet/opcache.json
-  /// (or ~/.cache/pet/opcache.json), chosen by the caller (see default_cache_file()).
+  /// `cache_file` empty: no disk cache. Default location: $XDG_CACHE_HOME/pet/opcache.db
+  /// (or ~/.cache/pet/opcache.db), chosen by the caller (see default_cache_file()); an
+  /// SQLite database (cache_store.hpp) that several processes share.
   /// Each measurement: `repeats` undisturbed runs and at least `min_seconds`, but no more
   /// than `max_seconds` once 3 undisturbed runs are in.
   Profiler(Backend& b, std::string cache_file, int repeats = 10, double min_seconds = 0.02, double max_seconds = 0.25);
@@ -104,14 +106,14 @@ class Profiler {
   double program_cost_ms(const Graph& g);
   /// Median time of a whole program.
   OpTiming time_program(const Graph& g);
-  /// Writes the cache (also done by the destructor).
-  void save() const;
+  /// Writes the new entries to the cache (also done by the destructor).
+  void save();
   int64_t measured() const { return measured_; }
   /// Measurements that stayed disturbed after retries (kept for this process, never saved).
   int64_t untrusted() const { return untrusted_; }
   int64_t hits() const { return hits_; }
   static std::string default_cache_file();
-  /// The default algorithm-choice cache, beside the op cache (algorithms.json).
+  /// The default algorithm-choice cache, beside the op cache (algorithms.db).
   static std::string default_algorithm_cache_file();
   static std::string key(std::string_view backend, const Op& op, const Types& in, const std::vector<bool>& constant);
 
@@ -125,8 +127,9 @@ class Profiler {
   int repeats_;
   double min_seconds_, max_seconds_;
   std::map<std::string, OpTiming> cache_, doubtful_;
+  std::vector<std::string> unsaved_;  ///< keys measured since the last save
+  std::unique_ptr<CacheStore> store_;
   int64_t measured_ = 0, hits_ = 0, untrusted_ = 0;
-  bool dirty_ = false;
 };
 
 /// A random value of type t: floats uniform in [-1, 1], integers zero (seeded inputs).

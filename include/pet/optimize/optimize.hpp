@@ -63,7 +63,7 @@ struct Options {
   /// In-context decisions of earlier runs on the same canonical program, options, backend
   /// version and thread count (which windows took which candidate): a warm run applies them
   /// without timing whole programs again, when the same candidates are found; the result is
-  /// still checked and timed end to end. Empty: none (pet optimize: decisions.json beside
+  /// still checked and timed end to end. Empty: none (pet optimize: decisions.db beside
   /// the op cache).
   std::string decision_cache;
   /// Passes left out or printed (canonicalisation and post-optimisations together).
