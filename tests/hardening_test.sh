@@ -139,11 +139,21 @@ if [ -e "$TMP/o3/mutant_999.onnx" ]; then echo "FAIL: stale mutant_999.onnx left
 # A model's multilinear subprograms, written out for pet mutate and pet verify.
 expect 0 "sub2.onnx: multilinear subprogram #2 \(1 ops, inputs float32\[1,8,8,8\]\) written" -- "$PET" info "$model" --extract 2 -o "$TMP/sub2.onnx"
 expect 0 "corrected mutants" -- "$PET" mutate "$TMP/sub2.onnx" --out-dir "$TMP/osub" --cost roofline
+expect 0 "sub1.onnx: multilinear subprogram #1" -- "$PET" info "$model" --extract 1 -o "$TMP/sub1.onnx"
 expect 2 "--extract 9: the model has 3 multilinear subprograms" -- "$PET" info "$model" --extract 9 -o "$TMP/sub9.onnx"
 expect 2 "--extract K needs -o SUB.onnx" -- "$PET" info "$model" --extract 1
 # pet run --repeat: the median is of undisturbed runs; the JSON says how many were left out.
 expect 0 "over [0-9]+ runs? \(2 threads\)" -- "$PET" run "$model" --repeat 5 --threads 2 --json "$TMP/rep.json"
 expect 0 "\"disturbed_runs\"" -- cat "$TMP/rep.json"
+
+# pet mutate output that cannot be misread; progress on stderr; --profile steps add up.
+expect 0 "nothing verified: no rule was applied \(--rules none\) and the generator is off \(--depth 0\)" -- "$PET" mutate "$TMP/sub2.onnx" --out-dir "$TMP/on" --cost roofline --rules none --depth 0
+expect 0 "estimated slower than the original are not listed; --all lists them" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/os" --cost roofline
+expect 0 "mutant_000 .*slower\)  matmul-to-conv1x1 +equivalent" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/os" --cost roofline --all
+expect 0 "\"slower_than_original\": true" -- cat "$TMP/os/index.json"
+expect 0 "refused: conv-dilated-to-dense at 'n0': not dilated$" -- "$PET" mutate "$TMP/sub1.onnx" --out-dir "$TMP/oe" --cost roofline --explain
+expect 0 "pet mutate: [0-9]+ candidates to verify" -- "$PET" mutate "$TMP/sub2.onnx" --out-dir "$TMP/op" --cost roofline
+expect 0 "steps in all \(median of each step over" -- "$PET" run "$model" --profile --repeat 3
 
 # Newer opsets (18-21): attributes that became inputs, num_outputs, Gelu.
 expect 0 "on reference: median" -- "$PET" run "$M/opset18.onnx" --backend reference

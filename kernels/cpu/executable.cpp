@@ -89,7 +89,7 @@ std::vector<Value<float>> CpuExecutable::run(std::span<const Value<float>> input
     direct[k] = Tensor<float>(sl.type.shape);
     bind(sl.request, direct[k]->data());
   }
-  if (opt_.profile) step_ms_.resize(steps_.size(), 0.0), ++runs_;
+  if (opt_.profile) step_ms_.resize(steps_.size()), ++runs_;
   for (size_t i = 0; i < steps_.size(); ++i) {
     auto& st = steps_[i];
     auto t0 = opt_.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -97,7 +97,7 @@ std::vector<Value<float>> CpuExecutable::run(std::span<const Value<float>> input
     else st.fn();
     if (opt_.profile) {
       strm_.wait();
-      step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      step_ms_[i].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   }
   strm_.wait();
@@ -125,13 +125,29 @@ std::vector<Value<float>> CpuExecutable::run(std::span<const Value<float>> input
 
 std::string CpuExecutable::describe() const {
   std::string s;
+  // --profile: each step's median over the runs after the first (which pays for first
+  // touches of buffers and caches), so that the steps add up to a run's time.
+  double total = 0;
+  auto median_of = [&](size_t i) {
+    std::vector<double> v(step_ms_[i].begin() + (step_ms_[i].size() > 1 ? 1 : 0), step_ms_[i].end());
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (runs_) {
+      const double m = median_of(i);
+      total += m;
       char t[32];
-      std::snprintf(t, sizeof t, "%9.3f ms  ", step_ms_[i] / runs_);
+      std::snprintf(t, sizeof t, "%9.3f ms  ", m);
       s += t;
     }
     s += steps_[i].text + "\n";
+  }
+  if (runs_) {
+    char t[160];
+    std::snprintf(t, sizeof t, "%9.3f ms  steps in all (median of each step over %d run%s%s; timing each step adds a wait per step)\n", total,
+                  std::max(1, runs_ - 1), runs_ - 1 == 1 ? "" : "s", runs_ > 1 ? " after the first" : ", the first: cold");
+    s += t;
   }
   s += cat("memory: ", buffers_.size(), " buffers, ", planned_bytes_ / 1024, " KiB (", requested_bytes_ / 1024, " KiB without reuse)\n");
   return s;

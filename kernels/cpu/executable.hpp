@@ -357,7 +357,7 @@ class CpuExecutable final : public Executable {
   std::set<NodeId> absorbed_, lowered_;
   std::vector<int> output_slots_;
   size_t planned_bytes_ = 0, requested_bytes_ = 0;
-  std::vector<double> step_ms_;
+  std::vector<std::vector<double>> step_ms_;  ///< --profile: each step's time in each run
   int runs_ = 0;
   std::vector<float*> override_;
   std::vector<std::vector<memory>> request_memories_;

@@ -103,8 +103,14 @@ MutateResult run(const Graph& sub, const Options& opt) {
     candidates = std::move(sorted);
   }
   std::set<std::string> seen;
+  if (opt.progress)
+    opt.progress(cat(candidates.size(), " candidates to verify (of ", res.rule_matches, " rule matches and ", res.generated, " generated programs), ",
+                     int(since(t0)), " s"));
   for (size_t ci = 0; ci < candidates.size(); ++ci) {
     auto& [m, origin] = candidates[ci];
+    if (opt.progress)
+      opt.progress(cat("verifying candidate ", ci + 1, " of ", candidates.size(), ", ", res.mutants.size(), " mutants so far, ", int(since(t0)), " s",
+                       opt.seconds > 0 ? cat(" of ", opt.seconds) : std::string()));
     if (opt.seconds > 0 && since(t0) > opt.seconds) {
       res.unexamined = int64_t(candidates.size() - ci);
       res.stop_reason = cat("time budget (", opt.seconds, " s) spent with ", res.unexamined, " of ", candidates.size(), " candidates unexamined");
@@ -145,6 +151,16 @@ MutateResult run(const Graph& sub, const Options& opt) {
     res.mutants.push_back(std::move(mu));
   }
   std::stable_sort(res.mutants.begin(), res.mutants.end(), [](const Mutant& a, const Mutant& b) { return a.est_ms < b.est_ms; });
+  if (res.verified == 0) {
+    std::string rules = none ? "no rule was applied (--rules none)"
+                        : res.rule_matches == 0 ? cat("no rule matched (", res.rule_refusals.size(), " refusals; --explain lists them)")
+                                                : cat(res.rule_matches, " rule matches");
+    std::string gen = opt.depth == 0 ? "the generator is off (--depth 0)"
+                      : res.generated == 0 ? cat("the generator found no program (", res.stop_reason, ")")
+                                           : cat("none of its ", res.generated, " generated programs agreed with the original at ",
+                                                 int(100 * opt.min_agreement), " % of the sampled outputs");
+    res.nothing_verified = res.unexamined > 0 ? res.stop_reason : cat(rules, " and ", gen);
+  }
   res.seconds = since(t0);
   return res;
 }

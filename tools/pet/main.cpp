@@ -1,11 +1,13 @@
 // The `pet` command line: pet <command> [args]. Errors print one sentence and exit non-zero:
 // 2 invalid input, 3 unsupported, 4 internal error, 1 a failed check.
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "cli.hpp"
+#include "pet/core/parallel.hpp"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -15,6 +17,8 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = args[0];
   args.erase(args.begin());
+  // Threads default to the physical cores (OMP_NUM_THREADS, when set, decides instead).
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); !omp || !*omp) pet::set_num_threads(pet::physical_cores());
   try {
     if (cmd == "info") return pet::cli::cmd_info(args);
     if (cmd == "run") return pet::cli::cmd_run(args);

@@ -1,5 +1,8 @@
 // pet mutate SUB.onnx: every corrected mutant of a multilinear subprogram, as ONNX files.
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +15,14 @@
 #include "pet/mutate/mutate.hpp"
 
 namespace pet::cli {
+
+namespace {
+std::string format_percent(double p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, p < 0.01 && p > 0 ? "%.2g %%" : "%.2f %%", p);
+  return buf;
+}
+}  // namespace
 
 int cmd_mutate(const std::vector<std::string>& argv) {
   Args a(command_spec("mutate"), argv);
@@ -58,12 +69,23 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   }
   onnx::Model m = load_model(a, path, import_options(a));
   require_multilinear_model(m.graph, path, "mutate");
+  // Progress on stderr (a line at most every half second; one rewritten line on a terminal).
+  const bool tty = ::isatty(2), quiet = a.flag("quiet");
+  auto last = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  bool printed = false;
+  opt.progress = [&](const std::string& line) {
+    if (quiet || std::chrono::steady_clock::now() - last < std::chrono::milliseconds(500)) return;
+    last = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "%spet mutate: %s%s", tty ? "\r\033[K" : "", line.c_str(), tty ? "" : "\n");
+    printed = true;
+  };
   mutate::MutateResult r;
   try {
     r = mutate::run(m.graph, opt);
   } catch (const InvalidInput& e) {
     throw InvalidInput(cat(path, ": ", e.what()));
   }
+  if (printed && tty) std::fputs("\r\033[K", stderr);
   // A reused folder: the previous run's mutants go, so the folder holds this index's files only.
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const std::string f = e.path().filename().string();
@@ -77,6 +99,7 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   j["counts"] = {{"rule_attempts", r.rule_attempts}, {"rule_matches", r.rule_matches}, {"generated", r.generated},
                  {"verified", r.verified}, {"not_equivalent", r.rejected}, {"duplicates", r.duplicates}};
   j["cost_model"] = cost_desc;
+  if (!r.nothing_verified.empty()) j["nothing_verified"] = r.nothing_verified;
   if (prof) {
     j["profiler"] = {{"measured", prof->measured()}, {"cache_hits", prof->hits()}};
     prof->save();
@@ -98,7 +121,8 @@ int cmd_mutate(const std::vector<std::string>& argv) {
                      {"est_ms", mu.est_ms},
                      {"correction_ms", std::max(0.0, mu.est_ms - mu.uncorrected_ms)},
                      {"est_speedup", mu.est_ms > 0 ? r.original_est_ms / mu.est_ms : 0.0},
-                     {"ops", mu.summary}};
+                     {"ops", mu.summary},
+                     {"slower_than_original", mu.est_ms > r.original_est_ms}};
     if (mu.origin == "generated") e["generated"] = true;
     else e["rule"] = mu.origin;
     j["mutants"].push_back(e);
@@ -114,12 +138,24 @@ int cmd_mutate(const std::vector<std::string>& argv) {
                 "equivalent)\ngenerator: %s\n",
                 path.c_str(), r.mutants.size(), r.seconds, r.original_est_ms, (long long)r.rule_matches, (long long)r.generated,
                 (long long)r.verified, (long long)r.rejected, r.stop_reason.c_str());
+    int slower = 0;
     for (size_t i = 0; i < r.mutants.size(); ++i) {
       const auto& mu = r.mutants[i];
-      std::printf("  mutant_%03zu  est %8.3f ms (%.2fx)  %-22s %-30s corrected %.2f %%  %s\n", i, mu.est_ms,
-                  mu.est_ms > 0 ? r.original_est_ms / mu.est_ms : 0.0, std::string(verify::verdict_name(mu.verdict)).c_str(),
-                  mu.origin.c_str(), 100 * mu.corrections.fraction(), mu.summary.c_str());
+      const bool is_slower = mu.est_ms > r.original_est_ms;
+      if (is_slower && !a.flag("all")) {
+        ++slower;
+        continue;
+      }
+      const std::string verdict =
+          mu.verdict == verify::Verdict::Equivalent
+              ? std::string("equivalent")
+              : cat("partially equivalent, corrected (", mu.corrections.corrected_elements, " elements, ",
+                    format_percent(100 * mu.corrections.fraction()), ")");
+      std::printf("  mutant_%03zu  est %8.3f ms (%.2fx%s)  %-26s %s: %s\n", i, mu.est_ms, mu.est_ms > 0 ? r.original_est_ms / mu.est_ms : 0.0,
+                  is_slower ? ", slower" : "", mu.origin.c_str(), verdict.c_str(), mu.summary.c_str());
     }
+    if (slower) std::printf("  (%d mutants estimated slower than the original are not listed; --all lists them)\n", slower);
+    if (!r.nothing_verified.empty()) std::printf("nothing verified: %s\n", r.nothing_verified.c_str());
     if (a.flag("explain"))
       for (const auto& why : r.rule_refusals) std::printf("  refused: %s\n", why.c_str());
   }

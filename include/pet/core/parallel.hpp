@@ -1,8 +1,16 @@
 #pragma once
 /// Data-parallel loops on OpenMP (all cores by default). Exceptions thrown by the body are
 /// captured and the first one is rethrown on the calling thread.
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
 #include <exception>
 #include <mutex>
 
@@ -18,6 +26,31 @@ inline int num_threads() {
 #else
   return 1;
 #endif
+}
+
+/// Physical cores this process may run on: distinct (package, core) pairs of the CPUs in
+/// its affinity mask (Linux sysfs); SMT siblings share a core's units, and a 2-thread
+/// primitive on siblings is slower than on cores. Falls back to the CPUs it may use.
+inline int physical_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return std::max(1, int(std::thread::hardware_concurrency()));
+  std::set<std::pair<int, int>> cores;
+  int cpus = 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    ++cpus;
+    auto read = [&](const char* what) {
+      std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/" + what);
+      int v = -1;
+      f >> v;
+      return f ? v : -1;
+    };
+    int pkg = read("physical_package_id"), core = read("core_id");
+    if (pkg < 0 || core < 0) return std::max(1, cpus);  // no topology: every CPU counts
+    cores.insert({pkg, core});
+  }
+  return std::max(1, int(cores.size()));
 }
 
 inline void set_num_threads(int n) {

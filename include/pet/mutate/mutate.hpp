@@ -31,6 +31,9 @@ struct Options {
   /// order of their roofline estimate (estimate_ms, with Winograd-eligible convs' multiplies
   /// at half; cheapest first), so that a run cut short has looked at the most promising ones.
   double seconds = 0;
+  /// Called as the run goes (after generating, then before each candidate is verified)
+  /// with a line of progress: `pet mutate` prints it on stderr.
+  std::function<void(const std::string&)> progress;
 };
 
 struct Mutant {
@@ -55,6 +58,8 @@ struct MutateResult {
   /// (the profiler, which compiles and times op configurations it has not seen).
   double generate_seconds = 0, verify_seconds = 0, cost_seconds = 0;
   std::vector<std::string> rule_refusals;  ///< "rule at node: reason" (for --explain)
+  /// When nothing was verified: why (no rule applied, generator off or without candidates).
+  std::string nothing_verified;
 };
 
 MutateResult run(const Graph& subprogram, const Options& opt = {});

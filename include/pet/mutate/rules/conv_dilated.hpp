@@ -22,7 +22,8 @@ struct ConvDilatedToDense final : Rule<ops::Conv> {
     const Shape& x = m.type(0).shape;
     if (!detail::is_conv2d(m.type(0))) return no_match("not a 2-D conv");
     const int64_t d = c.dilations[0];
-    if (d < 2 || c.dilations[1] != d) return no_match("not dilated equally along H and W");
+    if (c.dilations[0] < 2 && c.dilations[1] < 2) return no_match("not dilated");
+    if (c.dilations[1] != d) return no_match(cat("dilated unequally along H and W (dilations ", c.dilations, ")"));
     if (c.strides[0] != 1 || c.strides[1] != 1) return no_match("strided");
     for (int64_t p : c.pads)
       if (p % d) return no_match(cat("pads ", c.pads, " are not divisible by the dilation ", d));
