@@ -51,6 +51,9 @@ expect 3 "the largest, 'y', is float32\[60000,60000,10\], 144.0 GB" -- "$PET" ru
 expect 3 "more than the memory limit of 1.0 KB \(--memory-limit\)" -- "$PET" run "$model" --memory-limit 1K
 expect 2 "option '--memory-limit' needs a size like 512M or 8G, got 'abc'" -- "$PET" info "$model" --memory-limit abc
 expect 2 "--tests 1000000000: choose 1 to 64" -- "$PET" verify "$M/matmul.onnx" "$M/matmul.onnx" --tests 1000000000
+if "$PET" verify --help | grep -q -- "--z3 "; then
+  expect 3 "--z3 would make 475136 input and weight elements Z3 constants \(about 570 MB\), more than the memory limit of 100 MB" -- "$PET" verify "$M/conv64.onnx" "$M/conv64.onnx" --z3 --memory-limit 100M
+fi
 # A Concat of 4,000 inputs: oneDNN cannot; the cpu backend falls back to the reference kernel.
 expect 0 "on cpu: median" -- "$PET" run "$M/concat4000.onnx"
 expect 0 "reference kernel \(4000 inputs" -- "$PET" run "$M/concat4000.onnx" --plan

@@ -120,7 +120,9 @@ TEST_CASE("dilated -> dense rules") {
     CHECK(check_rule("conv-dilated-to-dense", g) == "equivalent");
     CHECK(check_rule("conv-dilated-to-dense-blocks", g) == "partially_equivalent");
   }
-  CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 6, 6}, {2, 2, 3, 3}, ops::Conv{}, false)) == "not dilated equally along H and W");
+  CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 6, 6}, {2, 2, 3, 3}, ops::Conv{}, false)) == "not dilated");
+  CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 9, 9}, {2, 2, 3, 3}, ops::Conv{.dilations = {2, 3}}, false)) ==
+        "dilated unequally along H and W (dilations [2,3])");
   CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 6, 6}, {2, 2, 3, 3}, ops::Conv{.pads = {1, 1, 1, 1}, .dilations = {2, 2}}, false)) ==
         "pads [1,1,1,1] are not divisible by the dilation 2");
 }

@@ -113,6 +113,18 @@ Z3Result z3_cross_check(const Graph& a, const Graph& b, const verify::Report& re
   unsigned major, minor, build, rev;
   Z3_get_version(&major, &minor, &build, &rev);
   res.version = cat(major, ".", minor, ".", build);
+  if (opt.memory_limit_bytes > 0) {
+    // Every input and weight element of both programs becomes a named Z3 constant.
+    int64_t symbols = 0;
+    for (const Graph* g : {&a, &b})
+      for (TensorId t = 0; t < g->num_tensors(); ++t)
+        if (g->tensor(t).producer < 0 && is_float(g->type(t).dtype)) symbols += numel(g->type(t).shape);
+    const int64_t need = symbols * Z3Options::kBytesPerSymbol;
+    if (need > opt.memory_limit_bytes)
+      throw Unsupported(cat("--z3 would make ", symbols, " input and weight elements Z3 constants (about ", need / 1000000, " MB), more than the memory limit of ",
+                            opt.memory_limit_bytes / 1000000, " MB (--memory-limit); cross-check a smaller program (a batch of 1, fewer channels)"));
+    z3::set_param("memory_max_size", int(std::min<int64_t>(opt.memory_limit_bytes / 1000000, INT32_MAX)));
+  }
   verify::LeafNames names = verify::shared_leaves(a, b);
   for (size_t o = 0; o < report.outputs.size(); ++o) {
     const auto& out = report.outputs[o];

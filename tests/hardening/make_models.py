@@ -99,3 +99,7 @@ g_outs = [vi(o, None) for o in outs + ["log", "rec", "mx", "mn", "sm", "pr"] + r
 save("coverage17", nodes, [vi("x", [2, 3, 4])], g_outs,
      [const("one", np.array(1.0, dtype=np.float32)), const("slope", np.array([[0.1], [0.2], [0.3]], dtype=np.float32))], opset=17)
 save("mish18", [helper.make_node("Mish", ["x"], ["y"], name="mish")], [vi("x", [2, 3])], [vi("y", None)], opset=18)
+
+# A conv whose Z3 cross-check names 475,136 input and weight elements (about 570 MB).
+save("conv64", [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], name="conv")], [vi("x", [1, 64, 56, 56])],
+     [vi("y", [1, 64, 56, 56])], [const("w", np.zeros((64, 64, 3, 3), dtype=np.float32))])

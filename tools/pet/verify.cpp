@@ -61,7 +61,8 @@ int cmd_verify(const std::vector<std::string>& argv) {
 #ifdef PET_WITH_Z3
     lab::Z3Options zo;
     zo.all_positions = a.flag("z3-all");
-    if (a.get("z3-timeout")) zo.timeout_s = a.get_double("z3-timeout", 0);
+    if (a.get("z3-timeout")) zo.timeout_s = seconds_option(a, "z3-timeout", 10, false);
+    zo.memory_limit_bytes = memory_limit(a);
     lab::Z3Result z = lab::z3_cross_check(ma.graph, mb.graph, r, zo);
     j["z3"] = {{"agree", z.disagree == 0 && z.undecided == 0}, {"proved", z.proved}, {"refuted", z.refuted}, {"unknown", z.unknown},
                {"boxes_agreeing", z.agree}, {"boxes_disagreeing", z.disagree}, {"boxes_undecided", z.undecided},
