@@ -54,6 +54,8 @@ expect 2 "--tests 1000000000: choose 1 to 64" -- "$PET" verify "$M/matmul.onnx" 
 if "$PET" verify --help | grep -q -- "--z3 "; then
   expect 3 "--z3 would make 475136 input and weight elements Z3 constants \(about 570 MB\), more than the memory limit of 100 MB" -- "$PET" verify "$M/conv64.onnx" "$M/conv64.onnx" --z3 --memory-limit 100M
 fi
+# verify --exhaustive on a large output says how far it is (stderr).
+expect 0 "pet verify: exhaustive, [0-9]+ of [0-9]+ positions" -- "$PET" verify "$M/conv64.onnx" "$M/conv64.onnx" --exhaustive
 # A Concat of 4,000 inputs: oneDNN cannot; the cpu backend falls back to the reference kernel.
 expect 0 "on cpu: median" -- "$PET" run "$M/concat4000.onnx"
 expect 0 "reference kernel \(4000 inputs" -- "$PET" run "$M/concat4000.onnx" --plan

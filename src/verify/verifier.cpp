@@ -1,6 +1,7 @@
 // The verifier: box intersections x Theorem 1 positions x Theorem 2 random draws.
 #include "pet/verify/verifier.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <sstream>
@@ -123,6 +124,9 @@ Report run(const Graph& a, const Graph& b, const Options& opt) {
   std::vector<std::vector<std::vector<uint8_t>>> equal(size_t(opt.tests));
   std::vector<std::vector<std::vector<int64_t>>> differ(size_t(opt.tests));
   std::vector<int64_t> evals(size_t(opt.tests), 0);
+  std::atomic<int64_t> positions_done{0};
+  int64_t positions_total = 0;
+  for (TensorId y : a.outputs()) positions_total += opt.exhaustive ? numel(a.type(y).shape) * opt.tests : 0;
   parallel_for(opt.tests, [&](int64_t k) {
     std::optional<FpRt::Scope> scope;
     if constexpr (std::is_same_v<F, FpRt>) scope.emplace(opt.prime);
@@ -147,6 +151,10 @@ Report run(const Graph& a, const Graph& b, const Options& opt) {
           do {
             if (!(ea.at(ya, p) == eb.at(yb, p))) differ[size_t(k)].back().push_back(flat);
             ++flat;
+            if ((flat & 0xffff) == 0) {
+              int64_t done = positions_done.fetch_add(0x10000) + 0x10000;
+              if (k == 0 && opt.progress) opt.progress(done, positions_total);
+            }
           } while (next_index(p, out.shape));
         }
       }

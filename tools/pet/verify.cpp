@@ -1,4 +1,7 @@
 // pet verify A.onnx B.onnx: which output regions of B agree with A for every input and weight.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -28,12 +31,24 @@ int cmd_verify(const std::vector<std::string>& argv) {
   opt.prime = uint64_t(prime);
   opt.seed = uint64_t(a.get_int("seed", 1));
   opt.exhaustive = a.flag("exhaustive");
+  const bool tty = ::isatty(2), quiet = a.flag("quiet");
+  auto t0 = std::chrono::steady_clock::now();
+  auto last = t0 - std::chrono::seconds(1);
+  opt.progress = [&](int64_t done, int64_t total) {
+    auto now = std::chrono::steady_clock::now();
+    if (quiet || now - last < std::chrono::milliseconds(500)) return;
+    last = now;
+    const double s = std::chrono::duration<double>(now - t0).count();
+    std::fprintf(stderr, "%spet verify: exhaustive, %lld of %lld positions, %.0f s, about %.0f s left%s", tty ? "\r\033[K" : "",
+                 (long long)done, (long long)total, s, done > 0 ? s * double(total - done) / double(done) : 0.0, tty ? "" : "\n");
+  };
   verify::Report r;
   try {
     r = verify::verify(ma.graph, mb.graph, opt);
   } catch (const InvalidInput& e) {
     throw InvalidInput(cat(a.positional[0], " vs ", a.positional[1], ": ", e.what()));
   }
+  if (tty && !quiet && opt.exhaustive) std::fputs("\r\033[K", stderr);
 
   nlohmann::json j;
   j["original"] = a.positional[0];

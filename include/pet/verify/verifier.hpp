@@ -10,6 +10,7 @@
 ///     <= (n/p)^t for a program of degree n. One draw is shared by all boxes and positions.
 /// Inputs are matched by position; float constants (weights) are variables matched by name
 /// (the same name in both programs is the same variable); integer constants are shape data.
+#include <functional>
 #include <string>
 
 #include "pet/verify/boxes.hpp"
@@ -24,6 +25,9 @@ struct Options {
   uint64_t prime = 2147483647;      ///< p; 2^31-1 uses a fast Mersenne reduction
   uint64_t seed = 1;                ///< draws are reproducible from it
   bool exhaustive = false;          ///< also test every output position (lab, small shapes)
+  /// With exhaustive: called now and then (from one worker thread) with the positions
+  /// evaluated so far and the total (all tests), for a progress line.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct Cell {
