@@ -226,6 +226,27 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
   }
   CHECK(out_shape(ops::ReduceProd{{.axes = {0, 2}, .keepdims = false}}, {f32({2, 3, 4})}) == Shape{3});
   CHECK(out_shape(ops::ReduceL2{{.axes = {1}}}, {f32({2, 3, 4})}) == Shape{2, 1, 4});
+  for (Op op : {Op(ops::ArgMax{{.axis = 1}}), Op(ops::ArgMin{{.axis = -1, .keepdims = false}}), Op(ops::ArgMax{{.axis = 0, .select_last_index = true}})}) {
+    CAPTURE(op_name(op));
+    auto [r, out] = resolve(op, {f32({2, 3, 4})});
+    CHECK(out[0].dtype == DType::Int64);
+    check_fast_vs_formula(op, {f32({2, 3, 4})}, seed++);
+  }
+  CHECK(out_shape(ops::ArgMax{{.axis = 1}}, {f32({2, 3, 4})}) == Shape{2, 1, 4});
+  CHECK(out_shape(ops::ArgMin{{.axis = -1, .keepdims = false}}, {f32({2, 3, 4})}) == Shape{2, 3});
+  {
+    auto [r, out] = resolve(ops::ArgMax{{.axis = 0, .keepdims = false}}, {f32({4})});
+    std::vector<Value<float>> ties{Tensor<float>({4}, {1.f, 3.f, 3.f, 2.f})};
+    CHECK(std::get<Tensor<int64_t>>(evaluate_op<float>(r, ties, out)[0])[0] == 1);
+    auto [rl, outl] = resolve(ops::ArgMax{{.axis = 0, .keepdims = false, .select_last_index = true}}, {f32({4})});
+    CHECK(std::get<Tensor<int64_t>>(evaluate_op<float>(rl, ties, outl)[0])[0] == 2);
+  }
+  check_fast_vs_formula(ops::Tile{.repeats = {2, 1, 3}}, {f32({2, 3, 4})}, seed++);
+  CHECK(out_shape(ops::Tile{.repeats = {2, 1, 3}}, {f32({2, 3, 4})}) == Shape{4, 3, 12});
+  CHECK_THROWS_WITH_AS(infer(ops::Tile{.repeats = {2}}, {f32({2, 3})}), doctest::Contains("one value per input dim"), InvalidInput);
+  check_fast_vs_formula(ops::InstanceNormalization{}, {f32({2, 3, 4, 5}), f32({3}), f32({3})}, seed++);
+  CHECK_THROWS_WITH_AS(infer(ops::InstanceNormalization{}, {f32({2, 3, 4}), f32({4}), f32({3})}),
+                       doctest::Contains("scale must have shape [3] (the channels)"), InvalidInput);
   auto [lse, lo] = resolve(ops::ReduceLogSumExp{{.axes = {0}}}, {f32({2})});
   std::vector<Value<float>> big{Tensor<float>({2}, {1000.f, 1000.f})};
   CHECK(std::get<Tensor<float>>(evaluate_op<float>(lse, big, lo)[0])[0] == doctest::Approx(1000.0 + std::log(2.0)));  // no overflow
@@ -343,7 +364,7 @@ TEST_CASE("reductions: axes, keepdims, empty axes") {
   for (Op op : {Op(ops::ReduceSum{}), Op(ops::ReduceMean{}), Op(ops::ReduceMax{})}) {
     auto with = [&](std::vector<int64_t> axes, bool keep) {
       return std::visit([&](auto o) -> Op {
-        if constexpr (requires { o.keepdims; }) {
+        if constexpr (requires { o.axes; o.keepdims; }) {
           o.axes = axes;
           o.keepdims = keep;
         }

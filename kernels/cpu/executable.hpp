@@ -175,7 +175,8 @@ class CpuExecutable final : public Executable {
   /// below; an op in neither place does not compile.
   template <class O>
     requires is_one_of<O, ops::Erf, ops::Where, ops::Cast, ops::BatchNormalization, ops::Gather, ops::ShapeOf, ops::Constant,
-                      ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp>
+                      ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp,
+                      ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization>
   bool lower_op(NodeId, const O&, const std::string&) {
     return false;
   }

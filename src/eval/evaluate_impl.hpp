@@ -121,6 +121,8 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
   } else if constexpr (std::is_same_v<OpT, ops::LayerNormalization> && real) {
     auto outs = kernels::layer_norm(op, data(in, 0), data(in, 1), in.size() == 3 ? &data(in, 2) : nullptr, out_types);
     return V(outs.begin(), outs.end());
+  } else if constexpr (std::is_same_v<OpT, ops::InstanceNormalization> && real) {
+    return V{kernels::instance_norm(op, data(in, 0), data(in, 1), data(in, 2))};
   } else if constexpr (std::is_same_v<OpT, ops::BatchNormalization> && real) {
     if (op.training_mode) return std::nullopt;
     std::vector<Tensor<T>> ts;

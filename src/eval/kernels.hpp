@@ -305,6 +305,25 @@ std::vector<Tensor<T>> layer_norm(const ops::LayerNormalization& op, const Tenso
   return out;
 }
 
+/// InstanceNormalization: per (n, c), the spatial mean and variance (two passes).
+template <class T>
+Tensor<T> instance_norm(const ops::InstanceNormalization& op, const Tensor<T>& x, const Tensor<T>& scale, const Tensor<T>& bias) {
+  const int64_t N = x.shape()[0], C = x.shape()[1], P = C && N ? x.size() / (N * C) : 0;
+  Tensor<T> out(x.shape());
+  parallel_for(N * C, [&](int64_t nc) {
+    const int64_t c = nc % C;
+    const T* src = x.data() + nc * P;
+    T* dst = out.data() + nc * P;
+    double sum = 0, sq = 0;
+    for (int64_t p = 0; p < P; ++p) sum += double(src[p]);
+    const double mean = sum / double(P);
+    for (int64_t p = 0; p < P; ++p) sq += (double(src[p]) - mean) * (double(src[p]) - mean);
+    const double inv = 1.0 / std::sqrt(sq / double(P) + double(op.epsilon));
+    for (int64_t p = 0; p < P; ++p) dst[p] = T(double(scale[c]) * (double(src[p]) - mean) * inv + double(bias[c]));
+  }, x.size() > 16384);
+  return out;
+}
+
 /// Inference BatchNormalization as a per-channel affine map.
 template <class T>
 Tensor<T> batch_norm(const ops::BatchNormalization& op, std::span<const Tensor<T>> in) {

@@ -331,6 +331,24 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["ReduceMean"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceMean>(c, c.opset >= 18); };
   t["ReduceMax"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceMax>(c, c.opset >= 18); };
   t["ReduceSum"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceSum>(c, c.opset >= 13); };
+  auto arg = [](auto op) {
+    return [op](const NodeCtx& c) {
+      auto o = op;
+      o.axis = c.i("axis", 0);
+      o.keepdims = c.i("keepdims", 1) != 0;
+      o.select_last_index = c.i("select_last_index", 0) != 0;
+      return Mapped{o, {0}};
+    };
+  };
+  t["ArgMax"] = arg(ops::ArgMax{});
+  t["ArgMin"] = arg(ops::ArgMin{});
+  t["Tile"] = [](const NodeCtx& c) {
+    if (c.opset < 6) throw Unsupported("Tile before opset 6 (tiles and axis inputs)");
+    return Mapped{ops::Tile{.repeats = c.const_ints(1, "repeats")}, {0}};
+  };
+  t["InstanceNormalization"] = [](const NodeCtx& c) {
+    return Mapped{ops::InstanceNormalization{.epsilon = c.f("epsilon", 1e-5f)}, {0, 1, 2}};
+  };
   t["ReduceMin"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceMin>(c, c.opset >= 18); };
   t["ReduceProd"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceProd>(c, c.opset >= 18); };
   t["ReduceL1"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceL1>(c, c.opset >= 18); };
@@ -615,6 +633,17 @@ struct Exporter {
     reduce("ReduceMax", o, false);
   }
   void operator()(const ops::ReduceSum& o) { reduce("ReduceSum", o, true); }
+  template <class A>
+  void arg(const char* type, const A& o) {
+    auto* p = simple(type);
+    set(p, "axis", o.axis);
+    set(p, "keepdims", int64_t(o.keepdims));
+    if (o.select_last_index) set(p, "select_last_index", int64_t(1));
+  }
+  void operator()(const ops::ArgMax& o) { arg("ArgMax", o); }
+  void operator()(const ops::ArgMin& o) { arg("ArgMin", o); }
+  void operator()(const ops::Tile& o) { with_inputs("Tile", {ints("repeats", o.repeats)}); }
+  void operator()(const ops::InstanceNormalization& o) { set(simple("InstanceNormalization"), "epsilon", o.epsilon); }
   /// Reductions whose axes are an attribute at opset 17 (an empty list is the identity).
   template <class R>
   void reduce17(const char* type, const R& o) {

@@ -103,3 +103,12 @@ save("mish18", [helper.make_node("Mish", ["x"], ["y"], name="mish")], [vi("x", [
 # A conv whose Z3 cross-check names 475,136 input and weight elements (about 570 MB).
 save("conv64", [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], name="conv")], [vi("x", [1, 64, 56, 56])],
      [vi("y", [1, 64, 56, 56])], [const("w", np.zeros((64, 64, 3, 3), dtype=np.float32))])
+save("coverage17b", [
+    helper.make_node("ArgMax", ["x"], ["amax"], axis=1, name="argmax"),
+    helper.make_node("ArgMin", ["x"], ["amin"], axis=2, keepdims=0, name="argmin"),
+    helper.make_node("Tile", ["x", "reps"], ["tiled"], name="tile"),
+    helper.make_node("Unsqueeze", ["x", "ax3"], ["x4"], name="to4d"),
+    helper.make_node("InstanceNormalization", ["x4", "scale", "bias"], ["inorm"], epsilon=1e-4, name="inorm"),
+], [vi("x", [2, 3, 4])], [vi("amax", None, TensorProto.INT64), vi("amin", None, TensorProto.INT64), vi("tiled", None), vi("inorm", None)],
+   [const("reps", np.array([1, 2, 1], dtype=np.int64)), const("ax3", np.array([3], dtype=np.int64)),
+    const("scale", np.array([0.5, 1.0, 2.0], dtype=np.float32)), const("bias", np.array([0.1, 0.0, -0.2], dtype=np.float32))], opset=17)

@@ -270,6 +270,35 @@ struct RT {
   bool operator==(const RT&) const = default;
 };
 
+/// out[v] = x[v mod x.shape] (x repeated `repeats[d]` times along each dim d). Not
+/// multilinear here: the verifier does not look through it.
+struct Tile {
+  static constexpr std::string_view name = "Tile";
+  PET_ATTRS(repeats);
+  static constexpr bool multilinear = false, layout = true;
+  std::vector<int64_t> repeats;
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 1, 1);
+    const Shape& x = in[0].shape;
+    if (repeats.size() != x.size()) throw InvalidInput(cat("repeats ", repeats, " must have one value per input dim (", x.size(), ")"));
+    Shape out;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (repeats[i] < 0) throw InvalidInput(cat("repeats ", repeats, " must not be negative"));
+      if (repeats[i] > 0 && x[i] > std::numeric_limits<int64_t>::max() / repeats[i]) throw InvalidInput(cat("repeats ", repeats, " overflow"));
+      out.push_back(x[i] * repeats[i]);
+    }
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Shape& x = read.shape(0);
+    Index xi(o.rank);
+    for (int i = 0; i < o.rank; ++i) xi[i] = o[i] % x[size_t(i)];
+    return read(0, xi);
+  }
+  bool operator==(const Tile&) const = default;
+};
+
 /// out = x broadcast to bcast(x.shape, shape)
 struct Expand {
   static constexpr std::string_view name = "Expand";

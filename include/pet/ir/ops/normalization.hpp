@@ -135,6 +135,50 @@ struct LayerNormalization {
 /// Softmax over dims [axis, axis+1) (opset 13+) or, for opset < 13 (`flatten_tail`), over
 /// all dims [axis, rank) as one row.
 ///   out[v] = exp(x[v] - max_row) / sum_row exp(x - max_row)
+/// out[n, c, ...] = scale[c] (x - mean) / sqrt(var + epsilon) + B[c], mean and (biased)
+/// variance over the spatial dims of (n, c).
+struct InstanceNormalization {
+  static constexpr std::string_view name = "InstanceNormalization";
+  PET_ATTRS(epsilon);
+  static constexpr bool multilinear = false;
+  float epsilon = 1e-5f;
+  Types infer(InTypes in) const {
+    using namespace pet::detail;
+    expect_arity(in, 3, 3);
+    for (size_t i = 0; i < 3; ++i) expect_float(in, i, i == 0 ? "input" : i == 1 ? "scale" : "B");
+    const Shape& x = in[0].shape;
+    if (x.size() < 3) throw InvalidInput(cat("input must be N x C x D1 x ..., got ", x));
+    for (size_t i = 1; i < 3; ++i)
+      if (in[i].shape != Shape{x[1]})
+        throw InvalidInput(cat(i == 1 ? "scale" : "B", " must have shape [", x[1], "] (the channels), got ", in[i].shape));
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(name);
+    const Shape& xs = read.shape(0);
+    Shape sp(xs.begin() + 2, xs.end());
+    Index r(int(sp.size())), xi = o;
+    double sum = 0, sq = 0;
+    const double n = double(numel(sp));
+    for (int pass = 0; pass < 2; ++pass) {  // the mean, then the squared deviations from it
+      const double mean = sum / n;
+      do {
+        for (int i = 0; i < r.rank; ++i) xi[2 + i] = r[i];
+        double v = read.real(0, xi);
+        if (pass == 0) sum += v;
+        else sq += (v - mean) * (v - mean);
+      } while (next_index(r, sp));
+    }
+    const double mean = sum / n, var = sq / n;
+    Index c(1);
+    c[0] = o[1];
+    return E(read.real(1, c) * (read.real(0, o) - mean) / std::sqrt(var + double(epsilon)) + read.real(2, c));
+  }
+  int64_t flops(InTypes in, InTypes) const { return 6 * numel(in[0].shape); }
+  bool operator==(const InstanceNormalization&) const = default;
+};
+
 struct Softmax {
   static constexpr std::string_view name = "Softmax";
   PET_ATTRS(axis, flatten_tail);

@@ -168,6 +168,64 @@ PET_REDUCE_REAL(ReduceL2, E(0), acc += x * x, std::sqrt(acc))
 PET_REDUCE_REAL(ReduceSumSquare, E(0), acc += x * x, acc)
 #undef PET_REDUCE_REAL
 
+namespace detail {
+/// out = the index along `axis` of the first (or, with select_last_index, the last) element
+/// that D::better prefers over all others (int64; NaN never wins).
+template <class D>
+struct ArgReduce {
+  int64_t axis = 0;
+  bool keepdims = true;
+  bool select_last_index = false;
+  static constexpr bool multilinear = false;
+  Types infer(InTypes in) {
+    using namespace pet::detail;
+    expect_arity(in, 1, 1);
+    if (in[0].dtype == DType::Bool) throw InvalidInput("does not take bool input");
+    const Shape& x = in[0].shape;
+    if (x.empty()) throw InvalidInput("input must have rank >= 1");
+    axis = normalize_axis(axis, int64_t(x.size()), "axis");
+    Shape out;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (int64_t(i) != axis) out.push_back(x[i]);
+      else if (keepdims) out.push_back(1);
+    return {{DType::Int64, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(D::name);
+    const Shape& xs = read.shape(0);
+    Index xi(int(xs.size()));
+    for (int i = 0, oi = 0; i < xi.rank; ++i) {
+      if (i == int(axis)) {
+        if (keepdims) ++oi;
+        continue;
+      }
+      xi[i] = o[oi++];
+    }
+    int64_t best = 0;
+    double bv = 0;
+    for (int64_t k = 0; k < xs[size_t(axis)]; ++k) {
+      xi[int(axis)] = k;
+      double v = read.real(0, xi);
+      if (k == 0 || D::better(v, bv) || (select_last_index && v == bv) || (std::isnan(bv) && !std::isnan(v))) best = k, bv = v;
+    }
+    return E(best);
+  }
+  bool operator==(const ArgReduce&) const = default;
+};
+}  // namespace detail
+
+struct ArgMax : detail::ArgReduce<ArgMax> {
+  static constexpr std::string_view name = "ArgMax";
+  PET_ATTRS(axis, keepdims, select_last_index);
+  static bool better(double a, double b) { return a > b; }
+};
+struct ArgMin : detail::ArgReduce<ArgMin> {
+  static constexpr std::string_view name = "ArgMin";
+  PET_ATTRS(axis, keepdims, select_last_index);
+  static bool better(double a, double b) { return a < b; }
+};
+
 /// out = ln(sum of e^x), evaluated as m + ln(sum of e^(x - m)) with m the maximum
 struct ReduceLogSumExp : detail::Reduce<ReduceLogSumExp> {
   static constexpr std::string_view name = "ReduceLogSumExp";
