@@ -27,7 +27,7 @@ const std::set<std::string> kOps = {
     "AveragePool", "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
     "LayerNormalization", "Abs", "Log", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Softsign", "Softplus", "Mish",
     "HardSwish", "Elu", "Selu", "HardSigmoid", "Max", "Min", "Sum", "PRelu", "ReduceMin", "ReduceProd", "ReduceL1",
-    "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "Gelu", "ArgMax", "ArgMin", "Tile", "InstanceNormalization"};
+    "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "Gelu", "ArgMax", "ArgMin", "Tile", "InstanceNormalization", "ConvTranspose"};
 const std::set<int> kTypes = {onnx::TensorProto::FLOAT, onnx::TensorProto::INT64, onnx::TensorProto::INT32,
                               onnx::TensorProto::BOOL};
 

@@ -214,6 +214,9 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
   same_as_reference(one_op(ops::Reciprocal{}, {f32({4, 4})}), 32, "Reciprocal");
   same_as_reference(one_op(ops::PRelu{}, {f32({2, 3, 4}), f32({3, 1})}), 33, "PRelu");
   same_as_reference(one_op(ops::ArgMax{{.axis = 1}}, {f32({2, 3, 4})}), 34, "ArgMax");
+  same_as_reference(one_op(ops::ConvTranspose{.strides = {2, 2}, .pads = {1, 0, 0, 1}, .output_padding = {1, 0}},
+                           {f32({1, 4, 5, 5}), f32({4, 3, 3, 3}), f32({3})}, {false, true, true}),
+                    37, "ConvTranspose");
   same_as_reference(one_op(ops::Tile{.repeats = {1, 2, 2}}, {f32({2, 3, 4})}), 35, "Tile");
   same_as_reference(one_op(ops::InstanceNormalization{}, {f32({2, 3, 4, 5}), f32({3}), f32({3})}, {false, true, true}), 36, "InstanceNormalization");
   for (Op op : {Op(ops::Add{}), Op(ops::Sub{}), Op(ops::Mul{}), Op(ops::Div{}), Op(ops::Max{}), Op(ops::Min{})}) {

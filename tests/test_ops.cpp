@@ -247,6 +247,21 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
   check_fast_vs_formula(ops::InstanceNormalization{}, {f32({2, 3, 4, 5}), f32({3}), f32({3})}, seed++);
   CHECK_THROWS_WITH_AS(infer(ops::InstanceNormalization{}, {f32({2, 3, 4}), f32({4}), f32({3})}),
                        doctest::Contains("scale must have shape [3] (the channels)"), InvalidInput);
+  {  // ConvTranspose: x = [1, 2], W = [1, 1, 1]: stride 1 -> [1, 3, 3, 2]; stride 2 -> [1, 1, 3, 2, 2]
+    std::vector<Value<float>> in{Tensor<float>({1, 1, 2}, {1.f, 2.f}), Tensor<float>({1, 1, 3}, {1.f, 1.f, 1.f})};
+    auto [t1, o1] = resolve(ops::ConvTranspose{}, {f32({1, 1, 2}), f32({1, 1, 3})});
+    CHECK(std::get<Tensor<float>>(evaluate_op<float>(t1, in, o1)[0]).vec() == std::vector<float>{1, 3, 3, 2});
+    auto [t2, o2] = resolve(ops::ConvTranspose{.strides = {2}}, {f32({1, 1, 2}), f32({1, 1, 3})});
+    CHECK(std::get<Tensor<float>>(evaluate_op<float>(t2, in, o2)[0]).vec() == std::vector<float>{1, 1, 3, 2, 2});
+    auto [t3, o3] = resolve(ops::ConvTranspose{.strides = {2}, .pads = {1, 0}, .output_padding = {1}}, {f32({1, 1, 2}), f32({1, 1, 3})});
+    CHECK(std::get<Tensor<float>>(evaluate_op<float>(t3, in, o3)[0]).vec() == std::vector<float>{1, 3, 2, 2, 0});
+  }
+  CHECK(out_shape(ops::ConvTranspose{.strides = {2, 2}, .pads = {1, 1, 1, 1}, .output_padding = {1, 1}, .group = 2},
+                  {f32({1, 4, 5, 5}), f32({4, 3, 3, 3})}) == Shape{1, 6, 10, 10});
+  check_fast_vs_formula(ops::ConvTranspose{.strides = {2, 1}, .dilations = {1, 2}, .group = 2}, {f32({2, 4, 3, 4}), f32({4, 3, 2, 3}), f32({6})}, seed++);
+  CHECK_THROWS_WITH_AS(infer(ops::ConvTranspose{}, {f32({1, 3, 4, 4}), f32({4, 2, 3, 3})}), doctest::Contains("input has 3 channels but weight shape"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::ConvTranspose{.strides = {2}, .output_padding = {2}}, {f32({1, 1, 4}), f32({1, 1, 3})}),
+                       doctest::Contains("must be below the stride"), InvalidInput);
   auto [lse, lo] = resolve(ops::ReduceLogSumExp{{.axes = {0}}}, {f32({2})});
   std::vector<Value<float>> big{Tensor<float>({2}, {1000.f, 1000.f})};
   CHECK(std::get<Tensor<float>>(evaluate_op<float>(lse, big, lo)[0])[0] == doctest::Approx(1000.0 + std::log(2.0)));  // no overflow

@@ -193,6 +193,18 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     o.auto_pad = auto_pad_of(c);
     return Mapped{o, first_inputs(c, 3)};
   };
+  t["ConvTranspose"] = [](const NodeCtx& c) {
+    if (c.attr("output_shape")) throw Unsupported("ConvTranspose with output_shape (give pads and output_padding instead)");
+    if (c.s("auto_pad", "NOTSET") != "NOTSET") throw Unsupported(cat("ConvTranspose with auto_pad ", c.s("auto_pad", "NOTSET"), " (give pads instead)"));
+    ops::ConvTranspose o;
+    o.kernel_shape = c.ints("kernel_shape");
+    o.strides = c.ints("strides");
+    o.pads = c.ints("pads");
+    o.dilations = c.ints("dilations");
+    o.output_padding = c.ints("output_padding");
+    o.group = c.i("group", 1);
+    return Mapped{o, first_inputs(c, 3)};
+  };
   t["MatMul"] = [](const NodeCtx& c) { return Mapped{ops::MatMul{}, {0, 1}}; };
   t["Gemm"] = [](const NodeCtx& c) {
     ops::Gemm o;
@@ -511,6 +523,15 @@ struct Exporter {
     set(p, "group", o.group);
   }
   void operator()(const ops::MatMul&) { simple("MatMul"); }
+  void operator()(const ops::ConvTranspose& o) {
+    auto* p = simple("ConvTranspose");
+    set(p, "kernel_shape", o.kernel_shape);
+    set(p, "strides", o.strides);
+    set(p, "pads", o.pads);
+    set(p, "dilations", o.dilations);
+    set(p, "output_padding", o.output_padding);
+    set(p, "group", o.group);
+  }
   void operator()(const ops::Gemm& o) {
     auto* p = simple("Gemm");
     set(p, "alpha", o.alpha);

@@ -109,6 +109,9 @@ save("coverage17b", [
     helper.make_node("Tile", ["x", "reps"], ["tiled"], name="tile"),
     helper.make_node("Unsqueeze", ["x", "ax3"], ["x4"], name="to4d"),
     helper.make_node("InstanceNormalization", ["x4", "scale", "bias"], ["inorm"], epsilon=1e-4, name="inorm"),
-], [vi("x", [2, 3, 4])], [vi("amax", None, TensorProto.INT64), vi("amin", None, TensorProto.INT64), vi("tiled", None), vi("inorm", None)],
+    helper.make_node("ConvTranspose", ["x", "wt", "bt"], ["deconv"], strides=[2], pads=[1, 0], output_padding=[1], group=1, name="deconv"),
+], [vi("x", [2, 3, 4])], [vi("amax", None, TensorProto.INT64), vi("amin", None, TensorProto.INT64), vi("tiled", None), vi("inorm", None),
+                          vi("deconv", None)],
    [const("reps", np.array([1, 2, 1], dtype=np.int64)), const("ax3", np.array([3], dtype=np.int64)),
-    const("scale", np.array([0.5, 1.0, 2.0], dtype=np.float32)), const("bias", np.array([0.1, 0.0, -0.2], dtype=np.float32))], opset=17)
+    const("scale", np.array([0.5, 1.0, 2.0], dtype=np.float32)), const("bias", np.array([0.1, 0.0, -0.2], dtype=np.float32)),
+    const("wt", np.random.default_rng(3).uniform(-1, 1, (3, 2, 3)).astype(np.float32)), const("bt", np.array([0.3, -0.1], dtype=np.float32))], opset=17)

@@ -180,4 +180,85 @@ struct Conv {
   }
 };
 
+/// Transposed convolution (ONNX ConvTranspose), W of shape [C_in, C_out / group, k...]:
+///   y[n, oc, o] = B[oc] + sum over c of oc's group, kernel position j, input position i with
+///                 o = i * stride - pad_begin + j * dilation of x[n, c, i] * W[c, oc mod (C_out/group), j]
+/// and spatial size stride (in - 1) + output_padding + (k - 1) dilation + 1 - pads. Explicit
+/// pads only (output_shape and auto_pad are refused at import). Not multilinear here: the
+/// verifier does not look into it (its box rules are not written).
+struct ConvTranspose {
+  static constexpr std::string_view name = "ConvTranspose";
+  PET_ATTRS(kernel_shape, strides, pads, dilations, output_padding, group);
+  static constexpr bool multilinear = false;
+  std::vector<int64_t> kernel_shape, strides, pads, dilations, output_padding;
+  int64_t group = 1;
+
+  Types infer(InTypes in) {
+    using namespace detail;
+    expect_arity(in, 2, 3);
+    for (size_t i = 0; i < in.size(); ++i) expect_float(in, i, i == 0 ? "input X" : i == 1 ? "weight W" : "bias B");
+    const Shape &x = in[0].shape, &w = in[1].shape;
+    expect_rank(in, 0, 3, 5, "input X");
+    if (w.size() != x.size()) throw InvalidInput(cat("weight shape ", w, " has rank ", w.size(), " but input shape ", x, " has rank ", x.size()));
+    const size_t k = x.size() - 2;
+    if (group < 1) throw InvalidInput(cat("group ", group, " must be positive"));
+    if (x[1] != w[0]) throw InvalidInput(cat("input has ", x[1], " channels but weight shape ", w, " expects ", w[0]));
+    if (x[1] % group) throw InvalidInput(cat("input has ", x[1], " channels, not divisible by group ", group));
+    Shape ks(w.begin() + 2, w.end());
+    if (!kernel_shape.empty() && kernel_shape != ks) throw InvalidInput(cat("kernel_shape ", kernel_shape, " does not match weight shape ", w));
+    kernel_shape = ks;
+    check_window_attrs(k, strides, dilations, pads);
+    if (output_padding.empty()) output_padding.assign(k, 0);
+    if (output_padding.size() != k) throw InvalidInput(cat("output_padding ", output_padding, " must have ", k, " values"));
+    for (size_t i = 0; i < k; ++i)
+      if (output_padding[i] < 0 || output_padding[i] >= std::max(strides[i], dilations[i]))
+        throw InvalidInput(cat("output_padding ", output_padding, " must be below the stride or the dilation"));
+    const int64_t oc = w[1] * group;
+    if (in.size() == 3 && in[2].shape != Shape{oc}) throw InvalidInput(cat("bias shape ", in[2].shape, " must be [", oc, "]"));
+    Shape out{x[0], oc};
+    for (size_t i = 0; i < k; ++i) {
+      int64_t o = strides[i] * (x[2 + i] - 1) + output_padding[i] + (ks[i] - 1) * dilations[i] + 1 - pads[i] - pads[i + k];
+      if (o < 1) throw InvalidInput(cat("output would be empty: pads ", pads, " remove more than the output holds"));
+      out.push_back(o);
+    }
+    return {{DType::Float32, out}};
+  }
+
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Shape &xs = read.shape(0), &ws = read.shape(1);
+    const int k = int(xs.size()) - 2;
+    const int64_t ocg = ws[1], cg = ws[0] / group, g = o[1] / ocg;
+    E acc = read.count() == 3 ? read(2, Index{o[1]}) : E(0);
+    Index xi(int(xs.size())), wi(int(ws.size()));
+    xi[0] = o[0];
+    wi[1] = o[1] - g * ocg;
+    for (int64_t c = 0; c < cg; ++c) {
+      xi[1] = wi[0] = g * cg + c;
+      for (int i = 0; i < k; ++i) wi[2 + i] = 0;
+      do {
+        bool inside = true;
+        for (int i = 0; i < k && inside; ++i) {
+          const int64_t t = o[2 + i] + pads[size_t(i)] - wi[2 + i] * dilations[size_t(i)];
+          inside = t >= 0 && t % strides[size_t(i)] == 0 && t / strides[size_t(i)] < xs[2 + i];
+          if (inside) xi[2 + i] = t / strides[size_t(i)];
+        }
+        if (inside) acc += read(0, xi) * read(1, wi);
+      } while (next_kernel(wi, ws));
+    }
+    return acc;
+  }
+  int64_t flops(InTypes in, InTypes) const { return 2 * numel(in[0].shape) * (numel(in[1].shape) / in[1].shape[0]); }
+  bool operator==(const ConvTranspose&) const = default;
+
+ private:
+  static bool next_kernel(Index& wi, const Shape& ws) {
+    for (int i = wi.rank - 1; i >= 2; --i) {
+      if (++wi[i] < ws[i]) return true;
+      wi[i] = 0;
+    }
+    return false;
+  }
+};
+
 }  // namespace pet::ops
