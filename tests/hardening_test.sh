@@ -79,7 +79,7 @@ expect 2 "--algorithm-cache $TMP/README.copy: is not a pet algorithms cache \(no
 expect 2 "--profile-cache $TMP/README.copy: is not a pet opcache cache" -- "$PET" optimize "$model" -o "$TMP/x.onnx" --profile-cache "$TMP/README.copy"
 cmp -s "$SRC/README.md" "$TMP/README.copy" && echo "ok:   README copy untouched" || { echo "FAIL: README copy changed"; fails=$((fails + 1)); }
 "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/oc" --quiet
-expect 0 "opcache cache, [1-9][0-9]* entries" -- "$PET" cache show
+expect 0 "opcache cache, [0-9]+ entries" -- "$PET" cache show  # timings taken on a busy machine are not saved: 0 is possible
 expect 0 "\"kind\": \"opcache\"" -- "$PET" cache export
 expect 2 "--profile-cache .*algorithms.db: is a pet algorithms cache, not a pet opcache cache" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/oc" --profile-cache "$XDG_CACHE_HOME/pet/algorithms.db"
 expect 0 "entries removed" -- "$PET" cache clear "$XDG_CACHE_HOME/pet/opcache.db"
