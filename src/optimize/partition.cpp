@@ -51,6 +51,25 @@ struct Reach {
 
 }  // namespace
 
+Window make_window(const Graph& g, std::vector<NodeId> nodes) {
+  Window win;
+  win.nodes = std::move(nodes);
+  const std::set<NodeId> inside(win.nodes.begin(), win.nodes.end());
+  std::set<TensorId> produced, seen;
+  for (NodeId n : win.nodes)
+    for (TensorId t : g.node(n).outputs) produced.insert(t);
+  for (NodeId n : win.nodes)
+    for (TensorId t : g.node(n).inputs)
+      if (!produced.count(t) && !g.tensor(t).is_constant() && seen.insert(t).second) win.inputs.push_back(t);
+  for (NodeId n : win.nodes)
+    for (TensorId t : g.node(n).outputs) {
+      bool outside = g.is_output(t);
+      for (const auto& u : g.uses(t)) outside = outside || !inside.count(u.node);
+      if (outside) win.outputs.push_back(t);
+    }
+  return win;
+}
+
 std::vector<Window> partition(const Graph& g, int max_ops) {
   const auto order = g.topo_order();
   std::vector<int> pos(size_t(g.num_nodes()), -1);
@@ -124,21 +143,9 @@ std::vector<Window> partition(const Graph& g, int max_ops) {
           break;
         }
       }
-      Window win;
-      win.nodes.assign(w.begin(), w.end());
-      std::sort(win.nodes.begin(), win.nodes.end(), [&](NodeId a, NodeId b) { return pos[size_t(a)] < pos[size_t(b)]; });
-      std::set<TensorId> produced, seen;
-      for (NodeId n : win.nodes)
-        for (TensorId t : g.node(n).outputs) produced.insert(t);
-      for (NodeId n : win.nodes)
-        for (TensorId t : g.node(n).inputs)
-          if (!produced.count(t) && !g.tensor(t).is_constant() && seen.insert(t).second) win.inputs.push_back(t);
-      for (NodeId n : win.nodes)
-        for (TensorId t : g.node(n).outputs) {
-          bool outside = g.is_output(t);
-          for (const auto& u : g.uses(t)) outside = outside || !w.count(u.node);
-          if (outside) win.outputs.push_back(t);
-        }
+      std::vector<NodeId> nodes(w.begin(), w.end());
+      std::sort(nodes.begin(), nodes.end(), [&](NodeId a, NodeId b) { return pos[size_t(a)] < pos[size_t(b)]; });
+      Window win = make_window(g, std::move(nodes));
       if (!win.outputs.empty()) out.push_back(std::move(win));
     }
   }

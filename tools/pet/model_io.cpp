@@ -289,23 +289,7 @@ Graph subprogram(const Graph& g, size_t k) {
   auto subs = multilinear_subprograms(g);
   if (k < 1 || k > subs.size())
     throw InvalidInput(cat("--extract ", k, ": the model has ", subs.size(), " multilinear subprograms (1 to ", subs.size(), "; pet info lists them)"));
-  optimize::Window w;
-  w.nodes = subs[k - 1];
-  std::set<NodeId> inside(w.nodes.begin(), w.nodes.end());
-  std::set<TensorId> produced, seen;
-  for (NodeId n : w.nodes)
-    for (TensorId t : g.node(n).outputs) produced.insert(t);
-  for (NodeId n : w.nodes)
-    for (TensorId t : g.node(n).inputs)
-      if (!produced.count(t) && !g.tensor(t).is_constant() && seen.insert(t).second) w.inputs.push_back(t);
-  auto uses = g.consumers();
-  std::set<TensorId> outs(g.outputs().begin(), g.outputs().end());
-  for (NodeId n : w.nodes)
-    for (TensorId t : g.node(n).outputs) {
-      bool outside = outs.count(t) > 0;
-      for (NodeId c : uses[size_t(t)]) outside = outside || !inside.count(c);
-      if (outside) w.outputs.push_back(t);
-    }
+  const optimize::Window w = optimize::make_window(g, subs[k - 1]);
   Graph p = optimize::extract(g, w);
   p.name = cat(g.name, "-subprogram", k);
   return p;

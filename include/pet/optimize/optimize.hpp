@@ -149,6 +149,8 @@ struct Window {
 /// Multilinear subprograms (those reading a common tensor joined), cut into convex windows
 /// of at most `max_ops` nodes, in topological order of their first node.
 std::vector<Window> partition(const Graph& g, int max_ops);
+/// The window of `nodes` (in topological order): its inputs and outputs derived from g.
+Window make_window(const Graph& g, std::vector<NodeId> nodes);
 /// The window as a standalone program: graph inputs for `inputs`, its constants copied
 /// (named w0, w1, ... by first use), outputs in order.
 Graph extract(const Graph& g, const Window& w);

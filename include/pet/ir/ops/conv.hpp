@@ -53,6 +53,16 @@ inline void check_window_attrs(size_t k, std::vector<int64_t>& strides, std::vec
   for (int64_t p : pads)
     if (p < 0) throw InvalidInput(cat("pads ", pads, " must be non-negative"));
 }
+
+/// Advances the kernel position wi[2..] over the spatial dims of weight shape ws (false
+/// after the last).
+inline bool next_kernel(Index& wi, const Shape& ws) {
+  for (int i = wi.rank - 1; i >= 2; --i) {
+    if (++wi[i] < ws[i]) return true;
+    wi[i] = 0;
+  }
+  return false;
+}
 }  // namespace detail
 
 struct Conv {
@@ -124,7 +134,7 @@ struct Conv {
           inside = inside && xi[2 + i] >= 0 && xi[2 + i] < xs[2 + i];
         }
         if (inside) acc += read(0, xi) * read(1, wi);
-      } while (next_kernel(wi, ws));
+      } while (detail::next_kernel(wi, ws));
     }
     return acc;
   }
@@ -170,14 +180,6 @@ struct Conv {
   }
   bool operator==(const Conv&) const = default;
 
- private:
-  static bool next_kernel(Index& wi, const Shape& ws) {
-    for (int i = wi.rank - 1; i >= 2; --i) {
-      if (++wi[i] < ws[i]) return true;
-      wi[i] = 0;
-    }
-    return false;
-  }
 };
 
 /// Transposed convolution (ONNX ConvTranspose), W of shape [C_in, C_out / group, k...]:
@@ -244,21 +246,13 @@ struct ConvTranspose {
           if (inside) xi[2 + i] = t / strides[size_t(i)];
         }
         if (inside) acc += read(0, xi) * read(1, wi);
-      } while (next_kernel(wi, ws));
+      } while (detail::next_kernel(wi, ws));
     }
     return acc;
   }
   int64_t flops(InTypes in, InTypes) const { return 2 * numel(in[0].shape) * (numel(in[1].shape) / in[1].shape[0]); }
   bool operator==(const ConvTranspose&) const = default;
 
- private:
-  static bool next_kernel(Index& wi, const Shape& ws) {
-    for (int i = wi.rank - 1; i >= 2; --i) {
-      if (++wi[i] < ws[i]) return true;
-      wi[i] = 0;
-    }
-    return false;
-  }
 };
 
 }  // namespace pet::ops

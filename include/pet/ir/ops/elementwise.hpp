@@ -140,21 +140,26 @@ struct Pow : detail::Binary<Pow> {
   }
 };
 
-#define PET_UNARY_REAL(NAME, EXPR)                                  \
-  struct NAME : detail::Unary<NAME> {                               \
-    static constexpr std::string_view name = #NAME;                 \
-    PET_ATTRS();                                                    \
-    static constexpr bool multilinear = false, float_only = true;   \
-    template <class E>                                              \
-    E apply(E x) const {                                            \
-      if constexpr (detail::is_real_v<E>) {                         \
-        return EXPR;                                                \
-      } else {                                                      \
-        detail::require_ordered<E>(name);                           \
-        throw Unsupported(cat(name, " takes float input only"));    \
-      }                                                             \
-    }                                                               \
-    bool operator==(const NAME&) const = default;                   \
+/// Float-only unary ops: out = EXPR of x (and of the attributes the struct goes on to
+/// declare after the macro, closing with `};`).
+#define PET_UNARY_REAL_ATTRS(NAME, EXPR)                          \
+  struct NAME : detail::Unary<NAME> {                             \
+    static constexpr std::string_view name = #NAME;               \
+    static constexpr bool multilinear = false, float_only = true; \
+    template <class E>                                            \
+    E apply(E x) const {                                          \
+      if constexpr (detail::is_real_v<E>) {                       \
+        return EXPR;                                              \
+      } else {                                                    \
+        detail::require_ordered<E>(name);                         \
+        throw Unsupported(cat(name, " takes float input only"));  \
+      }                                                           \
+    }                                                             \
+    bool operator==(const NAME&) const = default;
+/// Float-only unary ops without attributes.
+#define PET_UNARY_REAL(NAME, EXPR) \
+  PET_UNARY_REAL_ATTRS(NAME, EXPR) \
+  PET_ATTRS();                     \
   };
 
 /// out = sqrt(x)
@@ -192,23 +197,6 @@ PET_UNARY_REAL(Softplus, std::max(x, E(0)) + std::log1p(std::exp(-std::abs(x))))
 PET_UNARY_REAL(Mish, x * std::tanh(std::max(x, E(0)) + std::log1p(std::exp(-std::abs(x)))))
 /// out = x * max(0, min(1, x / 6 + 1/2))
 PET_UNARY_REAL(HardSwish, x * std::max(E(0), std::min(E(1), x / E(6) + E(0.5))))
-#undef PET_UNARY_REAL
-
-/// Float-only unary ops with attributes: out = EXPR of x and the attributes.
-#define PET_UNARY_REAL_ATTRS(NAME, EXPR, ...)                     \
-  struct NAME : detail::Unary<NAME> {                             \
-    static constexpr std::string_view name = #NAME;               \
-    static constexpr bool multilinear = false, float_only = true; \
-    template <class E>                                            \
-    E apply(E x) const {                                          \
-      if constexpr (detail::is_real_v<E>) {                       \
-        return EXPR;                                              \
-      } else {                                                    \
-        detail::require_ordered<E>(name);                         \
-        throw Unsupported(cat(name, " takes float input only"));  \
-      }                                                           \
-    }                                                             \
-    bool operator==(const NAME&) const = default;
 /// out = x >= 0 ? x : alpha (e^x - 1)
 PET_UNARY_REAL_ATTRS(Elu, x >= E(0) ? x : E(alpha) * (std::exp(x) - E(1)))
   PET_ATTRS(alpha);
@@ -227,6 +215,7 @@ PET_UNARY_REAL_ATTRS(HardSigmoid, std::max(E(0), std::min(E(1), E(alpha) * x + E
   float beta = 0.5f;
 };
 #undef PET_UNARY_REAL_ATTRS
+#undef PET_UNARY_REAL
 
 /// out = max(a, b) (ONNX Max with two inputs; more are imported as a chain)
 struct Max : detail::Binary<Max> {

@@ -103,21 +103,29 @@ struct ReduceMean : detail::Reduce<ReduceMean> {
   }
 };
 
+namespace detail {
+/// ReduceMax's and ReduceMin's formula: the element `better` prefers over all others.
+template <class E, class O, class R, class B>
+E reduce_extreme(const O& op, const Index& o, const R& read, B better) {
+  pet::detail::require_ordered<E>(O::name);
+  E best{};
+  bool any = false;
+  op.for_each(o, read.shape(0), [&](const Index& xi) {
+    E v = read(0, xi);
+    if constexpr (!is_field_v<E>)
+      if (!any || better(v, best)) best = v, any = true;
+  });
+  return best;
+}
+}  // namespace detail
+
 struct ReduceMax : detail::Reduce<ReduceMax> {
   static constexpr std::string_view name = "ReduceMax";
   PET_ATTRS(axes, keepdims, noop_with_empty_axes);
   static constexpr bool multilinear = false, needs_elements = true;
   template <class E, class R>
   E at(const Index& o, const R& read) const {
-    pet::detail::require_ordered<E>(name);
-    E best{};
-    bool any = false;
-    for_each(o, read.shape(0), [&](const Index& xi) {
-      E v = read(0, xi);
-      if constexpr (!is_field_v<E>)
-        if (!any || v > best) best = v, any = true;
-    });
-    return best;
+    return detail::reduce_extreme<E>(*this, o, read, [](const auto& a, const auto& b) { return a > b; });
   }
 };
 
@@ -127,15 +135,7 @@ struct ReduceMin : detail::Reduce<ReduceMin> {
   static constexpr bool multilinear = false, needs_elements = true;
   template <class E, class R>
   E at(const Index& o, const R& read) const {
-    pet::detail::require_ordered<E>(name);
-    E best{};
-    bool any = false;
-    for_each(o, read.shape(0), [&](const Index& xi) {
-      E v = read(0, xi);
-      if constexpr (!is_field_v<E>)
-        if (!any || v < best) best = v, any = true;
-    });
-    return best;
+    return detail::reduce_extreme<E>(*this, o, read, [](const auto& a, const auto& b) { return a < b; });
   }
 };
 
