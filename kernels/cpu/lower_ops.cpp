@@ -8,6 +8,7 @@
 #include "executable.hpp"
 #include "algorithm_cache.hpp"
 #include "copy.hpp"
+#include "norm.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/eval/interpreter.hpp"
 
@@ -196,17 +197,10 @@ void CpuExecutable::lower_layer_norm(TensorId xt, TensorId yt, int64_t axis, flo
   int sc = expanded(scale_t, 1.f);
   int sh = expanded(shift_t, 0.f);
   int x = plain_slot(int(xt));
-  auto pd = dnnl_call(who, [&] {
-    return layer_normalization_forward::primitive_desc(
-        layer_normalization_forward::desc(prop_kind::forward_inference, plain_md({rows, len}), epsilon,
-                                          normalization_flags::use_scale | normalization_flags::use_shift),
-        eng_);
-  });
   define(yt, plain_md(g_.type(yt).shape));
-  Step& st = add_step(cat(who, ": oneDNN layer norm ", pd.impl_info_str()), {x, sc, sh}, {int(yt)});
-  st.prim = primitive(layer_normalization_forward(pd));
-  st.args = {{DNNL_ARG_SRC, reshaped(x, {rows, len})}, {DNNL_ARG_DST, reshaped(int(yt), {rows, len})}, {DNNL_ARG_SCALE, sc},
-             {DNNL_ARG_SHIFT, sh}};
+  // pet's kernel, not oneDNN's: see norm.hpp for why.
+  Step& st = add_step(cat(who, ": pet layer norm (two-pass, double accumulation)"), {x, sc, sh}, {int(yt)});
+  st.fn = [this, x, y = int(yt), sc, sh, rows, len, epsilon] { cpu::layer_norm_rows(ptr(x), ptr(y), rows, len, ptr(sc), ptr(sh), epsilon); };
 }
 
 bool CpuExecutable::lower_op(NodeId n, const ops::ReduceSum& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_sum, who); }

@@ -1,0 +1,27 @@
+#include "norm.hpp"
+
+#include <cmath>
+
+#include "pet/core/parallel.hpp"
+
+namespace pet::cpu {
+
+// Plain loops with OpenMP simd reductions: the compiler keeps one double accumulator per
+// vector lane (Eigen 3.4 does not vectorise float->double casts, 4x slower here).
+void layer_norm_rows(const float* x, float* y, int64_t rows, int64_t len, const float* scale, const float* shift, float epsilon) {
+  parallel_for(rows, [&](int64_t r) {
+    const float* src = x + r * len;
+    float* dst = y + r * len;
+    double sum = 0, sq = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < len; ++j) sum += double(src[j]);
+    const double mean = sum / double(len);
+#pragma omp simd reduction(+ : sq)
+    for (int64_t j = 0; j < len; ++j) sq += (double(src[j]) - mean) * (double(src[j]) - mean);
+    const double inv = 1.0 / std::sqrt(sq / double(len) + double(epsilon));
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) dst[j] = float((double(src[j]) - mean) * inv) * scale[j] + shift[j];
+  }, rows > 1 && rows * len > 16384);
+}
+
+}  // namespace pet::cpu
