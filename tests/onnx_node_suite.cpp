@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -27,7 +28,15 @@ const std::set<std::string> kOps = {
     "AveragePool", "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
     "LayerNormalization", "Abs", "Log", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Softsign", "Softplus", "Mish",
     "HardSwish", "Elu", "Selu", "HardSigmoid", "Max", "Min", "Sum", "PRelu", "ReduceMin", "ReduceProd", "ReduceL1",
-    "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "Gelu", "ArgMax", "ArgMin", "Tile", "InstanceNormalization", "ConvTranspose"};
+    "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "Gelu", "ArgMax", "ArgMin", "Tile", "InstanceNormalization", "ConvTranspose", "Einsum", "Resize"};
+/// Tests whose expected output (from ONNX's Python reference) ONNX Runtime does not produce
+/// either; pet follows ONNX Runtime, the runtime its files must agree with. Still counted
+/// as failures.
+const std::map<std::string, std::string> kFollowsOnnxRuntime = {
+    {"test_resize_downsample_scales_linear_align_corners",
+     "align_corners with the output's integer length, as ONNX Runtime 1.20 (same max error 0.857); ONNX's reference uses n * scale"},
+    {"test_resize_downsample_scales_cubic_align_corners",
+     "align_corners with the output's integer length, as ONNX Runtime 1.20 (same max error 1.048); ONNX's reference uses n * scale"}};
 const std::set<int> kTypes = {onnx::TensorProto::FLOAT, onnx::TensorProto::INT64, onnx::TensorProto::INT32,
                               onnx::TensorProto::BOOL};
 
@@ -112,7 +121,10 @@ int main(int argc, char** argv) {
   double rate = scoped ? double(passed) / scoped : 0;
   std::printf("ONNX node tests: %zu total, %d in scope, %d passed, %zu failed (%.1f %%)\n", tests.size(), scoped, passed,
               failures.size(), 100 * rate);
-  for (const auto& [name, why] : failures) std::printf("  FAIL %s: %s\n", name.c_str(), why.c_str());
+  for (const auto& [name, why] : failures) {
+    auto note = kFollowsOnnxRuntime.find(name);
+    std::printf("  FAIL %s: %s%s\n", name.c_str(), why.c_str(), note == kFollowsOnnxRuntime.end() ? "" : pet::cat(" [", note->second, "]").c_str());
+  }
   if (rate < 0.95) {
     std::printf("pass rate below the required 95 %%\n");
     return 1;

@@ -219,6 +219,26 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
                     37, "ConvTranspose");
   same_as_reference(one_op(ops::Tile{.repeats = {1, 2, 2}}, {f32({2, 3, 4})}), 35, "Tile");
   same_as_reference(one_op(ops::InstanceNormalization{}, {f32({2, 3, 4, 5}), f32({3}), f32({3})}, {false, true, true}), 36, "InstanceNormalization");
+  // Einsum: lowered to ReduceSum / Transpose / Reshape / MatMul (einsum-lowering) or, for a
+  // diagonal or a broadcast summed label, the reference kernel.
+  struct E {
+    const char* eq;
+    Types in;
+    const char* plan;
+  };
+  for (const E& e : std::vector<E>{{"bhid,bhjd->bhij", {f32({2, 3, 4, 8}), f32({2, 3, 5, 8})}, "oneDNN matmul"},
+                                   {"ij,jk->ik", {f32({6, 7}), f32({7, 5})}, "oneDNN matmul"},
+                                   {"...ij,...jk", {f32({2, 1, 3, 4}), f32({3, 4, 2})}, "oneDNN matmul"},
+                                   {"bn,anm,bm->ba", {f32({2, 3}), f32({4, 3, 5}), f32({2, 5})}, "oneDNN matmul"},
+                                   {"i,i", {f32({9}), f32({9})}, "oneDNN matmul"},
+                                   {"ijk->kj", {f32({3, 4, 5})}, "oneDNN reduction"},
+                                   {"ji", {f32({3, 4})}, "pet strided copy"},
+                                   {"ii->i", {f32({4, 4})}, "reference kernel"}})
+    same_as_reference(one_op(ops::Einsum{.equation = e.eq}, e.in), seed++, cat("Einsum ", e.eq), {}, e.plan);
+  using R = ops::Resize;
+  for (R r : {R{.mode = R::Mode::Linear, .scales = {1, 1, 2, 2}}, R{.coord = R::Coord::Asymmetric, .nearest_mode = R::Round::Floor, .scales = {1, 1, 2, 2}},
+              R{.mode = R::Mode::Linear, .coord = R::Coord::AlignCorners, .sizes = {2, 3, 7, 3}}, R{.scales = {1, 1, 0.5, 0.5}}})
+    same_as_reference(one_op(r, {f32({2, 3, 6, 6})}), seed++, "Resize");
   for (Op op : {Op(ops::Add{}), Op(ops::Sub{}), Op(ops::Mul{}), Op(ops::Div{}), Op(ops::Max{}), Op(ops::Min{})}) {
     same_as_reference(one_op(op, {f32({2, 3, 4}), f32({2, 3, 4})}), seed++, cat(op_name(op), " same shape"));
     same_as_reference(one_op(op, {f32({2, 3, 4}), f32({3, 1})}), seed++, cat(op_name(op), " broadcast second"));

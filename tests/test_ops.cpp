@@ -267,6 +267,98 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
   CHECK(std::get<Tensor<float>>(evaluate_op<float>(lse, big, lo)[0])[0] == doctest::Approx(1000.0 + std::log(2.0)));  // no overflow
 }
 
+TEST_CASE("Einsum: numpy's equations, implicit output, ellipsis broadcast, diagonal; float vs field; errors") {
+  uint64_t seed = 900;
+  struct Case {
+    const char* eq;
+    Types in;
+    Shape out;
+  };
+  for (const Case& c : std::vector<Case>{{"ij,jk->ik", {f32({3, 4}), f32({4, 5})}, {3, 5}},
+                                         {"bij,bjk->bik", {f32({2, 3, 4}), f32({2, 4, 5})}, {2, 3, 5}},
+                                         {"bhid,bhjd->bhij", {f32({2, 2, 3, 4}), f32({2, 2, 5, 4})}, {2, 2, 3, 5}},
+                                         {"...ij,...jk", {f32({2, 1, 3, 4}), f32({3, 4, 2})}, {2, 3, 3, 2}},
+                                         {"i,i", {f32({5}), f32({5})}, {}},
+                                         {"i,j->ij", {f32({3}), f32({4})}, {3, 4}},
+                                         {"ij->ji", {f32({3, 4})}, {4, 3}},
+                                         {"ji", {f32({3, 4})}, {4, 3}},
+                                         {"ij->i", {f32({3, 4})}, {3}},
+                                         {"ii->i", {f32({4, 4})}, {4}},
+                                         {"ij,jk,kl->il", {f32({2, 3}), f32({3, 4}), f32({4, 2})}, {2, 2}},
+                                         {"bn,anm,bm->ba", {f32({2, 3}), f32({4, 3, 5}), f32({2, 5})}, {2, 4}},
+                                         {"Ab,b", {f32({2, 3}), f32({3})}, {2}}}) {
+    CAPTURE(c.eq);
+    CHECK(out_shape(ops::Einsum{.equation = c.eq}, c.in) == c.out);
+    check_op(ops::Einsum{.equation = c.eq}, c.in, seed++);
+  }
+  {  // exact: ij,jk->ik is MatMul; ii->i the diagonal
+    std::vector<Value<float>> in{Tensor<float>({2, 2}, {1, 2, 3, 4}), Tensor<float>({2, 2}, {5, 6, 7, 8})};
+    auto [e, o] = resolve(ops::Einsum{.equation = "ij,jk->ik"}, {f32({2, 2}), f32({2, 2})});
+    CHECK(std::get<Tensor<float>>(evaluate_op<float>(e, in, o)[0]).vec() == std::vector<float>{19, 22, 43, 50});
+    auto [d, od] = resolve(ops::Einsum{.equation = "ii->i"}, {f32({2, 2})});
+    std::vector<Value<float>> one{in[0]};
+    CHECK(std::get<Tensor<float>>(evaluate_op<float>(d, one, od)[0]).vec() == std::vector<float>{1, 4});
+  }
+  CHECK_THROWS_WITH_AS(infer(ops::Einsum{.equation = "ij,jk->ik"}, {f32({3, 4})}), doctest::Contains("2 input terms for 1 inputs"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Einsum{.equation = "ij,jk->ik"}, {f32({3, 4}), f32({5, 6})}), doctest::Contains("has size 5 but the same label has size 4"),
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Einsum{.equation = "ij->ik"}, {f32({3, 4})}), doctest::Contains("output label 'k' is in no input term"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Einsum{.equation = "ij->ii"}, {f32({3, 3})}), doctest::Contains("output label 'i' is repeated"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Einsum{.equation = "i1->i"}, {f32({3, 3})}), doctest::Contains("'1' in input term 0 is not a letter"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Einsum{.equation = "ijk->i"}, {f32({3, 3})}), doctest::Contains("does not fit input 0 of rank 2"), InvalidInput);
+}
+
+TEST_CASE("Resize: coordinate modes, nearest rounding, N-linear; shapes from scales or sizes; errors") {
+  using R = ops::Resize;
+  auto run = [](R op, Shape xs, std::vector<float> x) {
+    auto [r, out] = resolve(op, {f32(xs)});
+    std::vector<Value<float>> in{Tensor<float>(xs, x)};
+    return std::get<Tensor<float>>(evaluate_op<float>(r, in, out)[0]).vec();
+  };
+  const std::vector<float> x{1, 2, 3, 4};
+  // ONNX's reference (onnx/reference/ops/op_resize.py) on [1, 2, 3, 4] (shape [1, 4]) to 8 columns:
+  CHECK(run(R{.mode = R::Mode::Nearest, .scales = {1, 2}}, {1, 4}, x) == std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4});
+  CHECK(run(R{.mode = R::Mode::Linear, .scales = {1, 2}}, {1, 4}, x) ==
+        std::vector<float>{1, 1.25f, 1.75f, 2.25f, 2.75f, 3.25f, 3.75f, 4});
+  CHECK(run(R{.mode = R::Mode::Linear, .coord = R::Coord::AlignCorners, .sizes = {1, 7}}, {1, 4}, x) ==
+        std::vector<float>{1, 1.5f, 2, 2.5f, 3, 3.5f, 4});
+  CHECK(run(R{.mode = R::Mode::Linear, .coord = R::Coord::Asymmetric, .scales = {1, 2}}, {1, 4}, x) ==
+        std::vector<float>{1, 1.5f, 2, 2.5f, 3, 3.5f, 4, 4});
+  // Downsampling by 2: half_pixel maps to 0.5 and 2.5, ties rounded down (default) or up.
+  CHECK(run(R{.scales = {1, 0.5}}, {1, 4}, x) == std::vector<float>{1, 3});
+  CHECK(run(R{.nearest_mode = R::Round::PreferCeil, .scales = {1, 0.5}}, {1, 4}, x) == std::vector<float>{2, 4});
+  CHECK(run(R{.coord = R::Coord::Asymmetric, .nearest_mode = R::Round::Floor, .scales = {1, 0.5}}, {1, 4}, x) == std::vector<float>{1, 3});
+  CHECK(run(R{.coord = R::Coord::AlignCorners, .nearest_mode = R::Round::Ceil, .sizes = {1, 3}}, {1, 4}, x) == std::vector<float>{1, 3, 4});
+  CHECK(run(R{.mode = R::Mode::Linear, .coord = R::Coord::PytorchHalfPixel, .sizes = {1, 1}}, {1, 4}, x) == std::vector<float>{1});
+  // Bilinear on 2 x 2 -> 4 x 4 (half_pixel): the corners stay, the middle is the mean.
+  auto b = run(R{.mode = R::Mode::Linear, .scales = {2, 2}}, {2, 2}, x);
+  CHECK(b.size() == 16);
+  CHECK(b[0] == 1);
+  CHECK(b[15] == 4);
+  CHECK(b[5] == doctest::Approx(1.75));  // (0.75 * 0.75) 1 + (0.75 * 0.25) (2 + 3) + 0.0625 4
+  CHECK(out_shape(R{.scales = {1, 1, 1.5, 2.5}}, {f32({1, 3, 5, 5})}) == Shape{1, 3, 7, 12});
+  CHECK(out_shape(R{.sizes = {8}, .axes = {-1}}, {f32({1, 3, 5, 5})}) == Shape{1, 3, 5, 8});
+  uint64_t seed = 950;
+  // Cubic (Keys, a = -0.75) at integer coordinates is the identity; on 1..4 (asymmetric) the
+  // middle of 2 and 3 is 2.5 by symmetry.
+  auto cu = run(R{.mode = R::Mode::Cubic, .coord = R::Coord::Asymmetric, .scales = {1, 2}}, {1, 4}, x);
+  CHECK(cu[0] == 1);
+  CHECK(cu[2] == 2);
+  CHECK(cu[3] == doctest::Approx(2.5));
+  auto cx = run(R{.mode = R::Mode::Cubic, .exclude_outside = true, .scales = {1, 2}}, {1, 4}, x);
+  CHECK(cx.size() == 8);
+  for (R op : {R{.mode = R::Mode::Cubic, .scales = {1, 1, 2, 3}}, R{.mode = R::Mode::Cubic, .cubic_coeff_a = -0.5f, .exclude_outside = true, .scales = {1, 1, 0.8, 1.3}},
+               R{.mode = R::Mode::Linear, .scales = {1, 1, 2, 3}}, R{.mode = R::Mode::Linear, .coord = R::Coord::HalfPixelSymmetric, .scales = {1, 1, 1.7, 0.6}},
+               R{.coord = R::Coord::Asymmetric, .nearest_mode = R::Round::Ceil, .sizes = {2, 3, 3, 9}}})
+    check_fast_vs_formula(op, {f32({2, 3, 4, 5})}, seed++);
+  CHECK_THROWS_WITH_AS(infer(R{}, {f32({2, 3})}), doctest::Contains("needs scales or sizes"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(R{.scales = {1, 0}}, {f32({2, 3})}), doctest::Contains("must be positive"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(R{.sizes = {2}}, {f32({2, 3})}), doctest::Contains("sizes has 1 values for an input of rank 2"), InvalidInput);
+  auto [r, out] = resolve(R{.scales = {1, 2}}, {f32({1, 2})});
+  std::vector<Value<F31>> in{Tensor<F31>({1, 2}, F31(1))};
+  CHECK_THROWS_AS(evaluate_op<F31>(r, in, out), Unsupported);
+}
+
 TEST_CASE("Where, Cast, Identity, Dropout") {
   Types t{TensorType{DType::Bool, {2, 1}}, f32({3}), f32({2, 3})};
   CHECK(out_shape(ops::Where{}, t) == Shape{2, 3});
@@ -551,6 +643,11 @@ void perturb(std::vector<int64_t>& v) {
   if (v.empty()) v.push_back(3);
   else v[0] += 1;
 }
+void perturb(std::vector<double>& v) {
+  if (v.empty()) v.push_back(2.0);
+  else v[0] += 1;
+}
+void perturb(std::string& v) { v += "x"; }
 void perturb(std::variant<Tensor<float>, Tensor<int64_t>>& v) { v = Tensor<float>({1}, 2.f); }
 
 template <class O>

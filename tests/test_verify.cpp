@@ -3,6 +3,7 @@
 #include <set>
 
 #include "pairs.hpp"
+#include "pet/ir/builder.hpp"
 #include "op_testing.hpp"
 #include "pet/verify/verifier.hpp"
 #include "poly.hpp"
@@ -242,6 +243,32 @@ TEST_CASE("box soundness: every box reads its inputs through one affine map (ran
   }
   MESSAGE("checked ", programs, " random programs with ", nodes, " ops");
   CHECK(nodes > 600);
+}
+
+TEST_CASE("box soundness of Einsum: cuts of padded operands reach the output through each label") {
+  struct Operand {
+    Shape shape;
+    std::vector<int64_t> pads;
+  };
+  struct Case {
+    const char* eq;
+    std::vector<Operand> in;
+  };
+  for (const Case& c : std::vector<Case>{{"ij,jk->ik", {{{3, 4}, {1, 0, 0, 0}}, {{4, 3}, {0, 0, 0, 2}}}},
+                                         {"bij,bkj->bki", {{{2, 3, 4}, {0, 1, 0, 0, 0, 0}}, {{2, 2, 4}, {0, 0, 0, 0, 1, 0}}}},
+                                         {"ij->ji", {{{3, 4}, {1, 0, 0, 1}}}},
+                                         {"...i,i", {{{2, 2, 4}, {1, 0, 0, 0, 0, 0}}, {{3}, {1, 0}}}},
+                                         {"ij,j->i", {{{3, 4}, {1, 0, 0, 0}}, {{4}, {0, 0}}}}}) {
+    CAPTURE(c.eq);
+    Graph g;
+    Builder b(g);
+    std::vector<TensorId> ins;
+    for (size_t k = 0; k < c.in.size(); ++k) ins.push_back(b.pad(b.input(cat("x", k), c.in[k].shape), c.in[k].pads));
+    b.output(b.add(ops::Einsum{.equation = c.eq}, ins));
+    check_boxes_sound(g, 0);
+    auto splits = verify::propagate_boxes(g);
+    CHECK(splits[size_t(g.outputs()[0])].boxes(g.type(g.outputs()[0]).shape).size() > 1);  // the pads' cuts reach the output
+  }
 }
 
 TEST_CASE("box soundness of the known pairs' mutants and the field evaluator vs float") {

@@ -181,7 +181,7 @@ class Restrictor {
       } else if constexpr (std::is_same_v<O, ops::MatMul> || std::is_same_v<O, ops::Gemm> || std::is_same_v<O, ops::Add> ||
                            std::is_same_v<O, ops::Sub> || std::is_same_v<O, ops::Mul> || std::is_same_v<O, ops::Neg> ||
                            std::is_same_v<O, ops::Identity> || std::is_same_v<O, ops::Transpose> || std::is_same_v<O, ops::ReduceSum> ||
-                           std::is_same_v<O, ops::ReduceMean> || std::is_same_v<O, ops::GlobalAveragePool>) {
+                           std::is_same_v<O, ops::ReduceMean> || std::is_same_v<O, ops::GlobalAveragePool> || std::is_same_v<O, ops::Einsum>) {
         return same_op(n, id, k, box);
       } else if constexpr (std::is_same_v<O, ops::Dropout>) {
         if (k == 0) return region(n.inputs[0], box);

@@ -358,6 +358,53 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     if (c.opset < 6) throw Unsupported("Tile before opset 6 (tiles and axis inputs)");
     return Mapped{ops::Tile{.repeats = c.const_ints(1, "repeats")}, {0}};
   };
+  t["Einsum"] = [](const NodeCtx& c) {
+    const auto* a = c.attr("equation");
+    if (!a) throw InvalidInput("attribute 'equation' is required");
+    return Mapped{ops::Einsum{.equation = c.s("equation", "")}, all_inputs(c)};
+  };
+  t["Resize"] = [](const NodeCtx& c) {
+    if (c.opset < 11) throw Unsupported("Resize before opset 11 (Upsample semantics, no coordinate_transformation_mode)");
+    ops::Resize o;
+    const std::string mode = c.s("mode", "nearest");
+    if (mode == "linear") o.mode = ops::Resize::Mode::Linear;
+    else if (mode == "cubic") o.mode = ops::Resize::Mode::Cubic;
+    else if (mode != "nearest") throw InvalidInput(cat("mode '", mode, "' is not nearest, linear or cubic"));
+    o.cubic_coeff_a = c.f("cubic_coeff_a", -0.75f);
+    o.exclude_outside = c.i("exclude_outside", 0) != 0;
+    using C = ops::Resize::Coord;
+    const std::string ct = c.s("coordinate_transformation_mode", "half_pixel");
+    static const std::map<std::string, C, std::less<>> coords{{"half_pixel", C::HalfPixel}, {"half_pixel_symmetric", C::HalfPixelSymmetric},
+                                                             {"pytorch_half_pixel", C::PytorchHalfPixel}, {"align_corners", C::AlignCorners},
+                                                             {"asymmetric", C::Asymmetric}};
+    if (auto it = coords.find(ct); it != coords.end()) o.coord = it->second;
+    else throw Unsupported(cat("coordinate_transformation_mode '", ct, "'"));
+    using R = ops::Resize::Round;
+    const std::string nm = c.s("nearest_mode", "round_prefer_floor");
+    static const std::map<std::string, R, std::less<>> rounds{{"round_prefer_floor", R::PreferFloor}, {"round_prefer_ceil", R::PreferCeil},
+                                                             {"floor", R::Floor}, {"ceil", R::Ceil}};
+    if (auto it = rounds.find(nm); it != rounds.end()) o.nearest_mode = it->second;
+    else throw InvalidInput(cat("nearest_mode '", nm, "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil"));
+    if (c.i("antialias", 0)) throw Unsupported("antialias = 1");
+    if (const std::string k = c.s("keep_aspect_ratio_policy", "stretch"); k != "stretch") throw Unsupported(cat("keep_aspect_ratio_policy '", k, "'"));
+    o.axes = c.ints("axes");
+    auto has_values = [&](int i) {
+      if (!c.present(i)) return false;
+      const auto* v = c.constant(i);
+      if (!v) throw Unsupported(cat(i == 2 ? "scales" : "sizes", " (input ", i, " '", c.node.input(i), "') must be a constant"));
+      return std::visit([](const auto& t) { return t.size() > 0; }, v->second);
+    };
+    const bool scales = has_values(2), sizes = c.node.input_size() > 3 && has_values(3);
+    if (scales == sizes) throw InvalidInput(scales ? "both scales and sizes are given" : "neither scales nor sizes is given");
+    if (sizes) {
+      o.sizes = c.const_ints(3, "sizes");
+    } else {
+      const auto* v = c.constant(2);
+      if (!is_float(v->first)) throw InvalidInput("scales (input 2) must be a float tensor");
+      for (float f : std::get<Tensor<float>>(v->second).vec()) o.scales.push_back(double(f));
+    }
+    return Mapped{o, {0}};
+  };
   t["InstanceNormalization"] = [](const NodeCtx& c) {
     return Mapped{ops::InstanceNormalization{.epsilon = c.f("epsilon", 1e-5f)}, {0, 1, 2}};
   };
@@ -664,6 +711,37 @@ struct Exporter {
   void operator()(const ops::ArgMax& o) { arg("ArgMax", o); }
   void operator()(const ops::ArgMin& o) { arg("ArgMin", o); }
   void operator()(const ops::Tile& o) { with_inputs("Tile", {ints("repeats", o.repeats)}); }
+  void operator()(const ops::Einsum& o) { set(simple("Einsum"), "equation", o.equation); }
+  void operator()(const ops::Resize& o) {
+    using C = ops::Resize::Coord;
+    C coord = o.coord;
+    const Shape& x = g.type(n.inputs[0]).shape;
+    if (coord == C::HalfPixelSymmetric) {  // opset 19; the same as half_pixel where m = c n exactly
+      for (size_t d = 0; d < x.size(); ++d)
+        if (float(o.sizes[d]) / (float(o.scales[d]) * float(x[d])) != 1.f)
+          throw Unsupported(cat("Resize '", n.name, "' with half_pixel_symmetric and a scale that is not m / n has no opset-17 form"));
+      coord = C::HalfPixel;
+    }
+    static const char* coords[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric"};
+    static const char* rounds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    std::vector<std::string> extra{""};
+    if (o.by_sizes) {
+      extra.push_back("");
+      extra.push_back(ints("sizes", o.sizes));
+    } else {
+      std::vector<float> f(o.scales.begin(), o.scales.end());
+      extra.push_back(ctx.initializer(n.name + "_scales", DType::Float32, Tensor<float>({int64_t(f.size())}, f)));
+    }
+    auto* p = with_inputs("Resize", extra);
+    static const char* modes[] = {"nearest", "linear", "cubic"};
+    set(p, "mode", std::string(modes[int(o.mode)]));
+    if (o.mode == ops::Resize::Mode::Cubic) {
+      set(p, "cubic_coeff_a", o.cubic_coeff_a);
+      if (o.exclude_outside) set(p, "exclude_outside", int64_t(1));
+    }
+    set(p, "coordinate_transformation_mode", std::string(coords[int(coord)]));
+    if (o.mode == ops::Resize::Mode::Nearest) set(p, "nearest_mode", std::string(rounds[int(o.nearest_mode)]));
+  }
   void operator()(const ops::InstanceNormalization& o) { set(simple("InstanceNormalization"), "epsilon", o.epsilon); }
   /// Reductions whose axes are an attribute at opset 17 (an empty list is the identity).
   template <class R>

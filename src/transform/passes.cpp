@@ -516,6 +516,134 @@ class ConvMerging final : public Pass {
   }
 };
 
+
+// ------------------------------------------------------------------ einsum-lowering
+/// Einsum as ReduceSum, Transpose, Reshape and MatMul: a summed label held by one operand is
+/// reduced first; two operands are contracted as batch x M x K by batch x K x N (labels in
+/// both and kept are the batch, in both and not kept the K); more operands pairwise, left
+/// to right. Left as it is (the reference kernel runs it): a label repeated in one term (a
+/// diagonal) or a summed label whose extents differ between operands (broadcast ellipsis).
+class EinsumLowering final : public Pass {
+ public:
+  std::string_view name() const override { return "einsum-lowering"; }
+  std::string_view description() const override { return "rewrites Einsum as ReduceSum, Transpose, Reshape and MatMul where it maps"; }
+  PassStats run(Graph& g) override {
+    int done = 0;
+    const int nodes = g.num_nodes();
+    for (NodeId n = 0; n < nodes; ++n)
+      if (!g.erased(n) && std::holds_alternative<ops::Einsum>(g.node(n).op) && lower(g, n)) ++done;
+    return {done, cat(done, " einsums")};
+  }
+
+ private:
+  using Labels = std::vector<int>;
+  struct Term {
+    TensorId t;
+    Labels labels;
+  };
+  static bool has(const Labels& l, int x) { return std::find(l.begin(), l.end(), x) != l.end(); }
+
+  static bool mappable(const Graph& g, const Node& node, const ops::Einsum& e) {
+    std::map<int, std::set<int64_t>> sizes;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const Labels& l = e.in_labels[k];
+      if (std::set<int>(l.begin(), l.end()).size() != l.size()) return false;
+      for (size_t d = 0; d < l.size(); ++d) sizes[l[d]].insert(g.type(node.inputs[k]).shape[d]);
+    }
+    for (int l : e.summed)
+      if (sizes[l].size() > 1) return false;
+    return true;
+  }
+
+  /// Sums away the labels of x that `needed` lacks.
+  static Term reduce(Builder& b, Term x, const Labels& needed, const std::string& base) {
+    std::vector<int64_t> axes;
+    Labels rest;
+    for (size_t d = 0; d < x.labels.size(); ++d) (has(needed, x.labels[d]) ? rest.push_back(x.labels[d]) : axes.push_back(int64_t(d)));
+    if (axes.empty()) return x;
+    return {b.add(ops::ReduceSum{{.axes = axes, .keepdims = false}}, {x.t}, base + "_sum"), rest};
+  }
+  static Term transpose(Builder& b, const Graph& g, Term x, const Labels& order, const std::string& base) {
+    std::vector<int64_t> perm;
+    for (int l : order) perm.push_back(int64_t(std::find(x.labels.begin(), x.labels.end(), l) - x.labels.begin()));
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == int64_t(i);
+    (void)g;
+    if (identity) return {x.t, order};
+    return {b.add(ops::Transpose{.perm = perm}, {x.t}, base + "_t"), order};
+  }
+  static TensorId reshape(Builder& b, const Graph& g, TensorId x, Shape to, const std::string& base) {
+    if (g.type(x).shape == to) return x;
+    return b.add(ops::Reshape{.shape = std::vector<int64_t>(to.begin(), to.end())}, {x}, base + "_r");
+  }
+
+  /// a (x) b keeping the labels in `keep` (the output's and the later operands').
+  static Term contract(Builder& b, const Graph& g, Term a, Term c, const Labels& keep, const std::string& base) {
+    Labels need_a = keep, need_c = keep;
+    need_a.insert(need_a.end(), c.labels.begin(), c.labels.end());
+    need_c.insert(need_c.end(), a.labels.begin(), a.labels.end());
+    a = reduce(b, a, need_a, base + "_a");
+    c = reduce(b, c, need_c, base + "_b");
+    Labels batch, m, n, k;
+    for (int l : keep)
+      if (has(a.labels, l) && has(c.labels, l)) batch.push_back(l);
+    for (int l : a.labels) {
+      if (has(batch, l)) continue;
+      (has(c.labels, l) ? k : m).push_back(l);
+    }
+    for (int l : c.labels)
+      if (!has(batch, l) && !has(a.labels, l)) n.push_back(l);
+    auto size_in = [&](const Term& t, int l) { return g.type(t.t).shape[size_t(std::find(t.labels.begin(), t.labels.end(), l) - t.labels.begin())]; };
+    auto prod = [&](const Term& t, const Labels& ls) {
+      int64_t p = 1;
+      for (int l : ls) p *= size_in(t, l);
+      return p;
+    };
+    auto cat_labels = [](std::initializer_list<const Labels*> ls) {
+      Labels r;
+      for (const Labels* l : ls) r.insert(r.end(), l->begin(), l->end());
+      return r;
+    };
+    a = transpose(b, g, a, cat_labels({&batch, &m, &k}), base + "_a");
+    c = transpose(b, g, c, cat_labels({&batch, &k, &n}), base + "_b");
+    Shape as, cs, out;
+    for (int l : batch) {
+      as.push_back(size_in(a, l));
+      cs.push_back(size_in(c, l));
+      out.push_back(std::max(size_in(a, l), size_in(c, l)));
+    }
+    as.push_back(prod(a, m));
+    as.push_back(prod(a, k));
+    cs.push_back(prod(c, k));
+    cs.push_back(prod(c, n));
+    for (int l : m) out.push_back(size_in(a, l));
+    for (int l : n) out.push_back(size_in(c, l));
+    const TensorId y = b.add(ops::MatMul{}, {reshape(b, g, a.t, as, base + "_a"), reshape(b, g, c.t, cs, base + "_b")}, base + "_matmul");
+    return {reshape(b, g, y, out, base + "_out"), cat_labels({&batch, &m, &n})};
+  }
+
+  static bool lower(Graph& g, NodeId id) {
+    const Node node = g.node(id);
+    const ops::Einsum e = std::get<ops::Einsum>(node.op);
+    if (!mappable(g, node, e)) return false;
+    Builder b(g);
+    const std::string base = g.unique_name(node.name);
+    Term acc{node.inputs[0], e.in_labels[0]};
+    for (size_t k = 1; k < node.inputs.size(); ++k) {
+      Labels keep = e.out_labels;
+      for (size_t j = k + 1; j < node.inputs.size(); ++j) keep.insert(keep.end(), e.in_labels[j].begin(), e.in_labels[j].end());
+      acc = contract(b, g, acc, {node.inputs[k], e.in_labels[k]}, keep, cat(base, "_", k));
+    }
+    acc = reduce(b, acc, e.out_labels, base);
+    acc = transpose(b, g, acc, e.out_labels, base);
+    TensorId y = acc.t;
+    if (g.type(y).shape != g.type(node.outputs[0]).shape) y = reshape(b, g, y, g.type(node.outputs[0]).shape, base);
+    if (y == node.inputs[0]) y = b.add(ops::Identity{}, {y}, base + "_identity");
+    redirect(g, node.outputs[0], y);
+    erase_all(g, {id});
+    return true;
+  }
+};
 }  // namespace
 
 const std::vector<std::function<std::unique_ptr<Pass>()>>& builtin_passes() {
@@ -528,6 +656,7 @@ const std::vector<std::function<std::unique_ptr<Pass>()>>& builtin_passes() {
       [] { return std::make_unique<GeluCanonicalization>(); },
       [] { return std::make_unique<RtFolding>(); },
       [] { return std::make_unique<ConvMerging>(); },
+      [] { return std::make_unique<EinsumLowering>(); },
   };
   return v;
 }

@@ -115,3 +115,27 @@ save("coverage17b", [
    [const("reps", np.array([1, 2, 1], dtype=np.int64)), const("ax3", np.array([3], dtype=np.int64)),
     const("scale", np.array([0.5, 1.0, 2.0], dtype=np.float32)), const("bias", np.array([0.1, 0.0, -0.2], dtype=np.float32)),
     const("wt", np.random.default_rng(3).uniform(-1, 1, (3, 2, 3)).astype(np.float32)), const("bt", np.array([0.3, -0.1], dtype=np.float32))], opset=17)
+
+# Einsum (lowered to MatMul where it maps; a diagonal on the reference kernel) and Resize.
+rng = np.random.default_rng(5)
+save("einsum_resize13", [
+    helper.make_node("Einsum", ["q", "k"], ["att"], equation="bhid,bhjd->bhij", name="attention_scores"),
+    helper.make_node("Einsum", ["q", "w"], ["proj"], equation="...d,de", name="projection"),
+    helper.make_node("Einsum", ["sq"], ["diag"], equation="ii->i", name="diagonal"),
+    helper.make_node("Einsum", ["img"], ["colsum"], equation="nchw->nw", name="column_sums"),
+    helper.make_node("Resize", ["img", "", "sc2"], ["up_nearest"], mode="nearest", name="up_nearest"),
+    helper.make_node("Resize", ["img", "", "sc2"], ["up_linear"], mode="linear", name="up_linear"),
+    helper.make_node("Resize", ["img", "", "", "sz"], ["down_linear_ac"], mode="linear", coordinate_transformation_mode="align_corners", name="down_ac"),
+    helper.make_node("Resize", ["img", "", "sc2"], ["up_cubic"], mode="cubic", coordinate_transformation_mode="asymmetric", name="up_cubic"),
+    helper.make_node("Resize", ["img", "", "", "sz"], ["down_nearest_ceil"], mode="nearest", nearest_mode="ceil",
+                     coordinate_transformation_mode="pytorch_half_pixel", name="down_nearest"),
+], [vi("q", [2, 2, 5, 4]), vi("k", [2, 2, 6, 4]), vi("sq", [3, 3]), vi("img", [1, 2, 5, 6])],
+   [vi(o, None) for o in ["att", "proj", "diag", "colsum", "up_nearest", "up_linear", "down_linear_ac", "up_cubic", "down_nearest_ceil"]],
+   [const("w", rng.uniform(-1, 1, (4, 3)).astype(np.float32)), const("sc2", np.array([1, 1, 2, 1.5], dtype=np.float32)),
+    const("sz", np.array([1, 2, 3, 4], dtype=np.int64))], opset=13)
+save("resize19", [
+    helper.make_node("Resize", ["img", "", "", "sz"], ["sym"], mode="linear", coordinate_transformation_mode="half_pixel_symmetric",
+                     axes=[2, 3], name="symmetric"),
+    helper.make_node("Resize", ["img", "", "sc"], ["cubic_ex"], mode="cubic", exclude_outside=1, cubic_coeff_a=-0.5, axes=[3], name="cubic_ex"),  # ORT 1.20 refuses axes=[-1]
+], [vi("img", [1, 2, 5, 6])], [vi("sym", None), vi("cubic_ex", None)],
+   [const("sz", np.array([8, 9], dtype=np.int64)), const("sc", np.array([1.5], dtype=np.float32))], opset=19)

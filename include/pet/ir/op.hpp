@@ -35,7 +35,7 @@ using Op = std::variant<
     ops::Elu, ops::Selu, ops::HardSigmoid, ops::Max, ops::Min, ops::PRelu,       //
     ops::ReduceMin, ops::ReduceProd, ops::ReduceL1, ops::ReduceL2,               //
     ops::ReduceSumSquare, ops::ReduceLogSumExp, ops::ArgMax, ops::ArgMin,        //
-    ops::Tile, ops::InstanceNormalization, ops::ConvTranspose>;
+    ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Resize>;
 
 /// Whether O is one of Ts (visitors list the ops each branch handles; a final
 /// static_assert(always_false<O>) makes a forgotten op a compile error).
@@ -83,6 +83,11 @@ constexpr std::string_view attr_name(std::string_view list, size_t i) {
 inline void attr_text(std::string& s, bool v) { s += v ? "1" : "0"; }
 inline void attr_text(std::string& s, int v) { s += std::to_string(v); }
 inline void attr_text(std::string& s, int64_t v) { s += std::to_string(v); }
+inline void attr_text(std::string& s, const std::string& v) {
+  s += '"';
+  s += v;
+  s += '"';
+}
 inline void attr_text(std::string& s, float v) {  // exact: hexadecimal
   char b[32];
   std::snprintf(b, sizeof b, "%a", double(v));
@@ -101,6 +106,14 @@ void attr_text(std::string& s, E v) {
 inline void attr_text(std::string& s, const std::vector<int64_t>& v) {
   s += '[';
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  s += ']';
+}
+inline void attr_text(std::string& s, const std::vector<double>& v) {
+  s += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    attr_text(s, v[i]);
+  }
   s += ']';
 }
 inline uint64_t fnv1a(const void* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {

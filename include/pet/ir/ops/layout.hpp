@@ -299,6 +299,182 @@ struct Tile {
   bool operator==(const Tile&) const = default;
 };
 
+/// ONNX Resize (opsets 11-19), modes nearest, linear and cubic (N-linear / N-cubic over
+/// every resized dim). Per dim d with input extent n, output extent m and scale c (given, or
+/// m / n as float when sizes are given), output coordinate o maps to the input coordinate
+///   half_pixel           (o + 0.5) / c - 0.5
+///   half_pixel_symmetric n / 2 * (1 - m / (c n)) + (o + 0.5) / c - 0.5
+///   pytorch_half_pixel   m > 1 ? (o + 0.5) / c - 0.5 : 0
+///   align_corners        m > 1 ? o (n - 1) / (m - 1) : 0
+///   asymmetric           o / c
+/// (computed in float, as ONNX Runtime does). nearest rounds it (nearest_mode: round half
+/// down or up, floor, ceil) and clamps to [0, n - 1]. linear clamps it to [0, n - 1] and
+/// weighs x0 = floor and x0 + 1 (clamped) by 1 - t and t (t = x - x0). cubic weighs x0 - 1 ..
+/// x0 + 2 (indices clamped: edge padding) by Keys' kernel with a = cubic_coeff_a; with
+/// exclude_outside the weights of indices outside [0, n - 1] are dropped and the rest
+/// renormalised. Output extents: sizes, or floor(n c). tf_crop_and_resize, antialias and
+/// keep_aspect_ratio_policy other than stretch are refused at import. Not multilinear here
+/// (the verifier does not look through it).
+struct Resize {
+  enum class Mode { Nearest, Linear, Cubic };
+  enum class Coord { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric };
+  enum class Round { PreferFloor, PreferCeil, Floor, Ceil };
+  static constexpr std::string_view name = "Resize";
+  PET_ATTRS(mode, coord, nearest_mode, cubic_coeff_a, exclude_outside, scales, sizes, axes, by_sizes);
+  static constexpr bool multilinear = false, layout = true;
+  Mode mode = Mode::Nearest;
+  Coord coord = Coord::HalfPixel;
+  Round nearest_mode = Round::PreferFloor;
+  float cubic_coeff_a = -0.75f;
+  bool exclude_outside = false;
+  std::vector<double> scales;   ///< one per dim (empty: from sizes)
+  std::vector<int64_t> sizes;   ///< output shape (empty: from scales); infer() fills both
+  std::vector<int64_t> axes;    ///< opset 18: the dims scales / sizes are for (infer() expands)
+  bool by_sizes = false;        ///< the model gave sizes (the export writes what it was given)
+
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    pet::detail::expect_float(in, 0, "input X");
+    const Shape& x = in[0].shape;
+    // Once inferred both are set and by_sizes says which was given (infer may run again).
+    if (scales.empty() && sizes.empty()) throw InvalidInput("Resize needs scales or sizes");
+    if (scales.empty() != sizes.empty()) by_sizes = !sizes.empty();
+    if (!axes.empty()) {  // scales / sizes of the listed dims; the others keep their extent
+      const std::vector<int64_t> given = by_sizes ? sizes : std::vector<int64_t>{};
+      const std::vector<double> gscales = scales;
+      if ((by_sizes ? given.size() : gscales.size()) != axes.size())
+        throw InvalidInput(cat(by_sizes ? "sizes" : "scales", " has a value per axis in axes ", axes, " (", axes.size(), "), got ",
+                               by_sizes ? given.size() : gscales.size()));
+      std::vector<int64_t> full_sizes(x.begin(), x.end());
+      std::vector<double> full_scales(x.size(), 1.0);
+      std::vector<bool> seen(x.size(), false);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        int64_t a = axes[i] < 0 ? axes[i] + int64_t(x.size()) : axes[i];
+        if (a < 0 || a >= int64_t(x.size()) || seen[size_t(a)]) throw InvalidInput(cat("axes ", axes, " for an input of rank ", x.size()));
+        seen[size_t(a)] = true;
+        if (by_sizes) full_sizes[size_t(a)] = given[i];
+        else full_scales[size_t(a)] = gscales[i];
+      }
+      axes.clear();
+      if (by_sizes) sizes = full_sizes;
+      else scales = full_scales;
+    }
+    if (!by_sizes) {
+      if (scales.size() != x.size()) throw InvalidInput(cat("scales has ", scales.size(), " values for an input of rank ", x.size()));
+      sizes.clear();
+      for (size_t d = 0; d < x.size(); ++d) {
+        if (!(scales[d] > 0) || !std::isfinite(scales[d])) throw InvalidInput(cat("scales ", scales[d], " must be positive"));
+        const double m = std::floor(double(x[d]) * double(float(scales[d])));
+        if (m > double(kMaxElements)) throw InvalidInput(cat("scale ", scales[d], " makes dim ", d, " too large"));
+        sizes.push_back(int64_t(m));
+      }
+    } else {
+      if (sizes.size() != x.size()) throw InvalidInput(cat("sizes has ", sizes.size(), " values for an input of rank ", x.size()));
+      for (int64_t v : sizes)
+        if (v <= 0) throw InvalidInput(cat("sizes ", sizes, " must be positive"));
+      scales.clear();
+      for (size_t d = 0; d < x.size(); ++d) scales.push_back(double(float(sizes[d]) / float(x[d])));
+    }
+    return {{in[0].dtype, sizes}};
+  }
+
+  /// Input coordinate of output coordinate o along a dim of input extent n, output extent m.
+  float source(int64_t o, int64_t n, int64_t m, double scale) const {
+    const float c = float(scale), of = float(o);
+    switch (coord) {
+      case Coord::HalfPixel: return (of + 0.5f) / c - 0.5f;
+      case Coord::HalfPixelSymmetric: {
+        const float adj = float(m) / (c * float(n)), center = float(n) / 2;
+        return center * (1 - adj) + (of + 0.5f) / c - 0.5f;
+      }
+      case Coord::PytorchHalfPixel: return m > 1 ? (of + 0.5f) / c - 0.5f : 0.f;
+      case Coord::AlignCorners: return m > 1 ? of * float(n - 1) / float(m - 1) : 0.f;
+      case Coord::Asymmetric: return of / c;
+    }
+    return 0;
+  }
+  int64_t nearest(float v, int64_t n) const {
+    float r;
+    switch (nearest_mode) {
+      case Round::PreferFloor: r = v == std::floor(v) + 0.5f ? std::floor(v) : std::round(v); break;
+      case Round::PreferCeil: r = v == std::floor(v) + 0.5f ? std::ceil(v) : std::round(v); break;
+      case Round::Floor: r = std::floor(v); break;
+      default: r = std::ceil(v); break;
+    }
+    return std::clamp<int64_t>(int64_t(r), 0, n - 1);
+  }
+
+  /// The input indices and weights dim d of output coordinate o reads (1, 2 or 4 of them).
+  template <class E>
+  int taps(int64_t o, int64_t n, int64_t m, double scale, std::array<int64_t, 4>& idx, std::array<E, 4>& w) const {
+    const float v = source(o, n, m, scale);
+    if (mode == Mode::Nearest) {
+      idx[0] = nearest(v, n);
+      w[0] = E(1);
+      return 1;
+    }
+    if (mode == Mode::Linear) {
+      const float c = std::clamp(v, 0.f, float(n - 1));
+      idx[0] = std::min<int64_t>(int64_t(c), n - 1);
+      idx[1] = std::min<int64_t>(idx[0] + 1, n - 1);
+      const E t = E(c - float(idx[0]));
+      w[0] = E(1) - t;
+      w[1] = t;
+      return t == E(0) || idx[1] == idx[0] ? 1 : 2;
+    }
+    const float x0 = std::floor(v);
+    const E t = E(v - x0), A = E(cubic_coeff_a);
+    auto near = [&](E d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };        // |d| <= 1
+    auto far = [&](E d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < |d| < 2
+    const std::array<E, 4> k{far(t + 1), near(t), near(1 - t), far(2 - t)};
+    E sum(0);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = int64_t(x0) - 1 + j;
+      idx[size_t(j)] = std::clamp<int64_t>(i, 0, n - 1);
+      w[size_t(j)] = exclude_outside && (i < 0 || i >= n) ? E(0) : k[size_t(j)];
+      sum += w[size_t(j)];
+    }
+    if (exclude_outside)
+      for (auto& x : w) x /= sum;
+    return 4;
+  }
+
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    if constexpr (!detail::is_real_v<E>) {
+      pet::detail::require_ordered<E>(name);
+      throw Unsupported("Resize takes float input only");
+    } else {
+      const Shape& x = read.shape(0);
+      std::array<std::array<int64_t, 4>, kMaxRank> idx{};
+      std::array<std::array<E, 4>, kMaxRank> w{};
+      std::array<int, kMaxRank> count{};
+      for (int d = 0; d < o.rank; ++d) count[size_t(d)] = taps<E>(o[d], x[size_t(d)], sizes[size_t(d)], scales[size_t(d)], idx[size_t(d)], w[size_t(d)]);
+      // Every combination of taps (an odometer over the dims).
+      std::array<int, kMaxRank> j{};
+      Index xi(o.rank);
+      E acc(0);
+      for (;;) {
+        E weight(1);
+        for (int d = 0; d < o.rank; ++d) {
+          xi[d] = idx[size_t(d)][size_t(j[size_t(d)])];
+          weight *= w[size_t(d)][size_t(j[size_t(d)])];
+        }
+        acc += weight * read(0, xi);
+        int d = o.rank - 1;
+        for (; d >= 0; --d) {
+          if (++j[size_t(d)] < count[size_t(d)]) break;
+          j[size_t(d)] = 0;
+        }
+        if (d < 0) break;
+      }
+      return acc;
+    }
+  }
+  int64_t flops(InTypes, InTypes out) const { return mode == Mode::Nearest ? 0 : (mode == Mode::Linear ? 4 : 16) * numel(out[0].shape); }
+  bool operator==(const Resize&) const = default;
+};
+
 /// out = x broadcast to bcast(x.shape, shape)
 struct Expand {
   static constexpr std::string_view name = "Expand";

@@ -1,5 +1,8 @@
 #pragma once
 /// Matrix products.
+#include <array>
+#include <string>
+
 #include "pet/ir/op_base.hpp"
 
 namespace pet::ops {
@@ -166,6 +169,187 @@ struct Gemm {
     return 2 * numel(out[0].shape) * (trans_a ? in[0].shape[0] : in[0].shape[1]);
   }
   bool operator==(const Gemm&) const = default;
+};
+
+/// ONNX Einsum: an equation over one or more inputs, "ij,jk->ik" (explicit output) or "ij,jk"
+/// (implicit: the letters that occur once, in ASCII order, after any ellipsis dims). Letters
+/// name dims; a letter repeated in one term takes the diagonal; "..." stands for the dims a
+/// term's rank leaves over, right-aligned and broadcast (size 1) across terms as in numpy.
+///   out[o] = sum over the labels not in the output of  prod_t in_t[labels of t]
+/// infer() parses the equation for the input ranks into labels (0-51 letters, 52+ ellipsis
+/// dims). The cpu backend lowers one- and two-input forms that map to ReduceSum, Transpose,
+/// Reshape and MatMul (pass einsum-lowering); others run on the reference kernel.
+struct Einsum {
+  static constexpr std::string_view name = "Einsum";
+  PET_ATTRS(equation);
+  static constexpr bool multilinear = true;
+  std::string equation;
+  // Parsed by infer():
+  std::vector<std::vector<int>> in_labels;  ///< per input, the label of each dim
+  std::vector<int> out_labels;              ///< the label of each output dim
+  std::vector<int64_t> label_size;          ///< per label, its (broadcast) extent
+  std::vector<int> summed;                  ///< labels not in the output
+
+  static constexpr int kEllipsis = 52;
+  static int letter(char c) {
+    if (c >= 'a' && c <= 'z') return c - 'a';
+    if (c >= 'A' && c <= 'Z') return 26 + (c - 'A');
+    return -1;
+  }
+  static char letter_char(int l) { return char(l < 26 ? 'a' + l : 'A' + (l - 26)); }
+
+  Types infer(InTypes in) {
+    using namespace pet::detail;
+    if (in.empty()) throw InvalidInput("Einsum needs at least one input");
+    for (size_t i = 0; i < in.size(); ++i) expect_float(in, i, cat("input ", i));
+    std::string eq;
+    for (char c : equation)
+      if (c != ' ') eq += c;
+    const size_t arrow = eq.find("->");
+    const std::string lhs = eq.substr(0, arrow);
+    std::vector<std::string> terms(1);
+    for (char c : lhs) {
+      if (c == ',') terms.emplace_back();
+      else terms.back() += c;
+    }
+    if (terms.size() != in.size())
+      throw InvalidInput(cat("equation '", equation, "' has ", terms.size(), " input terms for ", in.size(), " inputs"));
+    // One term: its letters (-2 for "...") checked; ell_rank its ellipsis dims.
+    auto parse = [&](const std::string& t, std::string_view where) {
+      std::vector<int> r;
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (t.compare(i, 3, "...") == 0) {
+          if (std::find(r.begin(), r.end(), -2) != r.end()) throw InvalidInput(cat("equation '", equation, "': ", where, " has two ellipses"));
+          r.push_back(-2);
+          i += 2;
+        } else if (letter(t[i]) >= 0) {
+          r.push_back(letter(t[i]));
+        } else {
+          throw InvalidInput(cat("equation '", equation, "': '", t[i], "' in ", where, " is not a letter, ',', '->' or '...'"));
+        }
+      }
+      return r;
+    };
+    int ell = 0;
+    std::vector<std::vector<int>> raw;
+    std::vector<int> ell_rank(in.size(), 0);
+    for (size_t k = 0; k < terms.size(); ++k) {
+      raw.push_back(parse(terms[k], cat("input term ", k)));
+      const bool has = std::find(raw[k].begin(), raw[k].end(), -2) != raw[k].end();
+      const int letters = int(raw[k].size()) - has, rank = int(in[k].shape.size());
+      if (has ? rank < letters : rank != letters)
+        throw InvalidInput(cat("equation '", equation, "': term '", terms[k], "' does not fit input ", k, " of rank ", rank));
+      ell_rank[k] = has ? rank - letters : 0;
+      ell = std::max(ell, ell_rank[k]);
+    }
+    label_size.assign(size_t(kEllipsis + ell), -1);
+    std::vector<int> count(label_size.size(), 0);
+    in_labels.assign(in.size(), {});
+    for (size_t k = 0; k < raw.size(); ++k) {
+      const Shape& s = in[k].shape;
+      for (int l : raw[k]) {
+        if (l == -2) {
+          for (int e = ell - ell_rank[k]; e < ell; ++e) in_labels[k].push_back(kEllipsis + e);
+        } else {
+          in_labels[k].push_back(l);
+        }
+      }
+      for (size_t d = 0; d < s.size(); ++d) {
+        const int l = in_labels[k][d];
+        ++count[size_t(l)];
+        int64_t& z = label_size[size_t(l)];
+        if (z == -1 || z == 1) z = (l >= kEllipsis || z == -1) ? s[d] : z;
+        if (s[d] != z && !(l >= kEllipsis && s[d] == 1))
+          throw InvalidInput(cat("equation '", equation, "': dim ", d, " of input ", k, " ", s, " has size ", s[d],
+                                 " but the same label has size ", z, " elsewhere"));
+      }
+    }
+    out_labels.clear();
+    if (arrow == std::string::npos) {
+      for (int e = 0; e < ell; ++e) out_labels.push_back(kEllipsis + e);
+      std::vector<int> once;
+      for (int l = 0; l < kEllipsis; ++l)
+        if (count[size_t(l)] == 1) once.push_back(l);
+      // ASCII order: A-Z (ids 26..51) before a-z (0..25).
+      std::sort(once.begin(), once.end(), [](int a, int b) { return letter_char(a) < letter_char(b); });
+      out_labels.insert(out_labels.end(), once.begin(), once.end());
+    } else {
+      for (int l : parse(eq.substr(arrow + 2), "the output")) {
+        if (l == -2) {
+          for (int e = 0; e < ell; ++e) out_labels.push_back(kEllipsis + e);
+          continue;
+        }
+        if (count[size_t(l)] == 0)
+          throw InvalidInput(cat("equation '", equation, "': output label '", letter_char(l), "' is in no input term"));
+        if (std::find(out_labels.begin(), out_labels.end(), l) != out_labels.end())
+          throw InvalidInput(cat("equation '", equation, "': output label '", letter_char(l), "' is repeated"));
+        out_labels.push_back(l);
+      }
+    }
+    if (out_labels.size() > size_t(kMaxRank)) throw Unsupported(cat("equation '", equation, "': output of rank ", out_labels.size()));
+    summed.clear();
+    for (int l = 0; l < int(label_size.size()); ++l)
+      if (count[size_t(l)] && std::find(out_labels.begin(), out_labels.end(), l) == out_labels.end()) summed.push_back(l);
+    Shape out;
+    for (int l : out_labels) out.push_back(label_size[size_t(l)]);
+    return {{DType::Float32, out}};
+  }
+
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    std::array<int64_t, 64> val{};
+    for (int d = 0; d < o.rank; ++d) val[size_t(out_labels[size_t(d)])] = o[d];
+    E acc(0);
+    for (;;) {
+      E p(1);
+      for (size_t t = 0; t < in_labels.size(); ++t) {
+        const Shape& s = read.shape(int(t));
+        Index xi(int(s.size()));
+        for (size_t d = 0; d < s.size(); ++d) xi[int(d)] = s[d] == 1 ? 0 : val[size_t(in_labels[t][d])];
+        p = p * read(int(t), xi);
+      }
+      acc += p;
+      size_t k = 0;  // next summed position (odometer)
+      for (; k < summed.size(); ++k) {
+        int64_t& v = val[size_t(summed[k])];
+        if (++v < label_size[size_t(summed[k])]) break;
+        v = 0;
+      }
+      if (k == summed.size()) break;
+    }
+    return acc;
+  }
+
+  /// For input k, the output dim each of its dims maps to (-1: summed or broadcast).
+  std::vector<int> operand_dims(size_t k, const Shape& s) const {
+    std::vector<int> m(s.size(), -1);
+    for (size_t d = 0; d < s.size(); ++d) {
+      auto it = std::find(out_labels.begin(), out_labels.end(), in_labels[k][d]);
+      if (it != out_labels.end() && !(s[d] == 1 && label_size[size_t(in_labels[k][d])] != 1)) m[d] = int(it - out_labels.begin());
+    }
+    return m;
+  }
+  Splits propagate(InSplits in, InTypes it, InTypes ot) const {
+    SplitPoints s = SplitPoints::none(ot[0].shape);
+    for (size_t k = 0; k < it.size(); ++k) {
+      auto m = operand_dims(k, it[k].shape);
+      for (size_t d = 0; d < m.size(); ++d)
+        if (m[d] >= 0) s.dims[size_t(m[d])] = cuts::unite(s.dims[size_t(m[d])], in[k].dims[d], ot[0].shape[size_t(m[d])]);
+    }
+    return {s};
+  }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const {
+    std::vector<Box> r;
+    for (size_t k = 0; k < it.size(); ++k) r.push_back(select_dims(out, it[k].shape, operand_dims(k, it[k].shape)));
+    return r;
+  }
+  int64_t flops(InTypes in, InTypes out) const {
+    int64_t inner = 1;
+    for (int l : summed) inner *= label_size[size_t(l)];
+    return 2 * numel(out[0].shape) * inner * int64_t(std::max<size_t>(1, in.size() - 1));
+  }
+  /// The parsed members follow from the equation and the input types.
+  bool operator==(const Einsum& o) const { return equation == o.equation; }
 };
 
 }  // namespace pet::ops
