@@ -139,6 +139,44 @@ TEST_CASE("import errors name the file, node, op and problem") {
     c.input("x", {"2"}).output("x");
     CHECK_THROWS_WITH_AS(c.import(), "m.onnx: opset 22 is newer than pet supports (up to 21)", Unsupported);
   }
+  SUBCASE("Resize and Einsum: what pet refuses, and why") {
+    auto resize = [](int64_t opset, const char* attr, const char* value, bool scales, bool sizes) {
+      OnnxBuilder b(opset);
+      b.input("x", {"1", "1", "4", "4"});
+      if (scales) b.floats("sc", {4}, {1, 1, 2, 2});
+      if (sizes) b.ints("sz", {1, 1, 8, 8});
+      std::vector<std::string> in{"x", "", scales ? "sc" : ""};
+      if (sizes) in.push_back("sz");
+      auto* n = b.node("Resize", in, {"y"}, "up");
+      if (attr) b.attr(n, attr, value);
+      b.output("y");
+      return b;
+    };
+    CHECK(resize(13, "mode", "linear", true, false).import().graph.type(1).shape == Shape{1, 1, 8, 8});
+    CHECK(resize(13, nullptr, nullptr, false, true).import().graph.num_nodes() == 1);
+    CHECK_THROWS_WITH_AS(resize(10, nullptr, nullptr, true, false).import(), doctest::Contains("Resize before opset 11"), Unsupported);
+    CHECK_THROWS_WITH_AS(resize(13, "coordinate_transformation_mode", "tf_crop_and_resize", true, false).import(),
+                         "m.onnx: node 'up' (Resize, opset 13): coordinate_transformation_mode 'tf_crop_and_resize'", Unsupported);
+    CHECK_THROWS_WITH_AS(resize(13, "mode", "bicubic", true, false).import(), doctest::Contains("mode 'bicubic' is not nearest, linear or cubic"), InvalidInput);
+    CHECK_THROWS_WITH_AS(resize(13, "nearest_mode", "up", true, false).import(), doctest::Contains("nearest_mode 'up' is not one of"), InvalidInput);
+    CHECK_THROWS_WITH_AS(resize(13, nullptr, nullptr, true, true).import(), doctest::Contains("both scales and sizes are given"), InvalidInput);
+    CHECK_THROWS_WITH_AS(resize(13, nullptr, nullptr, false, false).import(), doctest::Contains("neither scales nor sizes is given"), InvalidInput);
+    CHECK_THROWS_WITH_AS(resize(18, "keep_aspect_ratio_policy", "not_larger", false, true).import(), doctest::Contains("keep_aspect_ratio_policy 'not_larger'"),
+                         Unsupported);
+    OnnxBuilder e(13);
+    e.input("a", {"2", "3"}).input("b", {"3", "4"});
+    auto* n = e.node("Einsum", {"a", "b"}, {"c"}, "mm");
+    e.output("c");
+    CHECK_THROWS_WITH_AS(e.import(), "m.onnx: node 'mm' (Einsum, opset 13): attribute 'equation' is required", InvalidInput);
+    e.attr(n, "equation", "ij,jk->ik");
+    CHECK(e.import().graph.type(2).shape == Shape{2, 4});
+    OnnxBuilder f(13);
+    f.input("a", {"2", "3"}).input("b", {"4", "4"});
+    f.attr(f.node("Einsum", {"a", "b"}, {"c"}, "mm"), "equation", "ij,jk->ik");
+    f.output("c");
+    CHECK_THROWS_WITH_AS(f.import(), "m.onnx: node 'mm' (Einsum, opset 13): equation 'ij,jk->ik': dim 0 of input 1 [4,4] has size 4 but the same label has size 3 elsewhere",
+                         InvalidInput);
+  }
   SUBCASE("wrong shapes") {
     OnnxBuilder b(13);
     b.input("x", {"1", "3", "8", "8"}).floats("w", {8, 4, 3, 3}, std::vector<float>(288, 0.0f));
