@@ -259,6 +259,25 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
   CHECK(out_shape(ops::ConvTranspose{.strides = {2, 2}, .pads = {1, 1, 1, 1}, .output_padding = {1, 1}, .group = 2},
                   {f32({1, 4, 5, 5}), f32({4, 3, 3, 3})}) == Shape{1, 6, 10, 10});
   check_fast_vs_formula(ops::ConvTranspose{.strides = {2, 1}, .dilations = {1, 2}, .group = 2}, {f32({2, 4, 3, 4}), f32({4, 3, 2, 3}), f32({6})}, seed++);
+  {  // output_shape and auto_pad become explicit pads (ONNX's formula); the op is then as given
+    auto [t, o] = resolve(ops::ConvTranspose{.strides = {3, 2}, .output_padding = {1, 1}, .output_shape = {10, 8}}, {f32({1, 1, 3, 3}), f32({1, 2, 3, 3})});
+    CHECK(o[0].shape == Shape{1, 2, 10, 8});
+    CHECK(std::get<ops::ConvTranspose>(t).pads == std::vector<int64_t>{0, 0, 0, 0});
+    auto [u, uo] = resolve(ops::ConvTranspose{.strides = {2, 2}, .auto_pad = AutoPad::SameUpper}, {f32({1, 1, 3, 3}), f32({1, 2, 3, 3})});
+    CHECK(uo[0].shape == Shape{1, 2, 6, 6});
+    CHECK(std::get<ops::ConvTranspose>(u).pads == std::vector<int64_t>{0, 0, 1, 1});  // total 1: the larger half at the end
+    auto [l, lo] = resolve(ops::ConvTranspose{.strides = {2, 2}, .auto_pad = AutoPad::SameLower}, {f32({1, 1, 3, 3}), f32({1, 2, 3, 3})});
+    CHECK(std::get<ops::ConvTranspose>(l).pads == std::vector<int64_t>{1, 1, 0, 0});
+    const Types again{f32({1, 1, 3, 3}), f32({1, 2, 3, 3})};
+    CHECK(infer_types(t, again)[0].shape == Shape{1, 2, 10, 8});  // inferring again keeps it
+    auto [p, po] = resolve(ops::ConvTranspose{.strides = {3}, .output_shape = {8}}, {f32({1, 1, 2}), f32({1, 1, 3})});  // 6 made, 2 more
+    CHECK(po[0].shape == Shape{1, 1, 8});
+    CHECK(std::get<ops::ConvTranspose>(p).output_padding == std::vector<int64_t>{2});
+    CHECK_THROWS_WITH_AS(infer(ops::ConvTranspose{.output_shape = {9}}, {f32({1, 1, 3}), f32({1, 1, 3})}),
+                         doctest::Contains("is more than the stride beyond what the transposed conv makes (5)"), Unsupported);
+    CHECK_THROWS_WITH_AS(infer(ops::ConvTranspose{.pads = {1, 1}, .output_shape = {3}}, {f32({1, 1, 3}), f32({1, 1, 3})}), doctest::Contains("give one of them"),
+                         InvalidInput);
+  }
   CHECK_THROWS_WITH_AS(infer(ops::ConvTranspose{}, {f32({1, 3, 4, 4}), f32({4, 2, 3, 3})}), doctest::Contains("input has 3 channels but weight shape"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(ops::ConvTranspose{.strides = {2}, .output_padding = {2}}, {f32({1, 1, 4}), f32({1, 1, 3})}),
                        doctest::Contains("must be below the stride"), InvalidInput);

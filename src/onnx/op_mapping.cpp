@@ -194,9 +194,9 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     return Mapped{o, first_inputs(c, 3)};
   };
   t["ConvTranspose"] = [](const NodeCtx& c) {
-    if (c.attr("output_shape")) throw Unsupported("ConvTranspose with output_shape (give pads and output_padding instead)");
-    if (c.s("auto_pad", "NOTSET") != "NOTSET") throw Unsupported(cat("ConvTranspose with auto_pad ", c.s("auto_pad", "NOTSET"), " (give pads instead)"));
     ops::ConvTranspose o;
+    o.auto_pad = auto_pad_of(c);
+    o.output_shape = c.ints("output_shape");
     o.kernel_shape = c.ints("kernel_shape");
     o.strides = c.ints("strides");
     o.pads = c.ints("pads");

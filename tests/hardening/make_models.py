@@ -139,3 +139,12 @@ save("resize19", [
     helper.make_node("Resize", ["img", "", "sc"], ["cubic_ex"], mode="cubic", exclude_outside=1, cubic_coeff_a=-0.5, axes=[3], name="cubic_ex"),  # ORT 1.20 refuses axes=[-1]
 ], [vi("img", [1, 2, 5, 6])], [vi("sym", None), vi("cubic_ex", None)],
    [const("sz", np.array([8, 9], dtype=np.int64)), const("sc", np.array([1.5], dtype=np.float32))], opset=19)
+
+# ConvTranspose with implicit padding: auto_pad SAME_UPPER / SAME_LOWER / VALID and output_shape.
+wt = rng.uniform(-1, 1, (2, 3, 3, 3)).astype(np.float32)
+save("convtranspose_implicit13", [
+    helper.make_node("ConvTranspose", ["x", "wt"], ["same_upper"], strides=[2, 2], auto_pad="SAME_UPPER", name="same_upper"),
+    helper.make_node("ConvTranspose", ["x", "wt"], ["same_lower"], strides=[2, 2], auto_pad="SAME_LOWER", name="same_lower"),
+    helper.make_node("ConvTranspose", ["x", "wt"], ["valid"], strides=[2, 1], auto_pad="VALID", name="valid"),
+    helper.make_node("ConvTranspose", ["x", "wt"], ["shaped"], strides=[3, 2], output_shape=[14, 10], name="shaped"),
+], [vi("x", [1, 2, 4, 4])], [vi(o, None) for o in ["same_upper", "same_lower", "valid", "shaped"]], [const("wt", wt)], opset=13)

@@ -185,15 +185,22 @@ struct Conv {
 /// Transposed convolution (ONNX ConvTranspose), W of shape [C_in, C_out / group, k...]:
 ///   y[n, oc, o] = B[oc] + sum over c of oc's group, kernel position j, input position i with
 ///                 o = i * stride - pad_begin + j * dilation of x[n, c, i] * W[c, oc mod (C_out/group), j]
-/// and spatial size stride (in - 1) + output_padding + (k - 1) dilation + 1 - pads. Explicit
-/// pads only (output_shape and auto_pad are refused at import). Not multilinear here: the
+/// and spatial size stride (in - 1) + output_padding + (k - 1) dilation + 1 - pads (explicit,
+/// or derived from output_shape / auto_pad, below). Not multilinear here: the
 /// verifier does not look into it (its box rules are not written).
 struct ConvTranspose {
   static constexpr std::string_view name = "ConvTranspose";
-  PET_ATTRS(kernel_shape, strides, pads, dilations, output_padding, group);
+  PET_ATTRS(kernel_shape, strides, pads, dilations, output_padding, group, output_shape, auto_pad);
   static constexpr bool multilinear = false;
   std::vector<int64_t> kernel_shape, strides, pads, dilations, output_padding;
   int64_t group = 1;
+  /// ONNX's implicit padding: the spatial output extents wanted (output_shape) or auto_pad
+  /// SAME_UPPER / SAME_LOWER (extent = input x stride) or VALID; infer() turns either into
+  /// explicit pads (total = stride (in - 1) + output_padding + (k - 1) d + 1 - out, its
+  /// larger half at the end for SAME_UPPER, at the start otherwise; a negative total is
+  /// output padding) and clears them.
+  std::vector<int64_t> output_shape;
+  AutoPad auto_pad = AutoPad::NotSet;
 
   Types infer(InTypes in) {
     using namespace detail;
@@ -209,8 +216,36 @@ struct ConvTranspose {
     Shape ks(w.begin() + 2, w.end());
     if (!kernel_shape.empty() && kernel_shape != ks) throw InvalidInput(cat("kernel_shape ", kernel_shape, " does not match weight shape ", w));
     kernel_shape = ks;
-    check_window_attrs(k, strides, dilations, pads);
     if (output_padding.empty()) output_padding.assign(k, 0);
+    if (!output_shape.empty() || auto_pad != AutoPad::NotSet) {
+      if (!pads.empty()) throw InvalidInput(cat("pads ", pads, " with ", output_shape.empty() ? "auto_pad" : "output_shape", ": give one of them"));
+      std::vector<int64_t> dummy;
+      check_window_attrs(k, strides, dilations, dummy);
+      if (output_padding.size() != k) throw InvalidInput(cat("output_padding ", output_padding, " must have ", k, " values"));
+      Shape want;
+      if (!output_shape.empty()) {
+        if (output_shape.size() == k + 2) want.assign(output_shape.begin() + 2, output_shape.end());
+        else if (output_shape.size() == k) want = output_shape;
+        else throw InvalidInput(cat("output_shape ", output_shape, " must have ", k, " values (the spatial extents)"));
+      }
+      pads.assign(2 * k, 0);
+      for (size_t i = 0; i < k && auto_pad != AutoPad::Valid; ++i) {
+        const int64_t out = want.empty() ? x[2 + i] * strides[i] : want[i];
+        int64_t total = strides[i] * (x[2 + i] - 1) + output_padding[i] + (ks[i] - 1) * dilations[i] + 1 - out;
+        if (total < 0) {  // a larger output: the extra positions at the end are output padding
+          output_padding[i] -= total;
+          total = 0;
+          if (output_padding[i] >= std::max(strides[i], dilations[i]))
+            throw Unsupported(cat("an output extent of ", out, " along spatial dim ", i, " is more than the stride beyond what the transposed conv makes (",
+                                  out - output_padding[i], ")"));
+        }
+        pads[i] = auto_pad == AutoPad::SameUpper ? total / 2 : total - total / 2;
+        pads[i + k] = total - pads[i];
+      }
+      output_shape.clear();
+      auto_pad = AutoPad::NotSet;
+    }
+    check_window_attrs(k, strides, dilations, pads);
     if (output_padding.size() != k) throw InvalidInput(cat("output_padding ", output_padding, " must have ", k, " values"));
     for (size_t i = 0; i < k; ++i)
       if (output_padding[i] < 0 || output_padding[i] >= std::max(strides[i], dilations[i]))
