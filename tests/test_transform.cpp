@@ -119,8 +119,39 @@ TEST_CASE("pipeline: passes in order, left out by name, graphs printed after a p
   CHECK_THROWS_WITH_AS(transform::Pipeline({"dead-code"}).run(h, po),
                        "--disable-pass: no pass named 'no-such-pass' in this pipeline (it has [dead-code])", InvalidInput);
   CHECK_THROWS_AS(transform::make_pass("constant-fold"), InvalidInput);
-  CHECK(transform::pass_catalog().size() == 8);
+  CHECK(transform::pass_catalog().size() == 9);
   CHECK(transform::pass_list("a,b,,c") == std::set<std::string, std::less<>>{"a", "b", "c"});
+}
+
+TEST_CASE("einsum-lowering: MatMul forms become ReduceSum / Transpose / Reshape / MatMul; a diagonal stays an Einsum") {
+  auto count = [](const Graph& g, auto pred) {
+    int n = 0;
+    for (const Node& node : g.nodes()) n += pred(node.op);
+    return n;
+  };
+  for (const char* eq : {"bhid,bhjd->bhij", "ij,jk", "bn,anm,bm->ba", "ijk->kj", "i,i", "ii->i"}) {
+    CAPTURE(eq);
+    Graph g;
+    Builder b(g);
+    const std::string e(eq);
+    std::vector<TensorId> in;
+    if (e == "bhid,bhjd->bhij") in = {b.input("q", {2, 3, 4, 8}), b.input("k", {2, 3, 5, 8})};
+    else if (e == "ij,jk") in = {b.input("a", {3, 4}), b.input("b", {4, 2})};
+    else if (e == "bn,anm,bm->ba") in = {b.input("x", {2, 3}), b.input("w", {4, 3, 5}), b.input("y", {2, 5})};
+    else if (e == "ijk->kj") in = {b.input("x", {2, 3, 4})};
+    else if (e == "i,i") in = {b.input("x", {5}), b.input("y", {5})};
+    else in = {b.input("x", {4, 4})};
+    b.output(b.add(ops::Einsum{.equation = eq}, in, "einsum"));
+    const Graph orig = g;
+    auto rec = transform::Pipeline({"einsum-lowering", "dead-code"}).run(g);
+    const bool diagonal = e == "ii->i";
+    CHECK(rec[0].stats.changed == (diagonal ? 0 : 1));
+    CHECK(count(g, [](const Op& op) { return std::holds_alternative<ops::Einsum>(op); }) == (diagonal ? 1 : 0));
+    if (!diagonal && e != "ijk->kj")
+      CHECK(count(g, [](const Op& op) { return std::holds_alternative<ops::MatMul>(op); }) == int(in.size()) - 1);
+    CHECK(g.tensor(g.outputs()[0]).name == orig.tensor(orig.outputs()[0]).name);
+    same_results(orig, g, 3);
+  }
 }
 
 TEST_CASE("constant-folding keeps output names and skips results much larger than their inputs") {
