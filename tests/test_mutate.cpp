@@ -257,6 +257,21 @@ TEST_CASE("correction fusion merges a correction conv into the main conv (paper 
   same_outputs(g, fused, "fused");
 }
 
+TEST_CASE("the generator reports progress while it searches") {
+  auto subs = lab::mutation_subprograms();
+  mutate::GeneratorOptions go;
+  go.depth = 3;
+  go.progress_every = 0;  // at every budget check (every 256 partial programs)
+  std::vector<std::string> lines;
+  go.progress = [&](const std::string& s) { lines.push_back(s); };
+  auto r = mutate::generate(subs.front().second, go);
+  REQUIRE(r.states >= 256);
+  REQUIRE_FALSE(lines.empty());
+  CHECK(lines.size() <= size_t(r.states / 256));
+  CHECK(lines[0].rfind("generating: ", 0) == 0);
+  CHECK(lines.back().find("mutants kept") != std::string::npos);
+}
+
 TEST_CASE("the generator alone rediscovers the paper's mutant kinds on the test subprograms") {
   auto subs = lab::mutation_subprograms();
   auto find = [&](const std::string& name) -> const Graph& {

@@ -89,10 +89,20 @@ struct Search {
     if (res.states >= opt.max_states) return finish("state budget reached (" + std::to_string(opt.max_states) + " partial programs)");
     if (res.candidates >= opt.max_candidates)
       return finish("candidate budget reached (" + std::to_string(opt.max_candidates) + " complete programs)");
-    if ((res.states & 255) == 0 && std::chrono::duration<double>(Clock::now() - t0).count() > opt.seconds)
-      return finish(cat("time budget reached (", opt.seconds, " s)"));
+    if ((res.states & 255) == 0) {
+      const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (t > opt.seconds) return finish(cat("time budget reached (", opt.seconds, " s)"));
+      if (opt.progress && t >= next_report && res.states > reported_states) {
+        next_report = t + opt.progress_every;
+        reported_states = res.states;
+        opt.progress(cat("generating: ", res.states, " partial and ", res.candidates, " complete programs, ", res.mutants.size(), " mutants kept, ",
+                         int(t), " of at most ", int(opt.seconds), " s"));
+      }
+    }
     return false;
   }
+  double next_report = opt.progress_every;  ///< seconds into the search of the next progress line
+  int64_t reported_states = 0;
   bool finish(std::string why) {
     if (!stop) res.stop_reason = std::move(why);
     stop = true;

@@ -79,6 +79,7 @@ MutateResult run(const Graph& sub, const Options& opt) {
   if (opt.depth > 0) {
     GeneratorOptions go = opt.generator;
     go.depth = opt.depth;
+    if (opt.progress) go.progress = opt.progress;
     if (opt.seconds > 0) go.seconds = std::max(0.1, std::min(go.seconds, opt.seconds / 2 - since(t0)));
     GeneratorResult gr = generate(sub, go);
     res.stop_reason = gr.stop_reason;

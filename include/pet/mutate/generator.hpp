@@ -10,6 +10,7 @@
 /// Pruning (documented because it shapes what is found): after a prelude of ops on original
 /// tensors only, every op must read the previous op's output (chains, as in every mutant the
 /// paper shows); an R/T op never reads another R/T op's output (their composition is one R/T).
+#include <functional>
 #include <string>
 
 #include "pet/ir/builder.hpp"
@@ -22,6 +23,10 @@ struct GeneratorOptions {
   int64_t max_states = 5000000;      ///< partial programs visited
   double seconds = 60;               ///< wall-clock budget
   uint64_t seed = 7;                 ///< fingerprint draws
+  /// Called every `progress_every` seconds while the search runs (stderr in `pet mutate`),
+  /// with the partial and complete programs visited and the mutants kept so far.
+  std::function<void(const std::string&)> progress;
+  double progress_every = 1;
 };
 
 struct GeneratorResult {
