@@ -236,9 +236,19 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
                                    {"ii->i", {f32({4, 4})}, "reference kernel"}})
     same_as_reference(one_op(ops::Einsum{.equation = e.eq}, e.in), seed++, cat("Einsum ", e.eq), {}, e.plan);
   using R = ops::Resize;
-  for (R r : {R{.mode = R::Mode::Linear, .scales = {1, 1, 2, 2}}, R{.coord = R::Coord::Asymmetric, .nearest_mode = R::Round::Floor, .scales = {1, 1, 2, 2}},
-              R{.mode = R::Mode::Linear, .coord = R::Coord::AlignCorners, .sizes = {2, 3, 7, 3}}, R{.scales = {1, 1, 0.5, 0.5}}})
-    same_as_reference(one_op(r, {f32({2, 3, 6, 6})}), seed++, "Resize");
+  struct Rs {
+    R op;
+    const char* plan;
+  };
+  for (const Rs& r : std::vector<Rs>{{R{.mode = R::Mode::Linear, .scales = {1, 1, 2, 2}}, "oneDNN resampling"},
+                                     {R{.mode = R::Mode::Linear, .coord = R::Coord::PytorchHalfPixel, .sizes = {2, 3, 9, 4}}, "oneDNN resampling"},
+                                     {R{.mode = R::Mode::Linear, .scales = {1, 1, 1.5, 0.5}}, "oneDNN resampling"},
+                                     {R{.mode = R::Mode::Linear, .scales = {1, 1, 1.7, 1}}, "reference kernel"},  // 1.7 is not 10 / 6
+                                     {R{.coord = R::Coord::Asymmetric, .nearest_mode = R::Round::Floor, .scales = {1, 1, 2, 2}}, "reference kernel"},
+                                     {R{.mode = R::Mode::Linear, .coord = R::Coord::AlignCorners, .sizes = {2, 3, 7, 3}}, "reference kernel"},
+                                     {R{.scales = {1, 1, 0.5, 0.5}}, "reference kernel"}})
+    same_as_reference(one_op(r.op, {f32({2, 3, 6, 6})}), seed++, "Resize", {}, r.plan);
+  same_as_reference(one_op(R{.mode = R::Mode::Linear, .sizes = {1, 2, 5, 7, 3}}, {f32({1, 2, 3, 4, 5})}), seed++, "Resize 3-D", {}, "oneDNN resampling");
   for (Op op : {Op(ops::Add{}), Op(ops::Sub{}), Op(ops::Mul{}), Op(ops::Div{}), Op(ops::Max{}), Op(ops::Min{})}) {
     same_as_reference(one_op(op, {f32({2, 3, 4}), f32({2, 3, 4})}), seed++, cat(op_name(op), " same shape"));
     same_as_reference(one_op(op, {f32({2, 3, 4}), f32({3, 1})}), seed++, cat(op_name(op), " broadcast second"));

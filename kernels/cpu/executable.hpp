@@ -176,7 +176,7 @@ class CpuExecutable final : public Executable {
   template <class O>
     requires is_one_of<O, ops::Erf, ops::Where, ops::Cast, ops::BatchNormalization, ops::Gather, ops::ShapeOf, ops::Constant,
                       ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp,
-                      ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Resize>
+                      ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum>
   bool lower_op(NodeId, const O&, const std::string&) {
     return false;
   }
@@ -293,6 +293,9 @@ class CpuExecutable final : public Executable {
   int reshaped(int s, const Shape& shape);
   bool lower_op(NodeId n, const ops::ReduceMean& r, const std::string& who);
   bool lower_op(NodeId n, const ops::LayerNormalization& ln, const std::string& who);
+  /// Linear Resize with half-pixel coordinates over the spatial dims, at scales equal to
+  /// out / in: oneDNN's resampling (same formula, edges clamped alike); others: reference.
+  bool lower_op(NodeId n, const ops::Resize& r, const std::string& who);
   void lower_layer_norm(TensorId xt, TensorId yt, int64_t axis, float epsilon, std::optional<TensorId> scale_t,
                         std::optional<TensorId> shift_t, const std::string& who);
 

@@ -203,6 +203,30 @@ void CpuExecutable::lower_layer_norm(TensorId xt, TensorId yt, int64_t axis, flo
   st.fn = [this, x, y = int(yt), sc, sh, rows, len, epsilon] { cpu::layer_norm_rows(ptr(x), ptr(y), rows, len, ptr(sc), ptr(sh), epsilon); };
 }
 
+bool CpuExecutable::lower_op(NodeId n, const ops::Resize& r, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  const Shape& ys = g_.type(node.outputs[0]).shape;
+  using R = ops::Resize;
+  if (r.mode != R::Mode::Linear || xs.size() < 3 || xs.size() > 5 || ys[0] != xs[0] || ys[1] != xs[1]) return false;
+  for (size_t d = 2; d < xs.size(); ++d) {
+    if (float(r.scales[d]) != float(ys[d]) / float(xs[d])) return false;  // oneDNN's factor is out / in
+    const bool half = r.coord == R::Coord::HalfPixel || (r.coord == R::Coord::PytorchHalfPixel && ys[d] > 1) ||
+                      (r.coord == R::Coord::HalfPixelSymmetric && float(ys[d]) / (float(r.scales[d]) * float(xs[d])) == 1.f);
+    if (!half && ys[d] != xs[d]) return false;  // an unresized dim maps o to o in every mode
+  }
+  int x = plain_slot(int(node.inputs[0]));
+  define(node.outputs[0], plain_md(ys));
+  auto pd = dnnl_call(who, [&] {
+    return resampling_forward::primitive_desc(
+        resampling_forward::desc(prop_kind::forward_inference, algorithm::resampling_linear, plain_md(xs), plain_md(ys)), eng_);
+  });
+  Step& st = add_step(cat(who, ": oneDNN resampling ", pd.impl_info_str()), {x}, {int(node.outputs[0])});
+  st.prim = primitive(resampling_forward(pd));
+  st.args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, int(node.outputs[0])}};
+  return true;
+}
+
 bool CpuExecutable::lower_op(NodeId n, const ops::ReduceSum& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_sum, who); }
 
 bool CpuExecutable::lower_op(NodeId n, const ops::ReduceMax& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_max, who); }
