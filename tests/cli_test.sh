@@ -129,7 +129,12 @@ expect 0 "corrected mutants" -- "$PET" mutate "$P/conv-batch-to-width.original.o
 if "$PET" run "$P/conv-batch-to-width.original.onnx" --backend cpu > /dev/null 2>&1; then
   expect 0 '"cost_model": "cpu op profiler' -- cat "$TMP/mut_conv-batch-to-width.json"
   test -s "$XDG_CACHE_HOME/pet/opcache.db" || { echo "FAIL: no profiler cache written"; fails=$((fails + 1)); }
-  "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_again" --json "$TMP/m_again.json" > /dev/null
+  # A run on a busy machine leaves disturbed measurements out of the cache; within three runs
+  # every op is cached and a run measures nothing.
+  for attempt in 1 2 3; do
+    "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_again" --json "$TMP/m_again.json" > /dev/null
+    grep -q '"measured": 0' "$TMP/m_again.json" && break
+  done
   expect 0 '"measured": 0' -- cat "$TMP/m_again.json"
 fi
 expect 0 '"cost_model": "roofline' -- "$PET" mutate "$P/conv-batch-to-width.original.onnx" --out-dir "$TMP/m_roof" --cost roofline --json /dev/stdout
