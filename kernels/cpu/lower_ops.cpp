@@ -212,7 +212,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Resize& r, const std::string& 
   for (size_t d = 2; d < xs.size(); ++d) {
     if (float(r.scales[d]) != float(ys[d]) / float(xs[d])) return false;  // oneDNN's factor is out / in
     const bool half = r.coord == R::Coord::HalfPixel || (r.coord == R::Coord::PytorchHalfPixel && ys[d] > 1) ||
-                      (r.coord == R::Coord::HalfPixelSymmetric && float(ys[d]) / (float(r.scales[d]) * float(xs[d])) == 1.f);
+                      (r.coord == R::Coord::HalfPixelSymmetric && r.symmetric_is_half_pixel(xs, d));
     if (!half && ys[d] != xs[d]) return false;  // an unresized dim maps o to o in every mode
   }
   int x = plain_slot(int(node.inputs[0]));

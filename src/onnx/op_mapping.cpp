@@ -561,24 +561,20 @@ struct Exporter {
     if (w.ceil_mode) set(p, "ceil_mode", int64_t(1));
   }
 
-  void operator()(const ops::Conv& o) {
-    auto* p = simple("Conv");
+  /// The attributes Conv and ConvTranspose share.
+  template <class C>
+  NodeProto* conv_like(const char* type, const C& o) {
+    auto* p = simple(type);
     set(p, "kernel_shape", o.kernel_shape);
     set(p, "strides", o.strides);
     set(p, "pads", o.pads);
     set(p, "dilations", o.dilations);
     set(p, "group", o.group);
+    return p;
   }
+  void operator()(const ops::Conv& o) { conv_like("Conv", o); }
   void operator()(const ops::MatMul&) { simple("MatMul"); }
-  void operator()(const ops::ConvTranspose& o) {
-    auto* p = simple("ConvTranspose");
-    set(p, "kernel_shape", o.kernel_shape);
-    set(p, "strides", o.strides);
-    set(p, "pads", o.pads);
-    set(p, "dilations", o.dilations);
-    set(p, "output_padding", o.output_padding);
-    set(p, "group", o.group);
-  }
+  void operator()(const ops::ConvTranspose& o) { set(conv_like("ConvTranspose", o), "output_padding", o.output_padding); }
   void operator()(const ops::Gemm& o) {
     auto* p = simple("Gemm");
     set(p, "alpha", o.alpha);
@@ -718,7 +714,7 @@ struct Exporter {
     const Shape& x = g.type(n.inputs[0]).shape;
     if (coord == C::HalfPixelSymmetric) {  // opset 19; the same as half_pixel where m = c n exactly
       for (size_t d = 0; d < x.size(); ++d)
-        if (float(o.sizes[d]) / (float(o.scales[d]) * float(x[d])) != 1.f)
+        if (!o.symmetric_is_half_pixel(x, d))
           throw Unsupported(cat("Resize '", n.name, "' with half_pixel_symmetric and a scale that is not m / n has no opset-17 form"));
       coord = C::HalfPixel;
     }

@@ -563,12 +563,11 @@ class EinsumLowering final : public Pass {
     if (axes.empty()) return x;
     return {b.add(ops::ReduceSum{{.axes = axes, .keepdims = false}}, {x.t}, base + "_sum"), rest};
   }
-  static Term transpose(Builder& b, const Graph& g, Term x, const Labels& order, const std::string& base) {
+  static Term transpose(Builder& b, Term x, const Labels& order, const std::string& base) {
     std::vector<int64_t> perm;
     for (int l : order) perm.push_back(int64_t(std::find(x.labels.begin(), x.labels.end(), l) - x.labels.begin()));
     bool identity = true;
     for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == int64_t(i);
-    (void)g;
     if (identity) return {x.t, order};
     return {b.add(ops::Transpose{.perm = perm}, {x.t}, base + "_t"), order};
   }
@@ -604,8 +603,8 @@ class EinsumLowering final : public Pass {
       for (const Labels* l : ls) r.insert(r.end(), l->begin(), l->end());
       return r;
     };
-    a = transpose(b, g, a, cat_labels({&batch, &m, &k}), base + "_a");
-    c = transpose(b, g, c, cat_labels({&batch, &k, &n}), base + "_b");
+    a = transpose(b, a, cat_labels({&batch, &m, &k}), base + "_a");
+    c = transpose(b, c, cat_labels({&batch, &k, &n}), base + "_b");
     Shape as, cs, out;
     for (int l : batch) {
       as.push_back(size_in(a, l));
@@ -635,7 +634,7 @@ class EinsumLowering final : public Pass {
       acc = contract(b, g, acc, {node.inputs[k], e.in_labels[k]}, keep, cat(base, "_", k));
     }
     acc = reduce(b, acc, e.out_labels, base);
-    acc = transpose(b, g, acc, e.out_labels, base);
+    acc = transpose(b, acc, e.out_labels, base);
     TensorId y = acc.t;
     if (g.type(y).shape != g.type(node.outputs[0]).shape) y = reshape(b, g, y, g.type(node.outputs[0]).shape, base);
     if (y == node.inputs[0]) y = b.add(ops::Identity{}, {y}, base + "_identity");

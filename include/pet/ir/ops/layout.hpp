@@ -378,6 +378,10 @@ struct Resize {
     return {{in[0].dtype, sizes}};
   }
 
+  /// Whether half_pixel_symmetric is plain half_pixel along dim d of an input of shape x (its
+  /// adjustment m / (c n) is exactly 1, as when sizes were given).
+  bool symmetric_is_half_pixel(const Shape& x, size_t d) const { return float(sizes[d]) / (float(scales[d]) * float(x[d])) == 1.f; }
+
   /// Input coordinate of output coordinate o along a dim of input extent n, output extent m.
   float source(int64_t o, int64_t n, int64_t m, double scale) const {
     const float c = float(scale), of = float(o);

@@ -257,9 +257,11 @@ struct Einsum {
       for (size_t d = 0; d < s.size(); ++d) {
         const int l = in_labels[k][d];
         ++count[size_t(l)];
+        // The first extent seen; an ellipsis dim of extent 1 broadcasts to (or from) any other.
         int64_t& z = label_size[size_t(l)];
-        if (z == -1 || z == 1) z = (l >= kEllipsis || z == -1) ? s[d] : z;
-        if (s[d] != z && !(l >= kEllipsis && s[d] == 1))
+        const bool ellipsis = l >= kEllipsis;
+        if (z == -1 || (ellipsis && z == 1)) z = s[d];
+        if (s[d] != z && !(ellipsis && s[d] == 1))
           throw InvalidInput(cat("equation '", equation, "': dim ", d, " of input ", k, " ", s, " has size ", s[d],
                                  " but the same label has size ", z, " elsewhere"));
       }
