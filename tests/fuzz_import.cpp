@@ -2,7 +2,12 @@
 // mutates real model files at the byte level and at the field level (dims, data types,
 // attributes, op types, inputs, opsets) and imports every variant; variants that import are
 // also executed when small. Any crash, sanitizer report, leak, non-pet exception or variant
-// slower than 2 s fails the test.
+// slower than 2 s fails the test. Every variant that imports gets the memory estimate the CLI
+// makes before it allocates, and only variants under a limit are executed.
+// A second family is built on purpose rather than by chance: zero-size tensors (inputs,
+// initializers, and ops that would produce an empty tensor), programs up to 120,000 ops deep
+// (run by the interpreter and given to the verifier, which must refuse past its depth bound
+// instead of overflowing the stack) and huge shapes (the estimate must refuse them).
 // Usage: fuzz_import [variants] [node-test-dir] [extra-model.onnx] [seed]
 #include <onnx/onnx_pb.h>
 
@@ -14,7 +19,10 @@
 
 #include "pet/core/rng.hpp"
 #include "pet/eval/interpreter.hpp"
+#include "pet/eval/memory.hpp"
 #include "pet/onnx/onnx.hpp"
+#include "pet/verify/verifier.hpp"
+#include "onnx_testing.hpp"
 #include "zoo.hpp"
 
 namespace fs = std::filesystem;
@@ -138,6 +146,113 @@ double work(const Graph& g) {
   }
   return w;
 }
+/// Memory the fuzzer lets a variant use when it executes it (the CLI's --memory-limit).
+constexpr int64_t kMemoryLimit = int64_t(1) << 30;
+
+/// The structured family: variant k of it, as (what it is, bytes, deepest ops).
+struct Built {
+  std::string what, bytes;
+  int64_t depth = 0;
+};
+Built structured(int k, Rng& r) {
+  using testing::OnnxBuilder;
+  Built b;
+  switch (k % 3) {
+    case 0: {  // a chain of element-wise ops, sometimes past the verifier's depth bound
+      static const int64_t depths[] = {1, 2, 100, 9999, 10000, 10001, 30000, 120000};
+      const int64_t d = r.below(2) ? depths[r.below(8)] : int64_t(1 + r.below(15000));
+      OnnxBuilder m;
+      m.input("x", {"2", "3"}).output("y" + std::to_string(d));
+      static const char* ops[] = {"Neg", "Identity", "Neg", "Relu"};  // mostly multilinear: verified too
+      const char* op = ops[r.below(4)];
+      for (int64_t i = 1; i <= d; ++i) m.node(op, {i == 1 ? "x" : "y" + std::to_string(i - 1)}, {"y" + std::to_string(i)});
+      b.what = cat("chain of ", d, " ", op);
+      b.bytes = m.m.SerializeAsString();
+      b.depth = d;
+      break;
+    }
+    case 1: {  // zero-size tensors, declared or produced
+      OnnxBuilder m;
+      const std::string n = std::to_string(r.below(3));  // a dimension that may be 0
+      switch (r.below(6)) {
+        case 0:
+          m.input("x", {"0", "3"}).output("y").node("Relu", {"x"}, {"y"});
+          b.what = "input [0,3]";
+          break;
+        case 1:
+          m.input("x", {"2", "3"}).floats("w", {3, 0}, {}).output("y").node("MatMul", {"x", "w"}, {"y"});
+          b.what = "MatMul by a [3,0] weight";
+          break;
+        case 2:
+          m.input("x", {"4", "3"}).ints("s", {1}).ints("e", {1}).ints("a", {0}).output("y").node("Slice", {"x", "s", "e", "a"}, {"y"});
+          b.what = "Slice to an empty range";
+          break;
+        case 3:
+          m.input("x", {"3", "1"}).ints("sh", {2, 3, std::stoll(n)}).output("y").node("Expand", {"x", "sh"}, {"y"});
+          b.what = "Expand to [2,3," + n + "]";
+          break;
+        case 4:
+          m.input("x", {"2", "3"}).ints("p", {0, 0, 0, -3 + std::stoll(n)}).output("y").node("Pad", {"x", "p"}, {"y"});
+          b.what = "Pad to [2," + n + "]";
+          break;
+        default: {
+          m.input("x", {"N", "3", "8", "8"}).floats("w", {4, 3, 3, 3}, std::vector<float>(108, 0.5f)).output("y");
+          m.node("Conv", {"x", "w"}, {"y"});
+          b.what = "Conv with batch N";
+          break;
+        }
+      }
+      b.bytes = m.m.SerializeAsString();
+      break;
+    }
+    default: {  // huge shapes: the estimate must say no before anything is allocated
+      const int64_t big = int64_t(1) << (10 + r.below(26));
+      OnnxBuilder m;
+      switch (r.below(3)) {
+        case 0:
+          m.input("x", {"1", "3", std::to_string(big), std::to_string(big)}).output("y").node("Relu", {"x"}, {"y"});
+          b.what = cat("input [1,3,", big, ",", big, "]");
+          break;
+        case 1:
+          m.input("x", {"1", "1"}).ints("sh", {big, big, 10}).output("y").node("Expand", {"x", "sh"}, {"y"});
+          b.what = cat("Expand to [", big, ",", big, ",10]");
+          break;
+        default:
+          m.input("x", {std::to_string(big), "1"}).input("z", {"1", std::to_string(big)}).output("y").node("MatMul", {"x", "z"}, {"y"});
+          b.what = cat("MatMul [", big, ",1]x[1,", big, "]");
+          break;
+      }
+      b.bytes = m.m.SerializeAsString();
+      break;
+    }
+  }
+  return b;
+}
+
+/// Runs a variant that imported: the memory estimate first, then (when it is small enough)
+/// the interpreter, and for multilinear programs the verifier.
+enum class Ran { No, Executed, Verified };
+Ran exercise(const Graph& g, uint64_t seed, bool verify_too) {
+  const MemoryEstimate est = estimate_memory(g);
+  if (est.peak_bytes > kMemoryLimit || work(g) >= 2e7) return Ran::No;
+  std::vector<Value<float>> in;
+  Rng vr{seed};
+  for (TensorId t : g.inputs()) {
+    const auto& ty = g.type(t);
+    if (is_float(ty.dtype)) in.emplace_back(Tensor<float>(ty.shape, float(vr.uniform(-1, 1))));
+    else in.emplace_back(Tensor<int64_t>(ty.shape, int64_t(0)));
+  }
+  Interpreter<float>(g).run(in);
+  if (verify_too) {
+    bool multilinear = true;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) multilinear = multilinear && is_multilinear(g.node(n).op);
+    if (multilinear) {
+      verify::verify(g, g);
+      return Ran::Verified;
+    }
+  }
+  return Ran::Executed;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -172,17 +287,7 @@ int main(int argc, char** argv) {
       opt.default_dim = 2;
       pet::onnx::Model m = pet::onnx::import_bytes(bytes, name, opt);
       ++imported;
-      if (work(m.graph) < 2e7) {
-        std::vector<Value<float>> in;
-        Rng vr{uint64_t(i)};
-        for (TensorId t : m.graph.inputs()) {
-          const auto& ty = m.graph.type(t);
-          if (is_float(ty.dtype)) in.emplace_back(Tensor<float>(ty.shape, float(vr.uniform(-1, 1))));
-          else in.emplace_back(Tensor<int64_t>(ty.shape, int64_t(0)));
-        }
-        Interpreter<float>(m.graph).run(in);
-        ++executed;
-      }
+      if (exercise(m.graph, uint64_t(i), false) != Ran::No) ++executed;
     } catch (const InvalidInput&) {
       ++invalid;
     } catch (const Unsupported&) {
@@ -198,6 +303,58 @@ int main(int argc, char** argv) {
       std::printf("FAIL variant %d of '%s' took %.1f s\n", i, name.c_str(), s);
     }
   }
+  // The structured family: zero-size, deep and huge programs.
+  const int built = std::max(30, variants / 25);
+  int b_refused = 0, b_executed = 0, b_deep_refused = 0;
+  for (int k = 0; k < built; ++k) {
+    Built b = structured(k, rng);
+    auto t0 = std::chrono::steady_clock::now();
+    std::string outcome;
+    try {
+      pet::onnx::ImportOptions opt;
+      opt.default_dim = int64_t(rng.below(2));  // a symbolic dimension bound to 0 or 1
+      pet::onnx::Model m = pet::onnx::import_bytes(b.bytes, b.what, opt);
+      for (TensorId t = 0; t < m.graph.num_tensors(); ++t)
+        if (numel(m.graph.type(t).shape) == 0) {
+          ++failures;
+          std::printf("FAIL structured '%s': imported with the empty tensor '%s'\n", b.what.c_str(), m.graph.tensor(t).name.c_str());
+        }
+      const Ran ran = exercise(m.graph, uint64_t(k), true);
+      outcome = ran == Ran::No ? "over the memory limit, not run" : ran == Ran::Executed ? "ran" : "ran and verified";
+      if (ran != Ran::No) {
+        ++b_executed;
+        if (ran == Ran::Verified && b.depth > verify::PointEvaluator<float>::kMaxDepth) {
+          ++failures;
+          std::printf("FAIL structured '%s': verified past the depth bound\n", b.what.c_str());
+        }
+      } else {
+        ++b_refused;  // over the memory limit: the CLI refuses these with a sentence
+      }
+    } catch (const Unsupported& e) {
+      ++b_refused;
+      outcome = e.what();
+      if (b.depth > verify::PointEvaluator<float>::kMaxDepth && outcome.find("ops deep") != std::string::npos) ++b_deep_refused;
+    } catch (const InvalidInput& e) {
+      ++b_refused;
+      outcome = e.what();
+    } catch (const std::exception& e) {
+      ++failures;
+      std::printf("FAIL structured '%s': non-pet exception: %s\n", b.what.c_str(), e.what());
+    }
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (std::getenv("PET_FUZZ_VERBOSE")) std::printf("  %s: %s (%.2f s)\n", b.what.c_str(), outcome.c_str(), s);
+    slowest = std::max(slowest, s);
+    if (s > 2.0 + 1e-4 * double(b.depth)) {  // deep chains: time in proportion to their length
+      ++failures;
+      std::printf("FAIL structured '%s' took %.1f s\n", b.what.c_str(), s);
+    }
+  }
+  if (b_deep_refused == 0 || b_executed == 0) {
+    ++failures;
+    std::printf("FAIL the structured family refused no program for its depth, or ran none: too few variants (%d)\n", built);
+  }
+  std::printf("built %d zero-size, deep and huge programs: %d refused or over the memory limit (%d too deep to verify), %d executed\n",
+              built, b_refused, b_deep_refused, b_executed);
   std::printf("fuzzed %d variants of %zu seed models: %d rejected as invalid, %d unsupported, %d imported (%d executed), "
               "%d failures, slowest %.3f s\n",
               variants, seeds.size(), invalid, unsupported, imported, executed, failures, slowest);

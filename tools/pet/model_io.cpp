@@ -14,6 +14,7 @@
 
 #include "cli.hpp"
 #include "pet/backend/cache_store.hpp"
+#include "pet/eval/memory.hpp"
 #include "pet/optimize/optimize.hpp"
 
 namespace pet::cli {
@@ -140,7 +141,6 @@ std::string format_bytes(double b) {
   std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, units[u]);
   return buf;
 }
-int64_t tensor_bytes(const TensorType& t) { return numel(t.shape) * (is_float(t.dtype) ? 4 : 8); }
 }  // namespace
 
 int64_t memory_limit(const Args& a) {
@@ -170,38 +170,9 @@ onnx::Model load_model(const Args& a, const std::string& path, const onnx::Impor
   const int64_t limit = memory_limit(a);
   onnx::Model m = onnx::import_file(path, opt);
   const Graph& g = m.graph;
-  // Peak of the tensors alive at once in program order (inputs, constants and outputs all
-  // the way through): what the reference interpreter and the cpu plan hold at most.
-  auto uses = g.consumers();
-  std::vector<int64_t> last(size_t(g.num_tensors()), -1);
-  auto order = g.topo_order();
-  int64_t live = 0, peak = 0;
-  TensorId largest = -1;
-  auto note = [&](TensorId t) {
-    if (largest < 0 || tensor_bytes(g.type(t)) > tensor_bytes(g.type(largest))) largest = t;
-  };
-  std::vector<bool> pinned(size_t(g.num_tensors()), false);
-  for (TensorId t : g.outputs()) pinned[size_t(t)] = true;
-  for (TensorId t = 0; t < g.num_tensors(); ++t)
-    if (g.tensor(t).producer < 0) {
-      pinned[size_t(t)] = true;
-      live += tensor_bytes(g.type(t));
-      note(t);
-    }
-  for (size_t i = 0; i < order.size(); ++i)
-    for (TensorId t : g.node(order[i]).inputs) last[size_t(t)] = int64_t(i);
-  peak = live;
-  for (size_t i = 0; i < order.size(); ++i) {
-    for (TensorId t : g.node(order[i]).outputs) {
-      live += tensor_bytes(g.type(t));
-      note(t);
-    }
-    peak = std::max(peak, live);
-    for (TensorId t : g.node(order[i]).inputs)
-      if (!pinned[size_t(t)] && last[size_t(t)] == int64_t(i)) live -= tensor_bytes(g.type(t)), pinned[size_t(t)] = true;
-    for (TensorId t : g.node(order[i]).outputs)
-      if (!pinned[size_t(t)] && uses[size_t(t)].empty()) live -= tensor_bytes(g.type(t)), pinned[size_t(t)] = true;
-  }
+  const MemoryEstimate est = estimate_memory(g);
+  const int64_t peak = est.peak_bytes;
+  const TensorId largest = est.largest;
   if (peak > limit) {
     const TensorInfo& big = g.tensor(largest);
     throw Unsupported(cat(path, ": the program needs about ", format_bytes(double(peak)), " of tensors at once (the largest, '", big.name,

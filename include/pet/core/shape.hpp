@@ -28,7 +28,7 @@ inline int64_t numel(const Shape& s) {
   for (int64_t d : s) {
     if (d < 0) throw InvalidInput(cat("shape ", s, " has a negative dimension"));
     if (d != 0 && n > kMaxElements / d)
-      throw InvalidInput(cat("shape ", s, " has more than 2^36 elements"));
+      throw Unsupported(cat("shape ", s, " has more than 2^36 elements (the most pet supports in one tensor)"));
     n *= d;
   }
   return n;

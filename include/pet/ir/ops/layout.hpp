@@ -85,7 +85,7 @@ struct Reshape {
         continue;
       }
       if (out[i] < 0) throw InvalidInput(cat("shape ", shape, " has a negative dimension"));
-      if (out[i] > kMaxElements || known > kMaxElements) throw InvalidInput(cat("shape ", shape, " has more than 2^36 elements"));
+      if (out[i] > kMaxElements || known > kMaxElements) throw Unsupported(cat("shape ", shape, " has more than 2^36 elements (the most pet supports in one tensor)"));
       known *= out[i];
     }
     int64_t n = numel(x);
