@@ -10,6 +10,8 @@
 
 #include "op_testing.hpp"
 #include "pet/optimize/optimize.hpp"
+#include "pet/optimize/serialize.hpp"
+#include "pet/verify/verifier.hpp"
 #include "pet/transform/patterns.hpp"
 
 using namespace pet;
@@ -182,6 +184,37 @@ TEST_CASE("search: the top-K heap over rounds on a toy cost model, the window bu
   CHECK(few.size() >= 1);
 }
 
+TEST_CASE("search cache entries: a window's candidates as JSON and back, bound to another window's weights") {
+  Rng rng(11);
+  auto window_of = [&](float scale) {
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("in0", {1, 16, 12, 12});
+    TensorId y = b.add(ops::Conv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}}, {x, b.constant("w0", rand_t({16, 16, 3, 3}, rng, scale))});
+    b.output(b.add(ops::Add{}, {y, b.constant("w1", rand_t({1, 16, 1, 1}, rng, scale))}));
+    return g;
+  };
+  const Graph a = window_of(0.1f), other = window_of(0.3f);
+  optimize::Options opt = quick();
+  opt.depth = 0;
+  auto cost = [](const Graph& p) { return double(p.num_nodes()); };
+  auto cands = optimize::search(a, opt, cost);
+  REQUIRE(cands.size() >= 2);
+  for (const auto& c : cands) {
+    const nlohmann::json j = optimize::program_to_json(c.graph, a);
+    CHECK(j.dump().find("\"weight\":\"w0\"") != std::string::npos);  // weights by reference, not by value
+    const Graph back = optimize::program_from_json(nlohmann::json::parse(j.dump()), other);
+    CHECK(optimize::structure_key(back) == optimize::structure_key(c.graph));
+    CHECK(verify::verify(other, back).verdict == verify::Verdict::Equivalent);  // the same rewrite holds on other weights
+  }
+  nlohmann::json bad = optimize::program_to_json(cands[0].graph, a);
+  bad["nodes"][0]["op"]["op"] = "NoSuchOp";
+  CHECK_THROWS_WITH_AS(optimize::program_from_json(bad, other), doctest::Contains("unknown op 'NoSuchOp'"), InvalidInput);
+  bad = optimize::program_to_json(cands[0].graph, a);
+  bad["nodes"][0]["inputs"][0] = 999;
+  CHECK_THROWS_AS(optimize::program_from_json(bad, other), InvalidInput);
+}
+
 TEST_CASE("post-optimisations: R/T through activations, inverse R/T pairs removed only when proved") {
   Graph g;
   Builder b(g);
@@ -242,12 +275,22 @@ TEST_CASE("optimize end to end: dilated convs become dense ones, identical windo
     dopt.decision_cache = file;
     auto first = optimize::optimize(g, dopt);
     CHECK_FALSE(first.report.decisions_cached);
+    CHECK(first.report.searches_cached == 0);
     REQUIRE(std::filesystem::exists(file));
     auto second = optimize::optimize(g, dopt);
     CHECK(second.report.decisions_cached);
+    CHECK(second.report.searches_cached == 1);  // the first window; the second is identical to it
+    CHECK(second.report.windows[0].search_cached);
+    CHECK(second.report.windows[0].times.generate == 0);  // no mutation: the candidates came from the cache
     for (size_t i = 0; i < first.report.windows.size(); ++i) {
       CHECK(second.report.windows[i].applied == first.report.windows[i].applied);
+      CHECK(second.report.windows[i].est_chosen_ms == doctest::Approx(first.report.windows[i].est_chosen_ms));
       CHECK(second.report.windows[i].measure_seconds == 0);
+    }
+    {  // other settings are other searches
+      optimize::Options other = dopt;
+      other.top_k = dopt.top_k + 1;
+      CHECK(optimize::optimize(g, other).report.searches_cached == 0);
     }
     CHECK(max_diff(g, second.graph) < 1e-3);
     {  // a damaged pet cache (truncated) is set aside: nothing is reused from it

@@ -11,7 +11,9 @@
 
 #include "pet/core/parallel.hpp"
 #include "pet/eval/interpreter.hpp"
+#include "pet/verify/verifier.hpp"
 #include "post_passes.hpp"
+#include "pet/optimize/serialize.hpp"
 
 namespace pet::optimize {
 
@@ -195,6 +197,63 @@ void write_decision(backend::CacheStore* store, const std::string& key, const nl
   }
 }
 
+/// The options a window's search result depends on (with the backend's version and the
+/// thread count, which change the costs).
+std::string search_settings(const Options& opt, const backend::Backend& be) {
+  std::string rules;
+  for (const auto& r : opt.only_rules) rules += r + ",";
+  rules += "|";
+  for (const auto& r : opt.disable_rules) rules += r + ",";
+  return cat(be.version(), "|", num_threads(), "|", opt.depth, ",", opt.rounds, ",", opt.top_k, ",", opt.window, ",", policy_name(opt.policy),
+             ",", opt.budget_s, ",", opt.window_budget_s, ",", opt.measure_best, ",", rules);
+}
+
+/// A window's search result as a search-cache entry.
+nlohmann::json search_entry(const std::string& key, const Graph& program, const WindowReport& wr, const std::vector<Candidate>& best) {
+  nlohmann::json b = nlohmann::json::array();
+  for (const Candidate& c : best)
+    b.push_back({{"program", program_to_json(c.graph, program)}, {"origin", c.origin}, {"verdict", c.verdict},
+                 {"corrected_fraction", c.corrected_fraction}, {"correction_kernels", c.correction_kernels}, {"summary", c.summary}});
+  return {{"structure", key}, {"rounds", wr.rounds}, {"candidates", wr.candidates}, {"why_kept", wr.why_kept}, {"search_seconds", wr.times.total},
+          {"best", b}};
+}
+
+/// The candidates of a search-cache entry for `program`, each verified again against it and
+/// costed; false (and nothing used) when the entry is not for this structure or any of its
+/// candidates fails to load or to verify.
+bool load_search(const nlohmann::json& e, const std::string& key, const Graph& program, const std::function<double(const Graph&)>& cost,
+                 WindowReport& wr, std::vector<Candidate>& best) {
+  try {
+    if (e.value("structure", std::string()) != key) return false;
+    std::vector<Candidate> got;
+    for (const auto& b : e.at("best")) {
+      Candidate c;
+      c.graph = program_from_json(b.at("program"), program);
+      if (verify::verify(program, c.graph).verdict != verify::Verdict::Equivalent) return false;
+      c.origin = b.at("origin").get<std::string>();
+      c.verdict = b.at("verdict").get<std::string>();
+      c.corrected_fraction = b.at("corrected_fraction").get<double>();
+      c.correction_kernels = b.at("correction_kernels").get<int>();
+      c.summary = b.at("summary").get<std::string>();
+      c.est_ms = cost(c.graph);
+      got.push_back(std::move(c));
+    }
+    std::stable_sort(got.begin(), got.end(), [](const Candidate& a, const Candidate& b) { return a.est_ms < b.est_ms; });
+    wr.rounds = e.at("rounds").get<int>();
+    wr.candidates = e.at("candidates").get<int>();
+    wr.why_kept = e.at("why_kept").get<std::string>();
+    wr.est_original_ms = cost(program);
+    best.clear();
+    for (auto& c : got)
+      if (c.est_ms < wr.est_original_ms) best.push_back(std::move(c));
+    if (best.empty() && wr.why_kept.empty()) wr.why_kept = "no cached mutant is estimated faster now";
+    return true;
+  } catch (const Error&) {
+    return false;  // a damaged or foreign entry: searched again
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 }  // namespace
 
 Result optimize(const Graph& model, const Options& opt) {
@@ -223,6 +282,12 @@ Result optimize(const Graph& model, const Options& opt) {
   backend::Profiler prof(*be, opt.profile_cache, 5, 0.02);  // min of 5 clean runs: the cost model sums minima
   auto cost = [&](const Graph& p) { return prof.program_cost_ms(p); };
   std::vector<Window> windows = partition(g, opt.window);
+  // The optimizer's memory (the decision cache): each window's search result under its
+  // structure and the search settings, and the in-context decisions of whole programs.
+  std::unique_ptr<backend::CacheStore> decisions;
+  if (!opt.decision_cache.empty()) decisions = std::make_unique<backend::CacheStore>(opt.decision_cache, "decisions");
+  const bool use_search_cache = decisions && !opt.rule_set;  // rules of one's own have no stable name
+  const std::string settings = search_settings(opt, *be);
   struct Searched {
     WindowReport report;               ///< of the first window with this structure
     std::vector<Candidate> best;       ///< estimated faster than the original, best first
@@ -269,6 +334,23 @@ Result optimize(const Graph& model, const Options& opt) {
       const double left = 0.7 * opt.budget_s - since(t0);
       wopt.window_budget_s = std::min(opt.window_budget_s, std::max(1.0, left / double(ahead.size())));
     }
+    const std::string skey = use_search_cache ? cat("search/", digest(cat(keys[i], "|", settings))) : std::string();
+    if (!skey.empty()) {
+      const auto s0 = clock::now();
+      const nlohmann::json stored = read_decision(decisions.get(), skey);
+      Searched sr;
+      if (stored.is_object() && load_search(stored, keys[i], program, cost, wr, sr.best)) {
+        wr.search_cached = true;
+        wr.times.total = since(s0);
+        ++rep.searches_cached;
+        est_before += wr.est_original_ms;
+        est_after += sr.best.empty() ? wr.est_original_ms : sr.best[0].est_ms;
+        sr.report = wr;
+        memo[keys[i]] = sr;
+        rep.windows.push_back(wr);
+        continue;
+      }
+    }
     std::string stop;
     std::vector<Candidate> cands;
     try {
@@ -294,6 +376,10 @@ Result optimize(const Graph& model, const Options& opt) {
     sr.report = wr;
     memo[keys[i]] = sr;
     rep.windows.push_back(wr);
+    if (!skey.empty()) {
+      const nlohmann::json e = search_entry(keys[i], program, wr, sr.best);
+      if (e.dump().size() < (size_t(4) << 20)) write_decision(decisions.get(), skey, e);  // structure, not weights: small
+    }
     prof.save();  // a search stopped later keeps what was measured
   }
   rep.profiler_measured = prof.measured();
@@ -356,15 +442,8 @@ Result optimize(const Graph& model, const Options& opt) {
   std::vector<bool> decided(windows.size(), false);
   // The decisions of an earlier run on this program, when its candidates are found again.
   std::string dkey;
-  std::unique_ptr<backend::CacheStore> decisions;
-  if (!opt.decision_cache.empty()) {
-    decisions = std::make_unique<backend::CacheStore>(opt.decision_cache, "decisions");
-    std::string rules;
-    for (const auto& r : opt.only_rules) rules += r + ",";
-    rules += "|";
-    for (const auto& r : opt.disable_rules) rules += r + ",";
-    dkey = digest(cat(structure_key(canonical), "|", be->version(), "|", num_threads(), "|", opt.depth, ",", opt.rounds, ",", opt.top_k, ",",
-                      opt.window, ",", policy_name(opt.policy), ",", opt.budget_s, ",", opt.window_budget_s, ",", opt.measure_best, ",", rules));
+  if (decisions) {
+    dkey = digest(cat(structure_key(canonical), "|", settings));
     const nlohmann::json stored = read_decision(decisions.get(), dkey);
     if (stored.is_array()) {
       std::vector<std::pair<size_t, const Candidate*>> found;

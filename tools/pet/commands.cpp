@@ -62,7 +62,7 @@ const std::vector<CommandSpec>& commands() {
                    {"print-after", "NAME,...|all", "print the graph after these passes"},
                    {"profile-cache", "FILE|none", "the op profiler's cache (default ~/.cache/pet/opcache.db)"},
                    {"algorithm-cache", "FILE|none", "the cpu backend's algorithm choices (default ~/.cache/pet/algorithms.db)"},
-                   {"decision-cache", "FILE|none", "in-context decisions of earlier runs, reused when the same candidates are found (default: decisions.db beside the profile cache)"},
+                   {"decision-cache", "FILE|none", "the optimizer's memory of earlier runs: window search results (verified again) and in-context decisions (default: decisions.db beside the profile cache)"},
                    {"json", "FILE", "write the report as JSON"},
                    {"explain", "", "also say why each window kept its original form"},
                    {"keep-slower", "", "write the optimized program even if it measured slower (for analysis)"},

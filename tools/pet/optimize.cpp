@@ -91,7 +91,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   if (rep.kept_original) j["why_original"] = rep.why_original;
   j["check"] = rep.check;
   j["stop_reason"] = rep.stop_reason;
-  j["cache"] = {{"profiler_measured", rep.profiler_measured}, {"profiler_hits", rep.profiler_hits}, {"reused_windows", rep.reused_windows}, {"decisions_cached", rep.decisions_cached}};
+  j["cache"] = {{"profiler_measured", rep.profiler_measured}, {"profiler_hits", rep.profiler_hits}, {"reused_windows", rep.reused_windows}, {"decisions_cached", rep.decisions_cached}, {"searches_cached", rep.searches_cached}};
   j["windows"] = nlohmann::json::array();
   for (const auto& w : rep.windows) {
     nlohmann::json e{{"index", w.index},
@@ -111,6 +111,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
                                          {"cost", w.times.cost}, {"unexamined_candidates", w.times.unexamined}}},
                      {"measure_seconds", w.measure_seconds},
                      {"decision_cached", w.decision_cached},
+                     {"search_cached", w.search_cached},
                      {"reused", w.reused}};
     if (!w.why_kept.empty()) e["why_kept"] = w.why_kept;
     if (!w.summary.empty()) e["program"] = w.summary;
@@ -130,13 +131,15 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     std::printf("pet optimize: %s -> %s\n", path.c_str(), out->c_str());
     std::printf("  search %.1f s: %zu windows, %d rewritten, %d reused from identical windows; profiler %lld ops measured, %lld from cache\n",
                 rep.search_seconds, rep.windows.size(), applied, rep.reused_windows, (long long)rep.profiler_measured, (long long)rep.profiler_hits);
+    if (rep.searches_cached)
+      std::printf("  %d window searches from an earlier run (decision cache; their candidates verified again)\n", rep.searches_cached);
     if (rep.decisions_cached) std::printf("  in-context decisions from an earlier run (decision cache)\n");
     std::printf("  end to end on %s: original %.3f ms, optimized %.3f ms (medians, interleaved): %.2fx%s\n", opt.backend.c_str(), rep.original_ms,
                 rep.optimized_ms, rep.original_ms / std::max(1e-9, rep.optimized_ms), rep.kept_original ? " -- not faster: the original is written" : "");
     std::printf("  check against the original: %s\n", rep.check.c_str());
     for (const auto& w : rep.windows) {
       if (w.applied == "original" && !a.flag("explain")) continue;
-      std::printf("  window %d (%s at '%s')%s: ", w.index, w.ops.c_str(), w.nodes.front().c_str(), w.reused ? " [reused]" : "");
+      std::printf("  window %d (%s at '%s')%s: ", w.index, w.ops.c_str(), w.nodes.front().c_str(), w.reused ? " [reused]" : w.search_cached ? " [search cached]" : "");
       if (a.flag("explain") && !w.reused)
         std::printf("[search %.1f s: verification %.1f s, profiling %.1f s%s; in context %.1f s] ", w.times.total, w.times.verify, w.times.cost,
                     w.times.unexamined ? cat(", ", w.times.unexamined, " candidates unexamined").c_str() : "", w.measure_seconds);

@@ -60,9 +60,11 @@ struct Options {
   std::vector<std::string> only_rules, disable_rules;  ///< rule names
   const mutate::RuleSet* rule_set = nullptr;           ///< null: the built-in rules
   std::string profile_cache, algorithm_cache;          ///< empty: in memory only
-  /// In-context decisions of earlier runs on the same canonical program, options, backend
-  /// version and thread count (which windows took which candidate): a warm run applies them
-  /// without timing whole programs again, when the same candidates are found; the result is
+  /// The optimizer's memory of earlier runs, under the same options, backend version and
+  /// thread count: each window's search result (its best candidates, keyed by the window's
+  /// structure; a warm run verifies them again instead of searching) and the in-context
+  /// decisions on the whole canonical program (which windows took which candidate: applied
+  /// without timing whole programs again when the same candidates are found). The result is
   /// still checked and timed end to end. Empty: none (pet optimize: decisions.db beside
   /// the op cache).
   std::string decision_cache;
@@ -105,6 +107,7 @@ struct WindowReport {
   double measure_seconds = 0;      ///< timing candidates in context
   bool reused = false;             ///< an identical window's search result
   bool decision_cached = false;    ///< the in-context choice came from the decision cache
+  bool search_cached = false;      ///< the search result came from the decision cache (verified again)
   std::string why_kept;            ///< when the original form was kept: why (--explain)
 };
 
@@ -118,6 +121,7 @@ struct Report {
   std::vector<WindowReport> windows;
   int reused_windows = 0;
   bool decisions_cached = false;  ///< the in-context decisions came from the decision cache
+  int searches_cached = 0;        ///< windows whose search result came from the decision cache
   int64_t profiler_measured = 0, profiler_hits = 0;
   std::vector<transform::PassRecord> passes;
   std::string check;  ///< "pass (max error ...)" of the end-to-end numeric check
