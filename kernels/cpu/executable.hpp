@@ -222,9 +222,13 @@ class CpuExecutable final : public Executable {
   /// Best time of a primitive on scratch buffers (algorithm choice at compile time).
   double time_pd(const convolution_forward::primitive_desc& pd);
   /// Matrix products (MatMul, Gemm) as oneDNN matmul on plain layouts; constant right
-  /// operands are reordered once into the layout the primitive prefers.
+  /// operands are reordered once into the layout the primitive prefers. `fuse`: which
+  /// following ops may join as post-ops (2: activations, scalings and a residual add; 1: no
+  /// residual add; 0: none); when oneDNN has only its reference implementation for a chain
+  /// (a residual add after an activation, for its gemm matmul: 100x slower), the lowering
+  /// tries again with less.
   bool lower_matmul(NodeId n, TensorId a, TensorId b, md_t amd, md_t bmd, const Shape& ys, const std::string& who, float alpha,
-                    std::optional<TensorId> bias_t, float beta);
+                    std::optional<TensorId> bias_t, float beta, int fuse = 2);
   static Shape with_rank(const Shape& s, size_t r);
   bool lower_op(NodeId n, const ops::MatMul&, const std::string& who);
   bool lower_op(NodeId n, const ops::Gemm& gm, const std::string& who);

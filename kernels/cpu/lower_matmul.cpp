@@ -14,8 +14,9 @@
 namespace pet::backend::cpu_detail {
 
 bool CpuExecutable::lower_matmul(NodeId n, TensorId a, TensorId b, md_t amd, md_t bmd, const Shape& ys, const std::string& who, float alpha,
-                  std::optional<TensorId> bias_t, float beta) {
+                  std::optional<TensorId> bias_t, float beta, int fuse) {
   const Node& node = g_.node(n);
+  const auto absorbed_before = absorbed_;
   PostOpChain chain;
   std::string text;
   // A following Add of a constant vector over the last dim becomes the matmul's bias.
@@ -59,8 +60,8 @@ bool CpuExecutable::lower_matmul(NodeId n, TensorId a, TensorId b, md_t amd, md_
         out = add.outputs[0];
       }
   }
-  auto [last, residual] = absorb_post_ops(out, chain, text, true);
-  out = last;
+  TensorId residual = -1;
+  if (fuse > 0) std::tie(out, residual) = absorb_post_ops(out, chain, text, fuse > 1);
   Shape bias_shape;
   if (bias_slot) {
     memory::dims bd = bias_md.dims();
@@ -87,6 +88,10 @@ bool CpuExecutable::lower_matmul(NodeId n, TensorId a, TensorId b, md_t amd, md_
     auto d = bias_slot ? matmul::desc(amd, wmd, plain_md(bias_shape), plain_md(ys)) : matmul::desc(amd, wmd, plain_md(ys));
     return matmul::primitive_desc(d, attr, eng_);
   });
+  if (fuse > 0 && !chain.entries.empty() && std::string_view(pd.impl_info_str()).substr(0, 3) == "ref") {
+    absorbed_ = absorbed_before;  // the post-ops stay separate steps
+    return lower_matmul(n, a, b, amd, bmd, ys, who, alpha, bias_t, beta, chain.has_sum() ? 1 : 0);
+  }
   int as = plain_slot(int(a));
   int bs = plain_slot(int(b));
   // view the plain operands with the (possibly transposed or rank-padded) descriptors
