@@ -10,6 +10,7 @@
 #include <dnnl.hpp>
 
 #include "cpu/copy.hpp"
+#include "pet/backend/copy_plan.hpp"
 #include "pet/backend/backend.hpp"
 #include "pet/core/rng.hpp"
 
@@ -187,9 +188,11 @@ const std::vector<CopyCase>& copy_cases() {
 void BM_rt_copy(benchmark::State& st) {
   const auto& c = copy_cases()[size_t(st.range(0))];
   Tensor<float> x = random_tensor(c.shape, 6);
-  Shape t;
-  std::vector<int64_t> strides;
-  cpu::rt_view(c.shape, c.perm, t, strides);
+  const Shape flat{x.size()};
+  const backend::BoxCopy plan =
+      backend::copy_plan(ops::RT{.split_shape = c.shape, .perm = c.perm, .out_shape = flat}, Types{{DType::Float32, flat}}, Types{{DType::Float32, flat}})->at(0);
+  const Shape& t = plan.shape;
+  const std::vector<int64_t>& strides = plan.src_strides;
   std::vector<float> out(size_t(x.size()));
   for (auto _ : st) {
     cpu::strided_copy(x.data(), strides, out.data(), t);

@@ -63,9 +63,14 @@ def main():
             os.makedirs(caches)
             out = os.path.join(tmp, "opt.onnx")
             print(f"{name} batch {batch}: cold search ...", file=sys.stderr)
-            cold = optimize(a.pet, model, batch, out, caches, a.budget, os.path.join(tmp, "cold.json"))
-            print(f"{name} batch {batch}: warm search ...", file=sys.stderr)
-            warm = optimize(a.pet, model, batch, out, caches, a.budget, os.path.join(tmp, "warm.json"))
+            try:
+                cold = optimize(a.pet, model, batch, out, caches, a.budget, os.path.join(tmp, "cold.json"))
+                print(f"{name} batch {batch}: warm search ...", file=sys.stderr)
+                warm = optimize(a.pet, model, batch, out, caches, a.budget, os.path.join(tmp, "warm.json"))
+            except RuntimeError as e:  # recorded, and the next model still runs
+                print(f"{name} batch {batch}: FAILED: {e}", file=sys.stderr)
+                rows.append({"model": name, "batch": batch, "error": str(e)[-300:]})
+                continue
             check = "n/a"
             data = os.path.join(a.models_dir, name, "test_data_set_0")
             if batch == "1" and os.path.isdir(data):
@@ -81,6 +86,7 @@ def main():
                 "original_ms": round(warm["original_ms"], 3), "optimized_ms": round(warm["optimized_ms"], 3),
                 "speedup": round(warm["speedup"], 3), "kept_original": warm["kept_original"],
                 "search_cold_s": round(cold["search_seconds"], 1), "search_warm_s": round(warm["search_seconds"], 1),
+                "warm_searches_cached": warm["cache"].get("searches_cached", 0),
                 "total_cold_s": round(cold["wall_s"], 1), "peak_rss_mb": round(max(cold["peak_rss_mb"], warm["peak_rss_mb"])),
                 "windows": len(warm["windows"]), "rewritten": len(applied),
                 "reused": warm["cache"]["reused_windows"], "check_vs_torch": check, "onnxruntime": ort,
@@ -90,10 +96,13 @@ def main():
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
             with open(a.out_csv, "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w = csv.DictWriter(f, fieldnames=list(row) + ["error"], restval="")
                 w.writeheader()
                 w.writerows(rows)
     for r in rows:
+        if "error" in r:
+            print(f"{r['model']:18s} b{r['batch']:>2}  FAILED: {r['error']}")
+            continue
         print(f"{r['model']:18s} b{r['batch']:>2}  {r['original_ms']:9.2f} -> {r['optimized_ms']:9.2f} ms  {r['speedup']:.2f}x  "
               f"search cold {r['search_cold_s']:6.1f} s warm {r['search_warm_s']:6.1f} s  torch {r['check_vs_torch']}  ort {r['onnxruntime']}")
 

@@ -344,7 +344,7 @@ int main(int argc, char** argv) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (std::getenv("PET_FUZZ_VERBOSE")) std::printf("  %s: %s (%.2f s)\n", b.what.c_str(), outcome.c_str(), s);
     slowest = std::max(slowest, s);
-    if (s > 2.0 + 1e-4 * double(b.depth)) {  // deep chains: time in proportion to their length
+    if (s > 2.0 + 3e-4 * double(b.depth)) {  // deep chains: time in proportion to their length (ASan, a busy machine)
       ++failures;
       std::printf("FAIL structured '%s' took %.1f s\n", b.what.c_str(), s);
     }

@@ -22,6 +22,7 @@
 
 #include "cpu/algorithm_cache.hpp"
 #include "cpu/copy.hpp"
+#include "pet/backend/copy_plan.hpp"
 
 using namespace pet;
 using namespace pet::testing;
@@ -429,9 +430,10 @@ TEST_CASE("strided copy kernel: every path (rows, tiles, transposes, parity regr
   const int64_t extents[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 24, 65};
   auto check = [](const Shape& split, const std::vector<int64_t>& perm) {
     const int r = int(split.size());
-    Shape t;
-    std::vector<int64_t> st;
-    cpu::rt_view(split, perm, t, st);
+    const Shape x{numel(split)};
+    const backend::BoxCopy c = backend::copy_plan(ops::RT{.split_shape = split, .perm = perm, .out_shape = x}, Types{f32(x)}, Types{f32(x)})->at(0);
+    const Shape& t = c.shape;
+    const std::vector<int64_t>& st = c.src_strides;
     const int64_t n = numel(split);
     std::vector<float> src(static_cast<size_t>(n)), got(static_cast<size_t>(n), -1.f), want(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) src[size_t(i)] = float(i);

@@ -300,14 +300,5 @@ void fill(float* dst, int64_t n, float v) {
   parallel_chunks(n, 1 << 16, [&](int64_t b, int64_t e) { std::fill(dst + b, dst + e, v); });
 }
 
-void rt_view(const Shape& split_shape, const std::vector<int64_t>& perm, Shape& tshape, std::vector<int64_t>& strides) {
-  std::vector<int64_t> st = strides_of(split_shape);
-  tshape.clear();
-  strides.clear();
-  for (int64_t p : perm) {
-    tshape.push_back(split_shape[size_t(p)]);
-    strides.push_back(st[size_t(p)]);
-  }
-}
 
 }  // namespace pet::cpu

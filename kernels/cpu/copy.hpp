@@ -21,7 +21,4 @@ void box_copy(const float* src, const std::vector<int64_t>& src_strides, float* 
 /// Fills n floats with v (multi-threaded).
 void fill(float* dst, int64_t n, float v);
 
-/// The element strides of the R/T op's source for each dim of its transposed shape.
-void rt_view(const Shape& split_shape, const std::vector<int64_t>& perm, Shape& tshape, std::vector<int64_t>& strides);
-
 }  // namespace pet::cpu

@@ -341,7 +341,9 @@ class CpuExecutable final : public Executable {
   /// Strided copies (pet's kernels).
   void copy_step(NodeId n, int src, std::vector<int64_t> src_strides, int64_t src_offset, int dst, std::vector<int64_t> dst_strides,
                  int64_t dst_offset, Shape shape, const std::string& text, bool first_fill = false, float fill_value = 0);
-  bool lower_rt(NodeId n, const Shape& split, const std::vector<int64_t>& perm, const std::string& who);
+  /// A data movement as pet's box copies (pet/backend/copy_plan.hpp); false when the op has
+  /// no copy plan.
+  bool lower_copies(NodeId n, const std::string& who);
   bool lower_op(NodeId n, const ops::Transpose& t, const std::string& who);
   bool lower_op(NodeId n, const ops::RT& t, const std::string& who);
   bool lower_op(NodeId n, const ops::Slice& s, const std::string& who);

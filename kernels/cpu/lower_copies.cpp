@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include "executable.hpp"
 #include "algorithm_cache.hpp"
 #include "copy.hpp"
+#include "pet/backend/copy_plan.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/eval/interpreter.hpp"
 
@@ -51,95 +53,31 @@ void CpuExecutable::copy_step(NodeId n, int src, std::vector<int64_t> src_stride
   (void)n;
 }
 
-bool CpuExecutable::lower_rt(NodeId n, const Shape& split, const std::vector<int64_t>& perm, const std::string& who) {
+bool CpuExecutable::lower_copies(NodeId n, const std::string& who) {
   const Node& node = g_.node(n);
-  int x = plain_slot(int(node.inputs[0]));
-  Shape tshape;
-  std::vector<int64_t> st;
-  cpu::rt_view(split, perm, tshape, st);
-  define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
-  copy_step(n, x, st, 0, int(node.outputs[0]), strides_of(tshape), 0, tshape, cat(who, ": pet strided copy"));
-  return true;
-}
-
-bool CpuExecutable::lower_op(NodeId n, const ops::Transpose& t, const std::string& who) {
-  return lower_rt(n, g_.type(g_.node(n).inputs[0]).shape, t.perm, who);
-}
-
-bool CpuExecutable::lower_op(NodeId n, const ops::RT& t, const std::string& who) { return lower_rt(n, t.split_shape, t.perm, who); }
-
-bool CpuExecutable::lower_op(NodeId n, const ops::Slice& s, const std::string& who) {
-  const Node& node = g_.node(n);
-  int x = plain_slot(int(node.inputs[0]));
-  const Shape& xs = g_.type(node.inputs[0]).shape;
-  auto xst = strides_of(xs);
-  std::vector<int64_t> st(xs.size());
-  int64_t off = 0;
-  for (size_t d = 0; d < xs.size(); ++d) st[d] = xst[d] * s.step[d], off += s.begin[d] * xst[d];
-  const Shape& ys = g_.type(node.outputs[0]).shape;
-  define(node.outputs[0], plain_md(ys));
-  copy_step(n, x, st, off, int(node.outputs[0]), strides_of(ys), 0, ys, cat(who, ": pet strided copy"));
-  return true;
-}
-
-bool CpuExecutable::lower_op(NodeId n, const ops::Split& s, const std::string& who) {
-  const Node& node = g_.node(n);
-  int x = plain_slot(int(node.inputs[0]));
-  auto xst = strides_of(g_.type(node.inputs[0]).shape);
-  int64_t off = 0;
-  for (size_t k = 0; k < node.outputs.size(); ++k) {
-    const Shape& ys = g_.type(node.outputs[k]).shape;
-    define(node.outputs[k], plain_md(ys));
-    copy_step(n, x, xst, off * xst[size_t(s.axis)], int(node.outputs[k]), strides_of(ys), 0, ys, cat(who, ": pet copy of part ", k));
-    off += s.split[k];
+  const Types in = g_.input_types(n), out = g_.output_types(n);
+  auto plan = copy_plan(node.op, in, out);
+  if (!plan) return false;
+  std::map<int, int> src;  // input -> its plain slot
+  for (const BoxCopy& c : *plan)
+    if (!src.count(c.src)) src[c.src] = plain_slot(int(node.inputs[size_t(c.src)]));
+  for (size_t k = 0; k < out.size(); ++k) define(node.outputs[k], plain_md(out[k].shape));
+  for (const BoxCopy& c : *plan) {
+    const int dst = int(node.outputs[size_t(c.dst)]);
+    copy_step(n, src.at(c.src), c.src_strides, c.src_offset, dst, c.dst_strides, c.dst_offset, c.shape, cat(who, ": pet ", c.what), c.fill_first,
+              c.fill_value);
+    if (c.over_previous) steps_.back().reads.push_back(dst);
   }
   return true;
 }
 
-bool CpuExecutable::lower_op(NodeId n, const ops::Pad& p, const std::string& who) {
-  if (p.mode != ops::PadMode::Constant) return false;
-  const Node& node = g_.node(n);
-  int x = plain_slot(int(node.inputs[0]));
-  const Shape &xs = g_.type(node.inputs[0]).shape, &ys = g_.type(node.outputs[0]).shape;
-  auto xst = strides_of(xs), yst = strides_of(ys);
-  Shape ext(xs.size());
-  int64_t xoff = 0, yoff = 0;
-  for (size_t d = 0; d < xs.size(); ++d) {
-    int64_t lo = std::max<int64_t>(0, -p.pads[d]), hi = std::min(xs[d], ys[d] - p.pads[d]);
-    ext[d] = std::max<int64_t>(0, hi - lo);
-    xoff += lo * xst[d];
-    yoff += (lo + p.pads[d]) * yst[d];
-  }
-  define(node.outputs[0], plain_md(ys));
-  copy_step(n, x, xst, xoff, int(node.outputs[0]), yst, yoff, ext, cat(who, ": pet fill + copy"), true, float(p.value));
-  return true;
-}
-
-bool CpuExecutable::lower_op(NodeId n, const ops::Patch& p, const std::string& who) {
-  const Node& node = g_.node(n);
-  int base = plain_slot(int(node.inputs[0])), patch = plain_slot(int(node.inputs[1]));
-  const Shape &ys = g_.type(node.outputs[0]).shape, &ps = g_.type(node.inputs[1]).shape;
-  auto yst = strides_of(ys);
-  int64_t off = 0;
-  for (size_t d = 0; d < ys.size(); ++d) off += p.offsets[d] * yst[d];
-  define(node.outputs[0], plain_md(ys));
-  copy_step(n, base, yst, 0, int(node.outputs[0]), yst, 0, ys, cat(who, ": pet copy of the base"));
-  copy_step(n, patch, strides_of(ps), 0, int(node.outputs[0]), yst, off, ps, cat(who, ": pet patch copy"));
-  steps_.back().reads.push_back(int(node.outputs[0]));
-  return true;
-}
-
-bool CpuExecutable::lower_op(NodeId n, const ops::Expand&, const std::string& who) {
-  const Node& node = g_.node(n);
-  int x = plain_slot(int(node.inputs[0]));
-  const Shape &xs = g_.type(node.inputs[0]).shape, &ys = g_.type(node.outputs[0]).shape;
-  auto own = strides_of(xs);
-  std::vector<int64_t> st(ys.size(), 0);
-  for (size_t i = 0; i < xs.size(); ++i) st[ys.size() - xs.size() + i] = xs[i] == 1 ? 0 : own[i];
-  define(node.outputs[0], plain_md(ys));
-  copy_step(n, x, st, 0, int(node.outputs[0]), strides_of(ys), 0, ys, cat(who, ": pet broadcast copy"));
-  return true;
-}
+bool CpuExecutable::lower_op(NodeId n, const ops::Transpose&, const std::string& who) { return lower_copies(n, who); }
+bool CpuExecutable::lower_op(NodeId n, const ops::RT&, const std::string& who) { return lower_copies(n, who); }
+bool CpuExecutable::lower_op(NodeId n, const ops::Slice&, const std::string& who) { return lower_copies(n, who); }
+bool CpuExecutable::lower_op(NodeId n, const ops::Split&, const std::string& who) { return lower_copies(n, who); }
+bool CpuExecutable::lower_op(NodeId n, const ops::Pad&, const std::string& who) { return lower_copies(n, who); }
+bool CpuExecutable::lower_op(NodeId n, const ops::Patch&, const std::string& who) { return lower_copies(n, who); }
+bool CpuExecutable::lower_op(NodeId n, const ops::Expand&, const std::string& who) { return lower_copies(n, who); }
 
 void CpuExecutable::fallback(NodeId n, const std::string& who, const std::string& why) {
   const Node& node = g_.node(n);

@@ -18,6 +18,9 @@
 #ifdef PET_WITH_DNNL
 #include "pet/backend/cpu.hpp"
 #endif
+#ifdef PET_WITH_CUDA
+#include "pet/backend/cuda.hpp"
+#endif
 
 namespace pet::backend {
 
@@ -57,7 +60,13 @@ std::unique_ptr<Backend> make_backend(std::string_view name) {
     throw Unsupported("backend 'cpu' is not in this build (configure with -DPET_WITH_DNNL=ON and libdnnl-dev)");
 #endif
   }
-  if (name == "cuda") throw Unsupported("backend 'cuda' is not in this build (configure with CUDA and cuDNN)");
+  if (name == "cuda") {
+#ifdef PET_WITH_CUDA
+    return make_cuda_backend();
+#else
+    throw Unsupported("backend 'cuda' is not in this build (configure with -DPET_WITH_CUDA=ON, nvcc and cuDNN)");
+#endif
+  }
   throw InvalidInput(cat("unknown backend '", name, "' (choose reference, cpu or cuda)"));
 }
 
@@ -65,6 +74,9 @@ std::vector<std::string> available_backends() {
   std::vector<std::string> v{"reference"};
 #ifdef PET_WITH_DNNL
   v.insert(v.begin(), "cpu");
+#endif
+#ifdef PET_WITH_CUDA
+  v.push_back("cuda");
 #endif
   return v;
 }

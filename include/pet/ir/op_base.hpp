@@ -24,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "pet/core/hd.hpp"
 #include "pet/core/field.hpp"
 #include "pet/core/tensor.hpp"
 #include "pet/ir/splits.hpp"
@@ -100,9 +101,9 @@ inline std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int
 
 /// Non-multilinear element functions have no meaning in a finite field.
 template <class E>
-void require_ordered(std::string_view op) {
+PET_HD void require_ordered(std::string_view op) {
   if constexpr (is_field_v<E>)
-    throw Unsupported(cat(op, " is not multilinear and cannot be evaluated over a finite field"));
+    PET_HD_THROW(Unsupported(cat(op, " is not multilinear and cannot be evaluated over a finite field")));
 }
 template <class E>
 constexpr bool is_real_v = std::is_floating_point_v<E>;

@@ -147,12 +147,12 @@ struct Pow : detail::Binary<Pow> {
     static constexpr std::string_view name = #NAME;               \
     static constexpr bool multilinear = false, float_only = true; \
     template <class E>                                            \
-    E apply(E x) const {                                          \
+    PET_HD E apply(E x) const {                                   \
       if constexpr (detail::is_real_v<E>) {                       \
         return EXPR;                                              \
       } else {                                                    \
         detail::require_ordered<E>(name);                         \
-        throw Unsupported(cat(name, " takes float input only"));  \
+        PET_HD_THROW(Unsupported(cat(name, " takes float input only"))); \
       }                                                           \
     }                                                             \
     bool operator==(const NAME&) const = default;
@@ -263,7 +263,7 @@ struct Neg : detail::Unary<Neg> {
   PET_ATTRS();
   static constexpr bool multilinear = true, float_only = false;
   template <class E>
-  E apply(E x) const { return -x; }
+  PET_HD E apply(E x) const { return -x; }
   bool operator==(const Neg&) const = default;
 };
 
@@ -273,7 +273,7 @@ struct Relu : detail::Unary<Relu> {
   PET_ATTRS();
   static constexpr bool multilinear = false, float_only = false;
   template <class E>
-  E apply(E x) const {
+  PET_HD E apply(E x) const {
     detail::require_ordered<E>(name);
     if constexpr (!is_field_v<E>) return x > E(0) ? x : E(0);
     else return x;
@@ -288,7 +288,7 @@ struct LeakyRelu : detail::Unary<LeakyRelu> {
   static constexpr bool multilinear = false, float_only = true;
   float alpha = 0.01f;
   template <class E>
-  E apply(E x) const {
+  PET_HD E apply(E x) const {
     detail::require_ordered<E>(name);
     if constexpr (!is_field_v<E>) return x >= E(0) ? x : E(alpha) * x;
     else return x;
@@ -305,7 +305,7 @@ struct Clip : detail::Unary<Clip> {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   template <class E>
-  E apply(E x) const {
+  PET_HD E apply(E x) const {
     detail::require_ordered<E>(name);
     if constexpr (!is_field_v<E>) {
       if (double(x) < min) x = E(min);

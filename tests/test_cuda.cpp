@@ -1,0 +1,100 @@
+// The cuda backend on a GPU: every lowering path (pet's copy, element-wise and layer-norm
+// kernels, cuBLAS matrix products, cuDNN convolutions and softmax, the host fallback) against
+// the reference interpreter. Without a CUDA device each case prints "skipped: no CUDA device"
+// and ctest reports it skipped; the index arithmetic is tested on every machine in
+// test_cuda_host.
+#include <cstdio>
+
+#include "op_testing.hpp"
+#include "pet/backend/backend.hpp"
+
+using namespace pet;
+using namespace pet::testing;
+
+namespace {
+std::unique_ptr<backend::Backend> cuda_or_skip() {
+  try {
+    return backend::make_backend("cuda");
+  } catch (const Unsupported& e) {
+    std::printf("skipped: %s\n", e.what());
+    return nullptr;
+  }
+}
+
+/// One op on random inputs (constants where `constant` says), on cuda and the reference.
+void same_on_cuda(backend::Backend& be, const Op& op, const Types& in, std::vector<bool> constant, const std::string& what, double tol = 1e-4) {
+  INFO(what);
+  Graph g;
+  Rng rng(7);
+  std::vector<TensorId> ids;
+  std::vector<Value<float>> inputs;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!is_float(in[i].dtype)) {
+      ids.push_back(g.add_input(cat("x", i), in[i]));
+      inputs.emplace_back(Tensor<int64_t>(in[i].shape, int64_t(0)));
+      continue;
+    }
+    Tensor<float> v(in[i].shape);
+    for (int64_t k = 0; k < v.size(); ++k) v[k] = float(rng.uniform(-1, 1));
+    if (i < constant.size() && constant[i]) {
+      ids.push_back(g.add_constant(cat("c", i), v));
+    } else {
+      ids.push_back(g.add_input(cat("x", i), in[i]));
+      inputs.emplace_back(v);
+    }
+  }
+  for (TensorId t : g.add_node("op", op, ids)) g.add_output(t);
+  auto exe = be.compile(g);
+  INFO(exe->describe());
+  const auto got = exe->run(inputs);
+  const auto want = Interpreter<float>(g).run(inputs);
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    const auto& a = std::get<Tensor<float>>(got[k]);
+    const auto& b = std::get<Tensor<float>>(want[k]);
+    REQUIRE(a.shape() == b.shape());
+    double err = 0, ref = 0;
+    for (int64_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i]))), ref = std::max(ref, double(std::abs(b[i])));
+    CHECK(err <= tol * (1 + ref));
+  }
+}
+}  // namespace
+
+TEST_CASE("cuda: data movement, element-wise ops and layer norm on pet's kernels") {
+  auto be = cuda_or_skip();
+  if (!be) return;
+  same_on_cuda(*be, ops::Transpose{.perm = {0, 2, 3, 1}}, {f32({2, 16, 9, 7})}, {}, "transpose (tiled)");
+  same_on_cuda(*be, ops::RT{.split_shape = {1, 16, 6, 2, 6, 2}, .perm = {0, 1, 3, 2, 5, 4}, .out_shape = {1, 16, 12, 12}}, {f32({1, 16, 12, 12})},
+               {}, "R/T");
+  same_on_cuda(*be, ops::Slice{.starts = {-1}, .ends = {-100}, .axes = {1}, .steps = {-1}}, {f32({3, 11})}, {}, "reversing slice");
+  same_on_cuda(*be, ops::Pad{.pads = {0, 1, 2, 0, 0, 3, 1, 0}, .value = 0.5}, {f32({2, 3, 4, 5})}, {}, "pad");
+  same_on_cuda(*be, ops::Patch{.offsets = {0, 2, 1}}, {f32({2, 7, 5}), f32({2, 3, 4})}, {}, "patch");
+  same_on_cuda(*be, ops::Concat{.axis = 1}, {f32({2, 3, 4}), f32({2, 1, 4})}, {}, "concat");
+  for (const Op& op : std::vector<Op>{ops::Relu{}, ops::Gelu{}, ops::Sigmoid{}, ops::Tanh{}, ops::Clip{.min = -0.5f, .max = 0.5f}, ops::Mish{}, ops::Round{}})
+    same_on_cuda(*be, op, {f32({3, 1000})}, {}, std::string(op_name(op)), 1e-6);
+  for (const Op& op : std::vector<Op>{ops::Add{}, ops::Mul{}, ops::Div{}, ops::Max{}, ops::PRelu{}})
+    same_on_cuda(*be, op, {f32({2, 3, 40}), f32({40})}, {}, std::string(op_name(op)), 1e-6);
+  same_on_cuda(*be, ops::LayerNormalization{.axis = -1}, {f32({64, 768}), f32({768}), f32({768})}, {false, true, true}, "layer norm", 1e-5);
+}
+
+TEST_CASE("cuda: matrix products on cuBLAS, convolutions and softmax on cuDNN, the host fallback") {
+  auto be = cuda_or_skip();
+  if (!be) return;
+  same_on_cuda(*be, ops::MatMul{}, {f32({2, 64, 96}), f32({96, 80})}, {false, true}, "matmul, rows merged");
+  same_on_cuda(*be, ops::MatMul{}, {f32({2, 12, 64, 32}), f32({2, 12, 32, 64})}, {}, "batched matmul");
+  same_on_cuda(*be, ops::MatMul{}, {f32({64, 32}), f32({3, 32, 16})}, {}, "broadcast left operand");
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      same_on_cuda(*be, ops::Gemm{.alpha = 0.5f, .beta = 2.f, .trans_a = ta, .trans_b = tb}, {f32(ta ? Shape{24, 16} : Shape{16, 24}), f32(tb ? Shape{8, 24} : Shape{24, 8}), f32({8})},
+                   {false, true, true}, cat("gemm ", ta, tb));
+  same_on_cuda(*be, ops::Conv{.pads = {1, 1, 1, 1}}, {f32({2, 16, 14, 14}), f32({32, 16, 3, 3}), f32({32})}, {false, true, true}, "conv 3x3 + bias", 1e-4);
+  same_on_cuda(*be, ops::Conv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}}, {f32({1, 32, 14, 14}), f32({32, 32, 3, 3})}, {false, true}, "dilated conv");
+  same_on_cuda(*be, ops::Conv{.pads = {1, 1, 1, 1}, .group = 8}, {f32({1, 16, 9, 9}), f32({16, 2, 3, 3})}, {false, true}, "grouped conv");
+  same_on_cuda(*be, ops::Conv{.strides = {2}, .pads = {3, 3}}, {f32({2, 4, 31}), f32({6, 4, 7})}, {false, true}, "1-D conv");
+  same_on_cuda(*be, ops::Conv{.pads = {1, 1, 1, 1, 1, 1}}, {f32({1, 3, 4, 6, 5}), f32({5, 3, 3, 3, 3})}, {false, true}, "3-D conv");
+  same_on_cuda(*be, ops::Conv{.pads = {0, 1, 2, 0}}, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}, {false, true}, "asymmetric pads: host fallback");
+  same_on_cuda(*be, ops::Softmax{.axis = 1}, {f32({4, 10, 6})}, {}, "softmax over a middle axis", 1e-6);
+  ops::ReduceMean mean;
+  mean.axes = {1};
+  same_on_cuda(*be, mean, {f32({4, 10, 6})}, {}, "reduce mean: host fallback", 1e-6);
+}
