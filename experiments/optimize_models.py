@@ -54,7 +54,26 @@ def main():
     ort_compare = os.path.join(here, "..", "tests", "ort_compare.py")
     jdir = os.path.join(os.path.dirname(os.path.abspath(a.out_csv)), "optimize")
     os.makedirs(jdir, exist_ok=True)
+    # Rows of earlier runs for other entries stay in the CSV (a rerun of some entries replaces
+    # theirs), with the commit that produced each.
+    commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    wanted = {tuple(e.split(":")) for e in a.models.split(",")}
+    kept = []
+    if os.path.exists(a.out_csv):
+        with open(a.out_csv) as f:
+            kept = [r for r in csv.DictReader(f) if (r["model"], r["batch"]) not in wanted]
     rows = []
+
+    def write():
+        keys = []
+        for r in kept + rows:
+            keys += [k for k in r if k not in keys]
+        with open(a.out_csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys, restval="")
+            w.writeheader()
+            w.writerows(kept + rows)
+
     for entry in a.models.split(","):
         name, batch = entry.split(":")
         model = os.path.join(a.models_dir, name, "model.onnx")
@@ -69,7 +88,8 @@ def main():
                 warm = optimize(a.pet, model, batch, out, caches, a.budget, os.path.join(tmp, "warm.json"))
             except RuntimeError as e:  # recorded, and the next model still runs
                 print(f"{name} batch {batch}: FAILED: {e}", file=sys.stderr)
-                rows.append({"model": name, "batch": batch, "error": str(e)[-300:]})
+                rows.append({"model": name, "batch": batch, "commit": commit, "error": str(e)[-300:]})
+                write()
                 continue
             check = "n/a"
             data = os.path.join(a.models_dir, name, "test_data_set_0")
@@ -82,7 +102,7 @@ def main():
                 ort = "pass" if r.returncode == 0 else ("skipped" if r.returncode == 77 else f"FAIL: {r.stdout.strip()[-300:]}")
             applied = [w for w in warm["windows"] if w["applied"] != "original"]
             row = {
-                "model": name, "batch": batch,
+                "model": name, "batch": batch, "commit": commit,
                 "original_ms": round(warm["original_ms"], 3), "optimized_ms": round(warm["optimized_ms"], 3),
                 "speedup": round(warm["speedup"], 3), "kept_original": warm["kept_original"],
                 "search_cold_s": round(cold["search_seconds"], 1), "search_warm_s": round(warm["search_seconds"], 1),
@@ -95,10 +115,7 @@ def main():
             json.dump({"cold": cold, "warm": warm, "row": row}, open(os.path.join(jdir, f"{name}_b{batch}.json"), "w"), indent=1)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
-            with open(a.out_csv, "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(row) + ["error"], restval="")
-                w.writeheader()
-                w.writerows(rows)
+            write()
     for r in rows:
         if "error" in r:
             print(f"{r['model']:18s} b{r['batch']:>2}  FAILED: {r['error']}")

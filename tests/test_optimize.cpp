@@ -313,6 +313,21 @@ TEST_CASE("optimize end to end: dilated convs become dense ones, identical windo
   CHECK(s.report.stop_reason.find("budget") != std::string::npos);
   for (const auto& w : s.report.windows) CHECK(w.applied == "original");
   CHECK(max_diff(g, s.graph) < 1e-4);
+
+  // With the decision cache, a window the budget left unsearched is replayed as such by a
+  // warm run under the same settings (which therefore searches nothing).
+  {
+    const std::string file = (std::filesystem::temp_directory_path() / cat("pet_replay_", ::getpid(), ".db")).string();
+    std::filesystem::remove(file);
+    opt.decision_cache = file;
+    auto cold = optimize::optimize(g, opt);
+    auto warm = optimize::optimize(g, opt);
+    REQUIRE(warm.report.windows.size() == cold.report.windows.size());
+    CHECK(warm.report.searches_cached == 1);  // the first window (the second is identical to it)
+    CHECK(warm.report.windows[0].why_kept == cold.report.windows[0].why_kept);
+    CHECK(warm.report.windows[0].times.generate == 0);
+    std::filesystem::remove(file);
+  }
 }
 
 namespace {

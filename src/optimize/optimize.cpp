@@ -215,7 +215,7 @@ nlohmann::json search_entry(const std::string& key, const Graph& program, const 
     b.push_back({{"program", program_to_json(c.graph, program)}, {"origin", c.origin}, {"verdict", c.verdict},
                  {"corrected_fraction", c.corrected_fraction}, {"correction_kernels", c.correction_kernels}, {"summary", c.summary}});
   return {{"structure", key}, {"rounds", wr.rounds}, {"candidates", wr.candidates}, {"why_kept", wr.why_kept}, {"search_seconds", wr.times.total},
-          {"best", b}};
+          {"est_original_ms", wr.est_original_ms}, {"best", b}};
 }
 
 /// The candidates of a search-cache entry for `program`, each verified again against it and
@@ -242,7 +242,9 @@ bool load_search(const nlohmann::json& e, const std::string& key, const Graph& p
     wr.rounds = e.at("rounds").get<int>();
     wr.candidates = e.at("candidates").get<int>();
     wr.why_kept = e.at("why_kept").get<std::string>();
-    wr.est_original_ms = cost(program);
+    // (a window without candidates is not costed again: the entry's estimate, so a replayed
+    // budget stop measures nothing)
+    wr.est_original_ms = got.empty() ? e.value("est_original_ms", 0.0) : cost(program);
     best.clear();
     for (auto& c : got)
       if (c.est_ms < wr.est_original_ms) best.push_back(std::move(c));
@@ -316,24 +318,9 @@ Result optimize(const Graph& model, const Options& opt) {
       rep.windows.push_back(r);
       continue;
     }
-    if (opt.budget_s > 0 && since(t0) > opt.budget_s) {
-      wr.why_kept = "the search budget was spent before this window";
-      rep.stop_reason = cat("search budget (", opt.budget_s, " s) spent after ", i, " of ", windows.size(), " windows");
-      rep.windows.push_back(wr);
-      memo[keys[i]] = Searched{wr, {}};
-      continue;
-    }
-    progress({int(i) + 1, int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "searching"});
-    Options wopt = opt;
-    if (opt.budget_s > 0) {
-      // The budget shared fairly among the windows still to search (identical ones count
-      // once), 70 % of it for the search and the rest for measuring candidates in context.
-      std::set<std::string> ahead;
-      for (size_t j = i; j < windows.size(); ++j)
-        if (!memo.count(keys[j])) ahead.insert(keys[j]);
-      const double left = 0.7 * opt.budget_s - since(t0);
-      wopt.window_budget_s = std::min(opt.window_budget_s, std::max(1.0, left / double(ahead.size())));
-    }
+    // An earlier run's result for this window under the same settings (a window that run had
+    // no budget left for is replayed as such: a warm run reproduces the cold one; a larger
+    // --budget is another setting, and searches on).
     const std::string skey = use_search_cache ? cat("search/", digest(cat(keys[i], "|", settings))) : std::string();
     if (!skey.empty()) {
       const auto s0 = clock::now();
@@ -350,6 +337,25 @@ Result optimize(const Graph& model, const Options& opt) {
         rep.windows.push_back(wr);
         continue;
       }
+    }
+    if (opt.budget_s > 0 && since(t0) > opt.budget_s) {
+      wr.why_kept = "the search budget was spent before this window";
+      rep.stop_reason = cat("search budget (", opt.budget_s, " s) spent after ", i, " of ", windows.size(), " windows");
+      rep.windows.push_back(wr);
+      memo[keys[i]] = Searched{wr, {}};
+      if (!skey.empty()) write_decision(decisions.get(), skey, search_entry(keys[i], program, wr, {}));
+      continue;
+    }
+    progress({int(i) + 1, int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "searching"});
+    Options wopt = opt;
+    if (opt.budget_s > 0) {
+      // The budget shared fairly among the windows still to search (identical ones count
+      // once), 70 % of it for the search and the rest for measuring candidates in context.
+      std::set<std::string> ahead;
+      for (size_t j = i; j < windows.size(); ++j)
+        if (!memo.count(keys[j])) ahead.insert(keys[j]);
+      const double left = 0.7 * opt.budget_s - since(t0);
+      wopt.window_budget_s = std::min(opt.window_budget_s, std::max(1.0, left / double(ahead.size())));
     }
     std::string stop;
     std::vector<Candidate> cands;
@@ -386,7 +392,7 @@ Result optimize(const Graph& model, const Options& opt) {
   rep.profiler_hits = prof.hits();
   prof.save();
 
-  // 4. Measurement in context, greedily in program order: a window's candidate is kept when
+  // 4. Measurement in context, greedily by estimated gain: a window's candidate is kept when
   // the whole program with it (and every candidate kept so far, post-optimisations applied,
   // so that R/T ops between neighbouring rewritten windows cancel) runs faster than without
   // it. Timing whole compiled programs captures what per-op sums miss: the layouts between
@@ -426,7 +432,13 @@ Result optimize(const Graph& model, const Options& opt) {
     return std::pair{ta, tb};
   };
   Graph current = canonical;
+  const auto c0 = clock::now();
   auto current_exe = exec_of(current);
+  // How long one trial in place takes (a compile and 18 whole-program runs; then the last
+  // trial's own time): a trial is started only when it fits in what is left of the budget,
+  // so the search ends near its budget even where one run of the program takes seconds.
+  double trial_s = since(c0) + 18e-3 * est_before;
+  auto fits = [&] { return opt.budget_s <= 0 || since(t0) + trial_s <= opt.budget_s; };
   bool any_candidates = false;
   for (const auto& [k, sr] : memo) any_candidates = any_candidates || !sr.best.empty();
   /// A window's report takes a candidate.
@@ -481,18 +493,36 @@ Result optimize(const Graph& model, const Options& opt) {
       }
     }
   }
-  for (size_t i = 0; i < windows.size() && any_candidates; ++i) {
+  // Windows in order of their estimated gain, all windows of a structure together: when the
+  // budget runs out, the windows left unmeasured are those that promised least (in program
+  // order, a model's many small gains at the front - CSRNet's VGG convs - used the budget up
+  // before its dilated back end, where the gain is, was measured).
+  std::vector<size_t> by_gain;
+  std::vector<double> gain(windows.size(), 0.0);
+  {
+    std::map<std::string, int> copies;
+    for (const auto& k : keys) ++copies[k];
+    for (size_t i = 0; i < windows.size(); ++i) {
+      by_gain.push_back(i);
+      const Searched& sr = memo.at(keys[i]);
+      if (!sr.best.empty()) gain[i] = copies[keys[i]] * (sr.report.est_original_ms - sr.best[0].est_ms);
+    }
+  }
+  std::stable_sort(by_gain.begin(), by_gain.end(), [&](size_t a, size_t b) { return gain[a] > gain[b]; });
+  for (size_t i : by_gain) {
+    if (!any_candidates) break;
     const Searched& sr = memo.at(keys[i]);
     WindowReport& wr = rep.windows[i];
     if (sr.best.empty() || decided[i]) continue;
     decided[i] = true;
-    // This window alone, or with every later window of the same structure (where the R/T
+    // This window alone, or with every other window of the same structure (where the R/T
     // ops of neighbouring rewritten windows cancel, which one window alone cannot show).
     std::vector<size_t> group{i};
-    for (size_t j = i + 1; j < windows.size(); ++j)
-      if (keys[j] == keys[i] && !decided[j]) group.push_back(j);
-    if (opt.budget_s > 0 && since(t0) > opt.budget_s) {
-      wr.why_kept = "the search budget was spent before this window was measured";
+    for (size_t j = 0; j < windows.size(); ++j)
+      if (j != i && keys[j] == keys[i] && !decided[j]) group.push_back(j);
+    if (!fits()) {
+      wr.why_kept = cat("the search budget left (", std::max(0.0, opt.budget_s - since(t0)), " s) was less than one measurement in place (about ",
+                        trial_s, " s)");
       rep.stop_reason = cat("search budget (", opt.budget_s, " s) spent while measuring window ", i);
       continue;
     }
@@ -506,7 +536,7 @@ Result optimize(const Graph& model, const Options& opt) {
     for (const Candidate& c : sr.best)
       for (bool whole_group : {false, true}) {
         if (whole_group && group.size() < 2) continue;
-        if (win && opt.budget_s > 0 && since(t0) > opt.budget_s) break;  // the budget: the best trial so far decides
+        if (win && !fits()) break;  // the budget: the best trial so far decides
         auto subs = chosen;
         for (size_t j : whole_group ? group : std::vector<size_t>{i}) subs.push_back({j, c.graph});
         Graph trial;
@@ -515,8 +545,10 @@ Result optimize(const Graph& model, const Options& opt) {
         } catch (const Error&) {
           continue;  // does not stitch here
         }
+        const auto tr0 = clock::now();
         auto exe = exec_of(trial);
         auto [a, b] = race(*current_exe, *exe);
+        trial_s = since(tr0);
         if (!win || b < best_ms) base_ms = a, best_ms = b, win = &c, win_group = whole_group, win_graph = std::move(trial), win_exe = std::move(exe);
       }
     wr.measured_original_ms = base_ms;
