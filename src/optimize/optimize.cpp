@@ -213,7 +213,8 @@ nlohmann::json search_entry(const std::string& key, const Graph& program, const 
   nlohmann::json b = nlohmann::json::array();
   for (const Candidate& c : best)
     b.push_back({{"program", program_to_json(c.graph, program)}, {"origin", c.origin}, {"verdict", c.verdict},
-                 {"corrected_fraction", c.corrected_fraction}, {"correction_kernels", c.correction_kernels}, {"summary", c.summary}});
+                 {"corrected_fraction", c.corrected_fraction}, {"correction_kernels", c.correction_kernels}, {"summary", c.summary},
+                 {"est_ms", c.est_ms}});
   return {{"structure", key}, {"rounds", wr.rounds}, {"candidates", wr.candidates}, {"why_kept", wr.why_kept}, {"search_seconds", wr.times.total},
           {"est_original_ms", wr.est_original_ms}, {"best", b}};
 }
@@ -235,16 +236,17 @@ bool load_search(const nlohmann::json& e, const std::string& key, const Graph& p
       c.corrected_fraction = b.at("corrected_fraction").get<double>();
       c.correction_kernels = b.at("correction_kernels").get<int>();
       c.summary = b.at("summary").get<std::string>();
-      c.est_ms = cost(c.graph);
+      // the cold run's estimate: a warm run profiles nothing (a measurement the cold run could
+      // not trust on a busy machine is not in the op cache, and would be taken again)
+      c.est_ms = b.contains("est_ms") ? b.at("est_ms").get<double>() : cost(c.graph);
       got.push_back(std::move(c));
     }
     std::stable_sort(got.begin(), got.end(), [](const Candidate& a, const Candidate& b) { return a.est_ms < b.est_ms; });
     wr.rounds = e.at("rounds").get<int>();
     wr.candidates = e.at("candidates").get<int>();
     wr.why_kept = e.at("why_kept").get<std::string>();
-    // (a window without candidates is not costed again: the entry's estimate, so a replayed
-    // budget stop measures nothing)
-    wr.est_original_ms = got.empty() ? e.value("est_original_ms", 0.0) : cost(program);
+    // (the entry's estimates: a replayed search measures nothing)
+    wr.est_original_ms = e.contains("est_original_ms") ? e.at("est_original_ms").get<double>() : cost(program);
     best.clear();
     for (auto& c : got)
       if (c.est_ms < wr.est_original_ms) best.push_back(std::move(c));
