@@ -399,6 +399,28 @@ TEST_CASE("profiled program cost: ops on constants are free, shapes are real, re
   CHECK(p.measured() == 3);
 }
 
+TEST_CASE("profiler deadline: past it, known ops are still answered, new ones are not measured (infinite cost)") {
+  auto cpu = backend::make_backend("cpu");
+  backend::Profiler p(*cpu, "", 3, 0);
+  Graph g;
+  Builder b(g);
+  Rng rng(8);
+  b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {1, 8, 10, 10}), b.constant("w", lab::random_weight({8, 8, 3, 3}, rng))}));
+  const double known = p.program_cost_ms(g);
+  REQUIRE(std::isfinite(known));
+  p.set_deadline(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  CHECK(p.program_cost_ms(g) == known);  // cached: answered
+  Graph h;
+  Builder c(h);
+  c.output(c.add(ops::Relu{}, {c.input("x", {1, 8, 10, 10})}));
+  CHECK(std::isinf(p.program_cost_ms(h)));
+  CHECK(p.skipped() == 1);
+  CHECK(p.measured() == 1);
+  p.set_deadline(std::nullopt);
+  CHECK(std::isfinite(p.program_cost_ms(h)));  // not cached as infinite: measured once the deadline is lifted
+  CHECK(p.measured() == 2);
+}
+
 TEST_CASE("mutants ranked by the profiler's cost") {
   auto cpu = backend::make_backend("cpu");
   backend::Profiler p(*cpu, "", 3, 0);

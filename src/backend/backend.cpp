@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -252,6 +253,14 @@ OpTiming Profiler::measure(const std::string& k, const Op& op, const Types& in, 
     return it->second;
   }
   if (auto it = doubtful_.find(k); it != doubtful_.end()) return it->second;
+  if (deadline_ && std::chrono::steady_clock::now() > *deadline_) {
+    ++skipped_;
+    OpTiming r;
+    r.median_ms = r.min_ms = std::numeric_limits<double>::infinity();
+    r.trusted = false;
+    r.algorithm = "not measured (search budget spent)";
+    return r;
+  }
   Graph g;
   Rng rng(1);
   std::vector<TensorId> ids;

@@ -91,7 +91,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   if (rep.kept_original) j["why_original"] = rep.why_original;
   j["check"] = rep.check;
   j["stop_reason"] = rep.stop_reason;
-  j["cache"] = {{"profiler_measured", rep.profiler_measured}, {"profiler_hits", rep.profiler_hits}, {"reused_windows", rep.reused_windows}, {"decisions_cached", rep.decisions_cached}, {"searches_cached", rep.searches_cached}};
+  j["cache"] = {{"profiler_measured", rep.profiler_measured}, {"profiler_hits", rep.profiler_hits}, {"profiler_skipped", rep.profiler_skipped}, {"reused_windows", rep.reused_windows}, {"decisions_cached", rep.decisions_cached}, {"searches_cached", rep.searches_cached}};
   j["windows"] = nlohmann::json::array();
   for (const auto& w : rep.windows) {
     nlohmann::json e{{"index", w.index},

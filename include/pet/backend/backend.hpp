@@ -5,7 +5,9 @@
 ///   cpu        oneDNN 2.x (kernels/cpu), the default
 ///   cuda       cuDNN / cuBLAS (kernels/cuda), when built with CUDA
 /// The API is the same in every build; a backend that is not built says so (Unsupported).
+#include <chrono>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -112,6 +114,13 @@ class Profiler {
   /// Measurements that stayed disturbed after retries (kept for this process, never saved).
   int64_t untrusted() const { return untrusted_; }
   int64_t hits() const { return hits_; }
+  /// Past `d`, an op that is neither cached nor measured yet is not measured: its time is
+  /// +infinity (not cached), so a program made with it is never chosen. The search's budgets
+  /// are kept this way: profiling a batch-16 conv takes seconds, and one window's candidates
+  /// bring dozens of new op configurations. nullopt (the default): no deadline.
+  void set_deadline(std::optional<std::chrono::steady_clock::time_point> d) { deadline_ = d; }
+  /// Ops left unmeasured because of the deadline.
+  int64_t skipped() const { return skipped_; }
   static std::string default_cache_file();
   /// The default algorithm-choice cache, beside the op cache (algorithms.db).
   static std::string default_algorithm_cache_file();
@@ -129,7 +138,8 @@ class Profiler {
   std::map<std::string, OpTiming> cache_, doubtful_;
   std::vector<std::string> unsaved_;  ///< keys measured since the last save
   std::unique_ptr<CacheStore> store_;
-  int64_t measured_ = 0, hits_ = 0, untrusted_ = 0;
+  int64_t measured_ = 0, hits_ = 0, untrusted_ = 0, skipped_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 
 /// A random value of type t: floats uniform in [-1, 1], integers zero (seeded inputs).

@@ -123,6 +123,9 @@ struct Report {
   bool decisions_cached = false;  ///< the in-context decisions came from the decision cache
   int searches_cached = 0;        ///< windows whose search result came from the decision cache
   int64_t profiler_measured = 0, profiler_hits = 0;
+  /// Op configurations a window's search met after its budget and left unmeasured (the
+  /// candidates made with them were not considered).
+  int64_t profiler_skipped = 0;
   std::vector<transform::PassRecord> passes;
   std::string check;  ///< "pass (max error ...)" of the end-to-end numeric check
   std::string stop_reason;
