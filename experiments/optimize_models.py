@@ -103,7 +103,8 @@ def main():
             applied = [w for w in warm["windows"] if w["applied"] != "original"]
             row = {
                 "model": name, "batch": batch, "commit": commit,
-                "original_ms": round(warm["original_ms"], 3), "optimized_ms": round(warm["optimized_ms"], 3),
+                # 0: not timed (no rewrite was kept: the program is the original)
+                "original_ms": round(warm["original_ms"], 3) or "", "optimized_ms": round(warm["optimized_ms"], 3) or "",
                 "speedup": round(warm["speedup"], 3), "kept_original": warm["kept_original"],
                 "search_cold_s": round(cold["search_seconds"], 1), "search_warm_s": round(warm["search_seconds"], 1),
                 "warm_searches_cached": warm["cache"].get("searches_cached", 0),
@@ -120,7 +121,8 @@ def main():
         if "error" in r:
             print(f"{r['model']:18s} b{r['batch']:>2}  FAILED: {r['error']}")
             continue
-        print(f"{r['model']:18s} b{r['batch']:>2}  {r['original_ms']:9.2f} -> {r['optimized_ms']:9.2f} ms  {r['speedup']:.2f}x  "
+        ms = f"{r['original_ms']:9.2f} -> {r['optimized_ms']:9.2f} ms" if r['original_ms'] != "" else f"{'not timed (original kept)':>25s}"
+        print(f"{r['model']:18s} b{r['batch']:>2}  {ms}  {r['speedup']:.2f}x  "
               f"search cold {r['search_cold_s']:6.1f} s warm {r['search_warm_s']:6.1f} s  torch {r['check_vs_torch']}  ort {r['onnxruntime']}")
 
 

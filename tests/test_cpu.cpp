@@ -587,13 +587,28 @@ TEST_CASE("algorithm choices are cached on disk and reused without timing") {
   const std::string first = cpu->compile(g, opt)->describe();
   CHECK(first.find("cached choice") == std::string::npos);
   const auto known = backend::cpu_detail::AlgorithmCache::instance().entries(file);
-  REQUIRE(known.size() == 1);
+  REQUIRE(known.size() == 2);  // at this layout boundary, and for any boundary
   // A choice timed while other work preempted the runs is used, never written.
   const bool busy = first.find("timed on a busy machine") != std::string::npos;
   CHECK((backend::CacheStore(file, "algorithms").size() > 0) == !busy);  // a choice timed on a busy machine is not written
   // A new executable reads the choice instead of timing.
   const std::string second = cpu->compile(g, opt)->describe();
   CHECK(second.find("cached choice") != std::string::npos);
+  // The same conv twice in a row (its output, then its input, blocked: other boundaries)
+  // takes the choice timed at the first boundary instead of timing again.
+  {
+    Graph h;
+    Builder b(h);
+    Rng rng(1001);
+    const Tensor<float> w = lab::random_weight({16, 16, 3, 3}, rng);
+    TensorId y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {1, 16, 12, 12}), b.constant("w", w)});
+    y = b.add(ops::Relu{}, {y});
+    y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {y, b.constant("w2", w)});
+    b.output(b.add(ops::Relu{}, {y}));
+    const std::string twice = cpu->compile(h, opt)->describe();
+    CHECK(twice.find("timed at another layout boundary") != std::string::npos);
+    same_as_reference(h, 1003, "convs with choices from another boundary", opt);
+  }
   // The file decides: a file with every choice pet's Winograd, under a fresh name (the
   // process keeps what it read), and the conv follows it.
   const std::string forced = file + ".forced.db";

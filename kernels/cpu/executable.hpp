@@ -190,10 +190,15 @@ class CpuExecutable final : public Executable {
   /// Fastest of five undisturbed runs of f (three once 50 ms were spent) after one warm-up, in seconds:
   /// the compile-time algorithm choices. The minimum, because other tenants of a shared
   /// machine only ever add time; runs during which a thread was preempted are dropped (up to
-  /// 30 tries). Without five clean runs, the minimum of all, and `timings_clean_` turns false
-  /// so that the choice is not kept in the algorithm cache.
+  /// 30 tries). Bounded, because a batch-16 conv runs 0.2 s and on a shared 2-core machine
+  /// most such runs are preempted somewhere (CSRNet at batch 16 spent 100 s choosing its
+  /// convs' algorithms): once 0.5 s were spent, one clean run decides (past 1 s, two runs of
+  /// any kind, then not kept in the cache); and a candidate whose
+  /// clean run takes over 1.5 x `bound` (the best candidate so far) has lost, and is not timed
+  /// further. With no clean run at all (or too few in a short timing), the minimum of all, and
+  /// `timings_clean_` turns false so that the choice is not kept in the algorithm cache.
   template <class F>
-  double best_seconds(F&& f) {
+  double best_seconds(F&& f, double bound = 1e30) {
     double best = 1e30, any = 1e30;
     int clean = 0;
     f();
@@ -209,7 +214,10 @@ class CpuExecutable final : public Executable {
       any = std::min(any, s);
       spent += s;
       if (!probe.disturbed()) best = std::min(best, s), ++clean;
+      if (clean && best > 1.5 * bound) return best;  // lost
       if (spent > 0.05 && clean >= 3) want = clean;  // a large op: three clean runs decide
+      if (spent > 0.5 && clean >= 1) return best;    // a large op on a busy machine: one does
+      if (spent > 1.0 && i >= 1) break;              // ... and without one, two runs say enough
     }
     if (clean < want) timings_clean_ = false;
     return clean ? best : any;
@@ -218,9 +226,9 @@ class CpuExecutable final : public Executable {
   /// Best time of a reorder between two layouts (scratch buffers).
   double time_reorder(const md_t& from, const md_t& to);
   /// Best time of pet's Winograd conv on scratch buffers with the direct conv's layouts.
-  double time_winograd(cpu::Winograd4x3& wg, const md_t& src_md, const md_t& dst_md);
+  double time_winograd(cpu::Winograd4x3& wg, const md_t& src_md, const md_t& dst_md, double bound = 1e30);
   /// Best time of a primitive on scratch buffers (algorithm choice at compile time).
-  double time_pd(const convolution_forward::primitive_desc& pd);
+  double time_pd(const convolution_forward::primitive_desc& pd, double bound = 1e30);
   /// Matrix products (MatMul, Gemm) as oneDNN matmul on plain layouts; constant right
   /// operands are reordered once into the layout the primitive prefers. `fuse`: which
   /// following ops may join as post-ops (2: activations, scalings and a residual add; 1: no

@@ -45,8 +45,14 @@ struct Search {
   std::multiset<std::string> orig_ops;
   // fingerprinting
   std::vector<std::optional<Tensor<F31>>> orig_leaves;
-  std::map<std::string, Tensor<F31>> weights_by_name;
-  std::vector<Tensor<F31>> input_values;
+  /// The fingerprint's draw of each leaf: a tensor, or for a large one (verify::kLazyLeafFrom
+  /// elements or more) a lazy draw (a candidate's evaluation reads a few elements of it).
+  struct Leaf {
+    std::optional<Tensor<F31>> tensor;
+    verify::LazyLeaf<F31> lazy;
+  };
+  std::map<std::string, Leaf> weights_by_name;
+  std::vector<Leaf> input_values;
   std::vector<std::vector<Index>> sample;
   std::vector<std::vector<F31>> orig_print;
   std::set<std::vector<uint32_t>> seen;  // fingerprints (with the compute ops' shapes)
@@ -113,16 +119,23 @@ struct Search {
   void prepare_fingerprint() {
     Rng rng(opt.seed);
     orig_leaves.resize(size_t(orig.num_tensors()));
-    auto draw = [&](const Shape& s) {
+    auto draw = [&](const Shape& s, uint64_t key) {
+      Leaf l;
+      if (numel(s) >= verify::kLazyLeafFrom) {
+        const uint64_t seed = opt.seed;
+        l.lazy = [seed, key](int64_t i) { return F31::raw(uint32_t(verify::leaf_hash(seed, key, uint64_t(i)) % 2147483647u)); };
+        return l;
+      }
       Tensor<F31> t(s);
       for (int64_t i = 0; i < t.size(); ++i) t[i] = F31::raw(uint32_t(rng.below(2147483647u)));
-      return t;
+      l.tensor = std::move(t);
+      return l;
     };
-    for (TensorId t : orig.inputs()) input_values.push_back(draw(orig.type(t).shape)), orig_leaves[size_t(t)] = input_values.back();
+    for (TensorId t : orig.inputs()) input_values.push_back(draw(orig.type(t).shape, input_values.size())), orig_leaves[size_t(t)] = input_values.back().tensor;
     for (TensorId t = 0; t < orig.num_tensors(); ++t)
       if (orig.tensor(t).is_constant() && is_float(orig.type(t).dtype)) {
-        weights_by_name.emplace(orig.tensor(t).name, draw(orig.type(t).shape));
-        orig_leaves[size_t(t)] = weights_by_name.at(orig.tensor(t).name);
+        weights_by_name.emplace(orig.tensor(t).name, draw(orig.type(t).shape, verify::leaf_key(orig.tensor(t).name)));
+        orig_leaves[size_t(t)] = weights_by_name.at(orig.tensor(t).name).tensor;
       }
     // Half the sample near the borders (where partially equivalent mutants differ), half anywhere.
     for (const auto& ot : out_types) {
@@ -143,10 +156,12 @@ struct Search {
   }
   std::vector<std::vector<F31>> evaluate(const Graph& g) {
     std::vector<std::optional<Tensor<F31>>> leaves(size_t(g.num_tensors()));
-    for (size_t i = 0; i < g.inputs().size(); ++i) leaves[size_t(g.inputs()[i])] = input_values[i];
+    std::vector<verify::LazyLeaf<F31>> lazy(size_t(g.num_tensors()));
+    auto set = [&](TensorId t, const Leaf& l) { leaves[size_t(t)] = l.tensor, lazy[size_t(t)] = l.lazy; };
+    for (size_t i = 0; i < g.inputs().size(); ++i) set(g.inputs()[i], input_values[i]);
     for (TensorId t = 0; t < g.num_tensors(); ++t)
-      if (g.tensor(t).is_constant() && is_float(g.type(t).dtype)) leaves[size_t(t)] = weights_by_name.at(g.tensor(t).name);
-    verify::PointEvaluator<F31> ev(g, leaves);
+      if (g.tensor(t).is_constant() && is_float(g.type(t).dtype)) set(t, weights_by_name.at(g.tensor(t).name));
+    verify::PointEvaluator<F31> ev(g, std::move(leaves), std::move(lazy));
     std::vector<std::vector<F31>> r;
     for (size_t o = 0; o < g.outputs().size(); ++o) {
       r.emplace_back();

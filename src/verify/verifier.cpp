@@ -1,12 +1,15 @@
 // The verifier: box intersections x Theorem 1 positions x Theorem 2 random draws.
 #include "pet/verify/verifier.hpp"
 
+#include <pthread.h>
+
 #include <atomic>
+#include <exception>
+#include <functional>
 #include <chrono>
 #include <map>
 #include <sstream>
 
-#include "pet/core/parallel.hpp"
 #include "pet/core/rng.hpp"
 
 namespace pet::verify {
@@ -46,11 +49,56 @@ LeafNames shared_leaves(const Graph& a, const Graph& b) {
 
 namespace {
 
+/// One random draw of every leaf: small leaves as tensors, large ones (kLazyLeafFrom
+/// elements or more) drawn element by element when read.
 template <class F>
 struct Draw {
-  std::vector<Tensor<F>> inputs;
-  std::map<std::string, Tensor<F>> weights;
+  std::vector<std::optional<Tensor<F>>> inputs;
+  std::vector<LazyLeaf<F>> lazy_inputs;
+  std::map<std::string, std::optional<Tensor<F>>> weights;
+  std::map<std::string, LazyLeaf<F>> lazy_weights;
 };
+
+/// Runs fn(0) ... fn(n-1) at once, each on a thread of its own with a 256 MB stack (reserved,
+/// touched only as deep as it goes): point evaluation recurses once per op on a path, up to
+/// PointEvaluator::kMaxDepth ops, deeper than a default 8 MB thread stack holds in a
+/// sanitizer build. The first exception thrown is rethrown here.
+void on_big_stacks(int64_t n, const std::function<void(int64_t)>& fn) {
+  struct Job {
+    const std::function<void(int64_t)>* fn;
+    int64_t k;
+    std::exception_ptr error;
+  };
+  std::vector<Job> jobs;
+  for (int64_t k = 0; k < n; ++k) jobs.push_back({&fn, k, nullptr});
+  auto body = [](void* p) -> void* {
+    auto* j = static_cast<Job*>(p);
+    try {
+      (*j->fn)(j->k);
+    } catch (...) {
+      j->error = std::current_exception();
+    }
+    return nullptr;
+  };
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, size_t(256) << 20);
+  std::vector<pthread_t> threads;
+  for (auto& j : jobs) {
+    pthread_t t;
+    if (pthread_create(&t, &attr, body, &j) == 0) threads.push_back(t);
+    else body(&j);  // no thread to be had: run it here
+  }
+  pthread_attr_destroy(&attr);
+  for (pthread_t t : threads) pthread_join(t, nullptr);
+  for (const auto& j : jobs)
+    if (j.error) std::rethrow_exception(j.error);
+}
+
+template <class F>
+LazyLeaf<F> lazy_draw(uint64_t seed, uint64_t leaf, uint64_t p) {
+  return [seed, leaf, p](int64_t i) { return F::raw(uint32_t(leaf_hash(seed, leaf, uint64_t(i)) % p)); };
+}
 
 template <class F>
 Tensor<F> random_tensor(const Shape& s, Rng& rng, uint64_t p) {
@@ -63,20 +111,31 @@ template <class F>
 Draw<F> make_draw(const LeafNames& names, const Graph& a, uint64_t seed, uint64_t p) {
   Rng rng(seed);
   Draw<F> d;
-  for (TensorId t : a.inputs()) d.inputs.push_back(random_tensor<F>(a.type(t).shape, rng, p));
-  for (const auto& [name, shape] : names.weights) d.weights.emplace(name, random_tensor<F>(shape, rng, p));
+  for (size_t i = 0; i < a.inputs().size(); ++i) {
+    const Shape& s = a.type(a.inputs()[i]).shape;
+    const bool lazy = numel(s) >= kLazyLeafFrom;
+    d.inputs.push_back(lazy ? std::nullopt : std::optional(random_tensor<F>(s, rng, p)));
+    d.lazy_inputs.push_back(lazy ? lazy_draw<F>(seed, i, p) : LazyLeaf<F>());
+  }
+  for (const auto& [name, shape] : names.weights) {
+    const bool lazy = numel(shape) >= kLazyLeafFrom;
+    d.weights.emplace(name, lazy ? std::nullopt : std::optional(random_tensor<F>(shape, rng, p)));
+    d.lazy_weights.emplace(name, lazy ? lazy_draw<F>(seed, leaf_key(name), p) : LazyLeaf<F>());
+  }
   return d;
 }
 
+/// The evaluator of g on draw d (leaves copied: the two programs' evaluators run apart).
 template <class F>
-std::vector<std::optional<Tensor<F>>> leaves(const Graph& g, const Draw<F>& d) {
+PointEvaluator<F> evaluator(const Graph& g, const Draw<F>& d) {
   std::vector<std::optional<Tensor<F>>> l(size_t(g.num_tensors()));
-  for (size_t i = 0; i < g.inputs().size(); ++i) l[size_t(g.inputs()[i])] = d.inputs[i];
+  std::vector<LazyLeaf<F>> lazy(size_t(g.num_tensors()));
+  for (size_t i = 0; i < g.inputs().size(); ++i) l[size_t(g.inputs()[i])] = d.inputs[i], lazy[size_t(g.inputs()[i])] = d.lazy_inputs[i];
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     const auto& info = g.tensor(t);
-    if (info.is_constant() && is_float(info.type.dtype)) l[size_t(t)] = d.weights.at(info.name);
+    if (info.is_constant() && is_float(info.type.dtype)) l[size_t(t)] = d.weights.at(info.name), lazy[size_t(t)] = d.lazy_weights.at(info.name);
   }
-  return l;
+  return PointEvaluator<F>(g, std::move(l), std::move(lazy));
 }
 
 /// The Theorem 1 positions of a box: its origin and one step along every dim it spans.
@@ -127,11 +186,11 @@ Report run(const Graph& a, const Graph& b, const Options& opt) {
   std::atomic<int64_t> positions_done{0};
   int64_t positions_total = 0;
   for (TensorId y : a.outputs()) positions_total += opt.exhaustive ? numel(a.type(y).shape) * opt.tests : 0;
-  parallel_for(opt.tests, [&](int64_t k) {
+  on_big_stacks(opt.tests, [&](int64_t k) {
     std::optional<FpRt::Scope> scope;
     if constexpr (std::is_same_v<F, FpRt>) scope.emplace(opt.prime);
     Draw<F> d = make_draw<F>(names, a, opt.seed * 1000003 + uint64_t(k), opt.prime);
-    PointEvaluator<F> ea(a, leaves(a, d)), eb(b, leaves(b, d));
+    PointEvaluator<F> ea = evaluator(a, d), eb = evaluator(b, d);
     auto& eq = equal[size_t(k)];
     for (size_t o = 0; o < r.outputs.size(); ++o) {
       const auto& out = r.outputs[o];
@@ -160,7 +219,7 @@ Report run(const Graph& a, const Graph& b, const Options& opt) {
       }
     }
     evals[size_t(k)] = ea.evaluations() + eb.evaluations();
-  }, opt.tests > 1);
+  });
 
   int64_t failing = 0, total = 0;
   for (size_t o = 0; o < r.outputs.size(); ++o) {

@@ -84,6 +84,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
                   {"policy", optimize::policy_name(opt.policy)}, {"budget_s", opt.budget_s}};
   j["search_seconds"] = rep.search_seconds;
   j["total_seconds"] = rep.total_seconds;
+  j["baseline_compile_seconds"] = rep.baseline_compile_seconds;
   j["original_ms"] = rep.original_ms;
   j["optimized_ms"] = rep.optimized_ms;
   j["speedup"] = rep.speedup;
@@ -134,8 +135,11 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     if (rep.searches_cached)
       std::printf("  %d window searches from an earlier run (decision cache; their candidates verified again)\n", rep.searches_cached);
     if (rep.decisions_cached) std::printf("  in-context decisions from an earlier run (decision cache)\n");
-    std::printf("  end to end on %s: original %.3f ms, optimized %.3f ms (medians, interleaved): %.2fx%s\n", opt.backend.c_str(), rep.original_ms,
-                rep.optimized_ms, rep.original_ms / std::max(1e-9, rep.optimized_ms), rep.kept_original ? " -- not faster: the original is written" : "");
+    if (rep.original_ms <= 0)
+      std::printf("  end to end on %s: not timed (%s)\n", opt.backend.c_str(), rep.why_original.c_str());
+    else
+      std::printf("  end to end on %s: original %.3f ms, optimized %.3f ms (medians, interleaved): %.2fx%s\n", opt.backend.c_str(), rep.original_ms,
+                  rep.optimized_ms, rep.original_ms / std::max(1e-9, rep.optimized_ms), rep.kept_original ? " -- not faster: the original is written" : "");
     std::printf("  check against the original: %s\n", rep.check.c_str());
     for (const auto& w : rep.windows) {
       if (w.applied == "original" && !a.flag("explain")) continue;

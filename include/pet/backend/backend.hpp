@@ -119,6 +119,9 @@ class Profiler {
   /// are kept this way: profiling a batch-16 conv takes seconds, and one window's candidates
   /// bring dozens of new op configurations. nullopt (the default): no deadline.
   void set_deadline(std::optional<std::chrono::steady_clock::time_point> d) { deadline_ = d; }
+  /// How ops are compiled for measuring (default: CompileOptions{}). The optimizer passes its
+  /// algorithm cache, so the choices timed here serve its whole-program compiles too.
+  void set_compile_options(CompileOptions co) { co_ = std::move(co); }
   /// Ops left unmeasured because of the deadline.
   int64_t skipped() const { return skipped_; }
   static std::string default_cache_file();
@@ -140,13 +143,15 @@ class Profiler {
   std::unique_ptr<CacheStore> store_;
   int64_t measured_ = 0, hits_ = 0, untrusted_ = 0, skipped_ = 0;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
+  CompileOptions co_;
 };
 
 /// A random value of type t: floats uniform in [-1, 1], integers zero (seeded inputs).
 Value<float> random_value(const TensorType& t, Rng& rng);
 
 /// Whether a timed stretch of this process was disturbed by other work on the machine: some
-/// thread of the process was preempted meanwhile (its involuntary context switches grew).
+/// thread of the process was preempted meanwhile (its involuntary context switches grew), or,
+/// in a virtual machine, the hypervisor ran another guest on its CPUs (steal time grew).
 /// Construct it just before the run and ask after.
 class DisturbanceProbe {
  public:
@@ -155,7 +160,10 @@ class DisturbanceProbe {
 
  private:
   long start_;
+  long long stolen_;
 };
+/// Steal time of the machine so far (clock ticks, all CPUs; 0 outside a virtual machine).
+long long stolen_ticks();
 
 /// How a set of timed runs went (time_runs).
 struct RunStats {

@@ -114,6 +114,9 @@ struct WindowReport {
 struct Report {
   std::string model;
   double search_seconds = 0, total_seconds = 0;
+  /// Compiling the program as it stood before the first measurement in place (its algorithm
+  /// choices timed where the profiler had not met a conv).
+  double baseline_compile_seconds = 0;
   double original_ms = 0, optimized_ms = 0;  ///< end to end on the backend, medians
   double speedup = 1;
   bool kept_original = false;  ///< the optimized program was not faster (or not correct)

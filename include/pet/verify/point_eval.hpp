@@ -4,7 +4,9 @@
 /// the input elements it needs, recursively, memoised per tensor element. Used with a field
 /// (Schwartz-Zippel tests), with symbolic polynomials (soundness tests) and with Z3 terms.
 #include <algorithm>
+#include <functional>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 
 #include "pet/ir/graph.hpp"
@@ -19,15 +21,46 @@ inline void require_multilinear(const Graph& g, std::string_view which) {
                              ") is not multilinear; only multilinear programs can be verified"));
 }
 
+/// A leaf whose elements are made when read (by row-major offset): a random draw of a tensor
+/// of any size then costs nothing until the few elements a point evaluation needs are read (a
+/// batch-16 CSRNet input has 51 M elements; verifying a rewrite of its first conv reads some
+/// thousands).
+template <class T>
+using LazyLeaf = std::function<T(int64_t flat)>;
+
+/// Leaves with more elements than this are drawn lazily (random_leaf).
+inline constexpr int64_t kLazyLeafFrom = int64_t(1) << 20;
+
+/// A pseudo-random 64-bit value of element `i` of leaf `leaf` in draw `seed` (splitmix64 of
+/// the three): the same for every program that reads that leaf, whatever it reads first.
+inline uint64_t leaf_hash(uint64_t seed, uint64_t leaf, uint64_t i) {
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(mix(seed) ^ leaf) ^ i);
+}
+/// A stable key for a leaf's name (FNV-1a), for leaf_hash.
+inline uint64_t leaf_key(std::string_view name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 template <class T>
 class PointEvaluator {
  public:
   /// `leaves[t]` holds the value of every graph input and float constant t (integer
-  /// constants are read from the graph). Leaves may be tensors of any T.
-  PointEvaluator(const Graph& g, std::vector<std::optional<Tensor<T>>> leaves)
-      : g_(g), leaves_(std::move(leaves)), memo_(size_t(g.num_tensors())) {
+  /// constants are read from the graph). Leaves may be tensors of any T; a leaf without a
+  /// tensor may have a lazy one in `lazy[t]` instead.
+  PointEvaluator(const Graph& g, std::vector<std::optional<Tensor<T>>> leaves, std::vector<LazyLeaf<T>> lazy = {})
+      : g_(g), leaves_(std::move(leaves)), lazy_(std::move(lazy)), memo_(size_t(g.num_tensors())) {
     PET_CHECK(int(leaves_.size()) == g.num_tensors(), "leaf list of size ", leaves_.size());
-    for (TensorId t : g.inputs()) PET_CHECK(leaves_[size_t(t)].has_value(), "input '", g.tensor(t).name, "' has no value");
+    PET_CHECK(lazy_.empty() || int(lazy_.size()) == g.num_tensors(), "lazy leaf list of size ", lazy_.size());
+    for (TensorId t : g.inputs())
+      PET_CHECK(leaves_[size_t(t)].has_value() || (!lazy_.empty() && lazy_[size_t(t)]), "input '", g.tensor(t).name, "' has no value");
     require_depth(g);
   }
 
@@ -54,6 +87,7 @@ class PointEvaluator {
   T at(TensorId t, const Index& idx) {
     if (const auto& leaf = leaves_[size_t(t)]) return leaf->at(idx);
     const TensorInfo& info = g_.tensor(t);
+    if (!lazy_.empty() && lazy_[size_t(t)]) return lazy_at(t, idx);
     PET_CHECK(info.producer >= 0, "tensor '", info.name, "' has no value and no producer");
     Memo& m = memo_[size_t(t)];
     const int64_t off = flat_offset(idx, info.type.shape);
@@ -80,6 +114,10 @@ class PointEvaluator {
 
  private:
   static constexpr int64_t kDenseLimit = int64_t(1) << 24;
+  /// Out of line: at() recurses once per op on a path (10,000 deep), its frame must stay small.
+  [[gnu::noinline]] T lazy_at(TensorId t, const Index& idx) const {
+    return lazy_[size_t(t)](flat_offset(idx, g_.tensor(t).type.shape));
+  }
   struct Memo {
     bool dense = false;
     std::vector<T> values;
@@ -120,6 +158,7 @@ class PointEvaluator {
 
   const Graph& g_;
   std::vector<std::optional<Tensor<T>>> leaves_;
+  std::vector<LazyLeaf<T>> lazy_;
   std::vector<Memo> memo_;
   int64_t evaluations_ = 0;
 };
