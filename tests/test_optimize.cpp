@@ -265,7 +265,10 @@ TEST_CASE("optimize end to end: dilated convs become dense ones, identical windo
   CHECK(std::find(seen.begin(), seen.end(), "checking") != seen.end());
   // timed end to end unless no rewrite was kept (then the program is the original: nothing to time)
   CHECK((r.report.original_ms > 0) == (r.report.why_original != "no rewrite was kept; the program is the original"));
-  if (!r.report.kept_original) CHECK(r.report.optimized_ms < r.report.original_ms);
+  if (!r.report.kept_original) {  // kept only when 1 % faster by the medians and in most rounds
+    CHECK(r.report.optimized_ms * (1 + optimize::kMinEndToEndGain) < r.report.original_ms);
+    CHECK(2 * r.report.timing_rounds_won > r.report.timing_rounds);
+  }
 
   // The decision cache: a second run on the same program applies the first run's in-context
   // decisions without racing whole programs; a damaged file is ignored.

@@ -140,25 +140,44 @@ std::string differs(const Graph& g, const Outputs& want, double atol, double rto
   return "";
 }
 
-/// Interleaved end-to-end timing of two programs on the backend: medians (ms).
-std::pair<double, double> time_pair(backend::Backend& be, const Graph& a, const Graph& b, const Options& opt) {
+/// Interleaved end-to-end timing of two programs on the backend: medians (ms) over all
+/// rounds, and in how many rounds b's median came out below a's. The order alternates per
+/// round (a b, b a, ...), so that a program timed first in every round gets no systematic
+/// penalty or benefit; a round disturbed by another tenant counts once in the vote.
+struct PairTiming {
+  double a_ms = 0, b_ms = 0;
+  int b_wins = 0, rounds = 0;
+};
+
+PairTiming time_pair(backend::Backend& be, const Graph& a, const Graph& b, const Options& opt) {
   backend::CompileOptions co;
   co.threads = opt.threads;
   co.algorithm_cache = opt.algorithm_cache;
   auto ea = be.compile(a, co), eb = be.compile(b, co);
   auto in = inputs_for(a, 7);
-  std::vector<double> ta, tb;
-  for (int r = 0; r < opt.time_rounds; ++r) {
-    auto x = backend::time_runs(*ea, in, opt.time_runs, 0, nullptr, 0.5);
-    auto y = backend::time_runs(*eb, in, opt.time_runs, 0, nullptr, 0.5);
-    ta.insert(ta.end(), x.begin(), x.end());
-    tb.insert(tb.end(), y.begin(), y.end());
-  }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
   };
-  return {median(ta), median(tb)};
+  PairTiming pt;
+  std::vector<double> ta, tb;
+  for (int r = 0; r < opt.time_rounds; ++r) {
+    std::vector<double> x, y;
+    if (r % 2 == 0) {
+      x = backend::time_runs(*ea, in, opt.time_runs, 0, nullptr, 0.5);
+      y = backend::time_runs(*eb, in, opt.time_runs, 0, nullptr, 0.5);
+    } else {
+      y = backend::time_runs(*eb, in, opt.time_runs, 0, nullptr, 0.5);
+      x = backend::time_runs(*ea, in, opt.time_runs, 0, nullptr, 0.5);
+    }
+    pt.b_wins += median(y) < median(x);
+    ++pt.rounds;
+    ta.insert(ta.end(), x.begin(), x.end());
+    tb.insert(tb.end(), y.begin(), y.end());
+  }
+  pt.a_ms = median(ta);
+  pt.b_ms = median(tb);
+  return pt;
 }
 
 std::string ops_of(const Graph& g, const Window& w) {
@@ -456,13 +475,16 @@ Result optimize(const Graph& model, const Options& opt) {
     return std::pair{ta, tb};
   };
   Graph current = canonical;
-  std::unique_ptr<backend::Executable> current_exe;  // compiled when the first trial needs it
   // How long one trial in place takes (whole-program runs, 18 or 12 of them, estimated from
   // the cost model until a trial was timed; then the last trial's own time, its compile
   // included): a trial is started only when it fits in what is left of the budget, so the
   // search ends near its budget even where one run of the program takes seconds.
   double trial_s = (est_before > 500 ? 12e-3 : 18e-3) * est_before;
-  auto fits = [&] { return opt.budget_s <= 0 || since(t0) + trial_s <= opt.budget_s; };
+  // Before the first trial the program as it stands is compiled too (its algorithm choices
+  // timed where the profiler had not met a conv: 4.5 s for ResNet-18 at batch 16), so the first
+  // trial is counted twice.
+  std::unique_ptr<backend::Executable> current_exe;  // compiled when the first trial needs it
+  auto fits = [&] { return opt.budget_s <= 0 || since(t0) + (current_exe ? 1 : 2) * trial_s <= opt.budget_s; };
   bool any_candidates = false;
   for (const auto& [k, sr] : memo) any_candidates = any_candidates || !sr.best.empty();
   /// A window's report takes a candidate.
@@ -666,14 +688,23 @@ Result optimize(const Graph& model, const Options& opt) {
     return res;
   }
   progress({int(windows.size()), int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "timing"});
-  std::tie(rep.original_ms, rep.optimized_ms) = time_pair(*be, model, g, opt);
+  const PairTiming pt = time_pair(*be, model, g, opt);
+  rep.original_ms = pt.a_ms;
+  rep.optimized_ms = pt.b_ms;
+  rep.timing_rounds = pt.rounds;
+  rep.timing_rounds_won = pt.b_wins;
   rep.speedup = rep.optimized_ms > 0 ? rep.original_ms / rep.optimized_ms : 1;
-  if (rep.optimized_ms < rep.original_ms || opt.keep_if_slower) {
+  // Kept only when faster by the medians, by at least kMinEndToEndGain, and in most rounds: a
+  // program level with the original is not worth a rewrite whose gain is noise (Inception-v3
+  // at batch 1 once came out 1.09x in process and 0.95x under `pet run`).
+  const bool faster = rep.optimized_ms * (1 + kMinEndToEndGain) < rep.original_ms && 2 * pt.b_wins > pt.rounds;
+  if (faster || opt.keep_if_slower) {
     res.graph = std::move(g);
   } else {
     rep.kept_original = true;
-    rep.why_original = cat("the optimized program measured ", rep.optimized_ms, " ms against the original's ", rep.original_ms,
-                           " ms; the original is written");
+    rep.why_original = cat("the optimized program measured ", rep.optimized_ms, " ms against the original's ", rep.original_ms, " ms (faster in ",
+                           pt.b_wins, " of ", pt.rounds, " rounds; kept only when ", int(kMinEndToEndGain * 100),
+                           "% faster by the medians and faster in most rounds); the original is written");
     res.graph = model;
     rep.speedup = 1;
   }

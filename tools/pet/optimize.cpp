@@ -88,6 +88,8 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   j["original_ms"] = rep.original_ms;
   j["optimized_ms"] = rep.optimized_ms;
   j["speedup"] = rep.speedup;
+  j["timing_rounds"] = rep.timing_rounds;
+  j["timing_rounds_won"] = rep.timing_rounds_won;
   j["kept_original"] = rep.kept_original;
   if (rep.kept_original) j["why_original"] = rep.why_original;
   j["check"] = rep.check;
@@ -138,8 +140,9 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     if (rep.original_ms <= 0)
       std::printf("  end to end on %s: not timed (%s)\n", opt.backend.c_str(), rep.why_original.c_str());
     else
-      std::printf("  end to end on %s: original %.3f ms, optimized %.3f ms (medians, interleaved): %.2fx%s\n", opt.backend.c_str(), rep.original_ms,
-                  rep.optimized_ms, rep.original_ms / std::max(1e-9, rep.optimized_ms), rep.kept_original ? " -- not faster: the original is written" : "");
+      std::printf("  end to end on %s: original %.3f ms, optimized %.3f ms (medians, interleaved; faster in %d of %d rounds): %.2fx%s\n",
+                  opt.backend.c_str(), rep.original_ms, rep.optimized_ms, rep.timing_rounds_won, rep.timing_rounds,
+                  rep.original_ms / std::max(1e-9, rep.optimized_ms), rep.kept_original ? " -- not faster: the original is written" : "");
     std::printf("  check against the original: %s\n", rep.check.c_str());
     for (const auto& w : rep.windows) {
       if (w.applied == "original" && !a.flag("explain")) continue;

@@ -111,6 +111,10 @@ struct WindowReport {
   std::string why_kept;            ///< when the original form was kept: why (--explain)
 };
 
+/// The least end-to-end gain for which the optimized program is written instead of the
+/// original (a smaller one is within the noise of these machines).
+inline constexpr double kMinEndToEndGain = 0.01;
+
 struct Report {
   std::string model;
   double search_seconds = 0, total_seconds = 0;
@@ -118,6 +122,7 @@ struct Report {
   /// choices timed where the profiler had not met a conv).
   double baseline_compile_seconds = 0;
   double original_ms = 0, optimized_ms = 0;  ///< end to end on the backend, medians
+  int timing_rounds = 0, timing_rounds_won = 0;  ///< interleaved rounds, and those the optimized program won
   double speedup = 1;
   bool kept_original = false;  ///< the optimized program was not faster (or not correct)
   std::string why_original;
