@@ -812,7 +812,7 @@ void sharing_one_cpu(F&& f) {
 }  // namespace
 
 TEST_CASE("profiler on a busy machine: preempted runs are detected and dropped, doubtful timings never cached") {
-  // Whether a run was disturbed is read from the process's involuntary context switches;
+  // Whether a run was disturbed is read from its threads' run-queue delay (schedstat);
   // with a busy process on the same CPU, a stretch longer than the scheduler's slice is.
   sharing_one_cpu([] {
     backend::DisturbanceProbe probe;

@@ -1,7 +1,9 @@
 // Backend registry, the reference backend, run timing and the op profiler with its cache.
 #include "pet/backend/backend.hpp"
 
+#include <dirent.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -105,8 +107,43 @@ long long stolen_ticks() {
   return v[7];
 }
 
-DisturbanceProbe::DisturbanceProbe() : start_(involuntary_switches()), stolen_(stolen_ticks()) {}
-bool DisturbanceProbe::disturbed() const { return involuntary_switches() != start_ || stolen_ticks() != stolen_; }
+long long run_queue_delay_ns() {
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return -1;
+  long long total = 0;
+  bool any = false;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char path[96];
+    std::snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+    std::FILE* f = std::fopen(path, "r");
+    if (!f) continue;  // the thread ended meanwhile
+    long long on_cpu = 0, waited = 0;
+    if (std::fscanf(f, "%lld %lld", &on_cpu, &waited) == 2) total += waited, any = true;
+    std::fclose(f);
+  }
+  ::closedir(d);
+  return any ? total : -1;
+}
+
+DisturbanceProbe::DisturbanceProbe()
+    : switches_(involuntary_switches()), stolen_(stolen_ticks()), delay_ns_(run_queue_delay_ns()), t0_(std::chrono::steady_clock::now()) {}
+
+long long DisturbanceProbe::allowed_delay_ns(double seconds) { return (long long)(1e5 + 0.05 * seconds * 1e9); }
+
+long long DisturbanceProbe::allowed_steal(double seconds) {
+  static const double ticks_per_cpu_second = double(sysconf(_SC_CLK_TCK)) * double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  return (long long)(0.05 * seconds * ticks_per_cpu_second);  // 5 % of the machine's CPU time
+}
+
+bool DisturbanceProbe::disturbed() const {
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  if (stolen_ticks() - stolen_ > allowed_steal(s)) return true;
+  const long long delay = delay_ns_ >= 0 ? run_queue_delay_ns() : -1;
+  // A thread that ended during the stretch takes its delay along: a drop reads as none.
+  if (delay >= 0) return delay - delay_ns_ > allowed_delay_ns(s);
+  return involuntary_switches() != switches_;  // no schedstat: any preemption counts
+}
 
 std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds, RunStats* stats,
                               double max_seconds) {

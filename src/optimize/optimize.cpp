@@ -325,9 +325,31 @@ Result optimize(const Graph& model, const Options& opt) {
   std::vector<std::string> keys(windows.size());
   std::vector<Graph> programs(windows.size());
   for (size_t i = 0; i < windows.size(); ++i) programs[i] = extract(g, windows[i]), keys[i] = structure_key(programs[i]);
+  // Each structure's weight in the budget: its copies times its original's estimated cost
+  // (the originals are measured anyway). A window that is a third of the program gets a third
+  // of the search: shared evenly, CSRNet at batch 16 spent its budget on the VGG front end's
+  // mutants, and the dilated back end, where the gain is, had seconds left, too few to measure
+  // its dense-conv mutants.
+  std::map<std::string, double> weight;
+  if (opt.budget_s > 0) {
+    for (size_t i = 0; i < windows.size(); ++i) {
+      double& w = weight[keys[i]];
+      try {
+        const double c = cost(programs[i]);
+        w += std::isfinite(c) ? c : 0.0;
+      } catch (const Error&) {
+        // a window the backend cannot cost: its search says so below
+      }
+    }
+  }
+  // Structures searched heaviest first (copies together, in program order), so that where
+  // the budget runs out, it is the light windows that go unsearched.
+  std::vector<size_t> order(windows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight[keys[a]] > weight[keys[b]]; });
   double est_before = 0, est_after = 0;
   rep.stop_reason = "every window searched";
-  for (size_t i = 0; i < windows.size(); ++i) {
+  for (size_t i : order) {
     const Window& w = windows[i];
     WindowReport wr;
     wr.index = int(i);
@@ -365,25 +387,34 @@ Result optimize(const Graph& model, const Options& opt) {
         continue;
       }
     }
-    if (opt.budget_s > 0 && since(t0) > opt.budget_s) {
-      wr.why_kept = "the search budget was spent before this window";
-      rep.stop_reason = cat("search budget (", opt.budget_s, " s) spent after ", i, " of ", windows.size(), " windows");
+    // 70 % of the budget for the search and the rest for measuring candidates in context;
+    // what is left of the search's part goes to the structures still to search in proportion
+    // to their weight (identical windows count as one structure). Once it is spent, the
+    // windows left (the lightest) keep their form: a floor of a second each made CSRNet's
+    // light windows at batch 16 take 2-6 s apiece (one op measured past its deadline) and
+    // left no time for the trials in place.
+    Options wopt = opt;
+    double left = 0;
+    if (opt.budget_s > 0) {
+      std::set<std::string> ahead;
+      for (size_t j = 0; j < windows.size(); ++j)
+        if (!memo.count(keys[j])) ahead.insert(keys[j]);
+      double total = 0;
+      for (const auto& k : ahead) total += weight[k];
+      left = 0.7 * opt.budget_s - since(t0);
+      const double share = total > 0 ? weight[keys[i]] / total : 1.0 / double(ahead.size());
+      wopt.window_budget_s = std::min(opt.window_budget_s, std::max(0.25, left * share));
+    }
+    if (opt.budget_s > 0 && left <= 0) {
+      wr.why_kept = "the search's share of the budget (70 %) was spent before this window (windows are searched heaviest first)";
+      rep.stop_reason = cat("search budget (", opt.budget_s, " s) spent after ", memo.size(), " of ", std::set<std::string>(keys.begin(), keys.end()).size(),
+                            " window structures (heaviest first)");
       rep.windows.push_back(wr);
       memo[keys[i]] = Searched{wr, {}};
       if (!skey.empty()) write_decision(decisions.get(), skey, search_entry(keys[i], program, wr, {}));
       continue;
     }
     progress({int(i) + 1, int(windows.size()), 0, est_after > 0 ? est_before / est_after : 1.0, 0, "searching"});
-    Options wopt = opt;
-    if (opt.budget_s > 0) {
-      // The budget shared fairly among the windows still to search (identical ones count
-      // once), 70 % of it for the search and the rest for measuring candidates in context.
-      std::set<std::string> ahead;
-      for (size_t j = i; j < windows.size(); ++j)
-        if (!memo.count(keys[j])) ahead.insert(keys[j]);
-      const double left = 0.7 * opt.budget_s - since(t0);
-      wopt.window_budget_s = std::min(opt.window_budget_s, std::max(1.0, left / double(ahead.size())));
-    }
     std::string stop;
     std::vector<Candidate> cands;
     try {
@@ -428,6 +459,7 @@ Result optimize(const Graph& model, const Options& opt) {
     }
     prof.save();  // a search stopped later keeps what was measured
   }
+  std::sort(rep.windows.begin(), rep.windows.end(), [](const WindowReport& a, const WindowReport& b) { return a.index < b.index; });
   rep.profiler_measured = prof.measured();
   rep.profiler_hits = prof.hits();
   rep.profiler_skipped = prof.skipped();
@@ -462,13 +494,15 @@ Result optimize(const Graph& model, const Options& opt) {
   co.algorithm_cache = opt.algorithm_cache;
   const auto in = inputs_for(canonical, 7);
   auto exec_of = [&](const Graph& h) { return be->compile(h, co); };
-  /// min of undisturbed runs, a and b interleaved (3 rounds of 3 runs each; 2 rounds where
-  /// one run takes over half a second: CSRNet at batch 16 runs 1.8 s, a trial 33 s)
+  /// min of undisturbed runs, a and b interleaved (3 rounds of 3 runs each; 2 rounds of one
+  /// run after a warm-up where one run takes over half a second: CSRNet at batch 16 runs 2 s,
+  /// and a trial of 2 x 3 runs a round took 30 s, a quarter of the budget)
   auto race = [&](backend::Executable& a, backend::Executable& b) {
     double ta = 1e30, tb = 1e30;
-    const int rounds = est_before > 500 ? 2 : 3;
+    const bool long_runs = est_before > 500;
+    const int rounds = long_runs ? 2 : 3, runs = long_runs ? 1 : 3;
     for (int r = 0; r < rounds; ++r) {
-      auto x = backend::time_runs(a, in, 3, 0, nullptr, 0.25), y = backend::time_runs(b, in, 3, 0, nullptr, 0.25);
+      auto x = backend::time_runs(a, in, runs, 0, nullptr, 0.25), y = backend::time_runs(b, in, runs, 0, nullptr, 0.25);
       ta = std::min(ta, x.front());
       tb = std::min(tb, y.front());
     }
@@ -479,12 +513,12 @@ Result optimize(const Graph& model, const Options& opt) {
   // the cost model until a trial was timed; then the last trial's own time, its compile
   // included): a trial is started only when it fits in what is left of the budget, so the
   // search ends near its budget even where one run of the program takes seconds.
-  double trial_s = (est_before > 500 ? 12e-3 : 18e-3) * est_before;
+  double trial_s = (est_before > 500 ? 9e-3 : 18e-3) * est_before;
   // Before the first trial the program as it stands is compiled too (its algorithm choices
   // timed where the profiler had not met a conv: 4.5 s for ResNet-18 at batch 16), so the first
-  // trial is counted twice.
+  // trial is counted one and a half times.
   std::unique_ptr<backend::Executable> current_exe;  // compiled when the first trial needs it
-  auto fits = [&] { return opt.budget_s <= 0 || since(t0) + (current_exe ? 1 : 2) * trial_s <= opt.budget_s; };
+  auto fits = [&] { return opt.budget_s <= 0 || since(t0) + (current_exe ? 1.0 : 1.5) * trial_s <= opt.budget_s; };
   bool any_candidates = false;
   for (const auto& [k, sr] : memo) any_candidates = any_candidates || !sr.best.empty();
   /// A window's report takes a candidate.
@@ -580,7 +614,7 @@ Result optimize(const Graph& model, const Options& opt) {
     Graph win_graph;
     std::unique_ptr<backend::Executable> win_exe;
     for (const Candidate& c : sr.best)
-      for (bool whole_group : {false, true}) {
+      for (bool whole_group : {true, false}) {  // every copy first: R/T ops between copies cancel, and the gain is theirs together
         if (whole_group && group.size() < 2) continue;
         if (win && !fits()) break;  // the budget: the best trial so far decides
         auto subs = chosen;

@@ -149,19 +149,33 @@ class Profiler {
 /// A random value of type t: floats uniform in [-1, 1], integers zero (seeded inputs).
 Value<float> random_value(const TensorType& t, Rng& rng);
 
-/// Whether a timed stretch of this process was disturbed by other work on the machine: some
-/// thread of the process was preempted meanwhile (its involuntary context switches grew), or,
-/// in a virtual machine, the hypervisor ran another guest on its CPUs (steal time grew).
-/// Construct it just before the run and ask after.
+/// Whether a timed stretch of this process was disturbed by other work on the machine: its
+/// threads waited, runnable, for a CPU that something else held (the run-queue delay the
+/// kernel keeps per thread, /proc/self/task/*/schedstat) for more than 0.1 ms plus 5 % of the
+/// stretch, or, in a virtual machine, the hypervisor ran another guest on its CPUs for more
+/// than 5 % of the machine's CPU time (steal). Measured on this project's 2-core guests: idle,
+/// two busy threads wait 0.1-1.7 % of the time; beside one busy process, 60-100 %. Counting
+/// involuntary context switches, as the probe first did, cannot tell the two apart for long
+/// runs (an idle guest preempts two busy threads about 35 times a second, so every batch-16
+/// conv was called disturbed, none was cached, each was timed for seconds); that count
+/// remains only as the fallback where the kernel keeps no schedstat. Construct it just before
+/// the run and ask after.
 class DisturbanceProbe {
  public:
   DisturbanceProbe();
   bool disturbed() const;
+  /// Run-queue delay (ns) and steal ticks an undisturbed stretch of `seconds` may show.
+  static long long allowed_delay_ns(double seconds);
+  static long long allowed_steal(double seconds);
 
  private:
-  long start_;
-  long long stolen_;
+  long switches_;
+  long long stolen_, delay_ns_;
+  std::chrono::steady_clock::time_point t0_;
 };
+/// Time the threads of this process spent runnable but waiting for a CPU, so far (ns, all
+/// live threads); -1 where the kernel does not say.
+long long run_queue_delay_ns();
 /// Steal time of the machine so far (clock ticks, all CPUs; 0 outside a virtual machine).
 long long stolen_ticks();
 
