@@ -185,8 +185,8 @@ struct RunStats {
   bool trusted = true;  ///< at least `repeats` undisturbed runs
 };
 /// Runs `exe` after one warm-up until `repeats` undisturbed runs (and `min_seconds`) are
-/// timed, and returns their sorted times (ms). A run is disturbed when a thread of this
-/// process was preempted during it (its involuntary context switches grow): on a shared
+/// timed, and returns their sorted times (ms). A run is disturbed when DisturbanceProbe says
+/// so (this process's threads waited for a CPU held by other work): on a shared
 /// machine a 2-thread primitive then waits at its barrier for the descheduled thread and the
 /// run measures the scheduler, not the kernel. Disturbed runs are dropped and retried, up to
 /// 10 x repeats runs; if too few stay clean, all runs are returned and stats->trusted is false.
