@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "pet/core/hash.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/eval/interpreter.hpp"
 #include "pet/verify/verifier.hpp"
@@ -188,10 +189,8 @@ std::string ops_of(const Graph& g, const Window& w) {
 
 /// 64-bit FNV-1a of s, in hex: the decision cache's keys.
 std::string digest(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a64(s));
   return buf;
 }
 

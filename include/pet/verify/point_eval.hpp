@@ -9,6 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "pet/core/hash.hpp"
 #include "pet/ir/graph.hpp"
 
 namespace pet::verify {
@@ -43,11 +44,7 @@ inline uint64_t leaf_hash(uint64_t seed, uint64_t leaf, uint64_t i) {
   return mix(mix(mix(seed) ^ leaf) ^ i);
 }
 /// A stable key for a leaf's name (FNV-1a), for leaf_hash.
-inline uint64_t leaf_key(std::string_view name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+inline uint64_t leaf_key(std::string_view name) { return fnv1a64(name); }
 
 template <class T>
 class PointEvaluator {
