@@ -508,7 +508,7 @@ Result optimize(const Graph& model, const Options& opt) {
     return std::pair{ta, tb};
   };
   Graph current = canonical;
-  // How long one trial in place takes (whole-program runs, 18 or 12 of them, estimated from
+  // How long one trial in place takes (whole-program runs, 18 or 8 of them, estimated from
   // the cost model until a trial was timed; then the last trial's own time, its compile
   // included): a trial is started only when it fits in what is left of the budget, so the
   // search ends near its budget even where one run of the program takes seconds.
