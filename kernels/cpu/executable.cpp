@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "executable.hpp"
+#include "pet/core/stats.hpp"
 #include "algorithm_cache.hpp"
 #include "copy.hpp"
 #include "pet/core/parallel.hpp"
@@ -130,8 +131,7 @@ std::string CpuExecutable::describe() const {
   double total = 0;
   auto median_of = [&](size_t i) {
     std::vector<double> v(step_ms_[i].begin() + (step_ms_[i].size() > 1 ? 1 : 0), step_ms_[i].end());
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    return median(std::move(v));
   };
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (runs_) {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "pet/core/parallel.hpp"
+#include "pet/core/stats.hpp"
 #include "pet/core/rng.hpp"
 #include "pet/eval/interpreter.hpp"
 #ifdef PET_WITH_DNNL
@@ -195,7 +196,7 @@ OpTiming summarize(const std::vector<double>& t, std::string algorithm, const Ru
   OpTiming r;
   r.runs = int(t.size());
   r.min_ms = t.front();
-  r.median_ms = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  r.median_ms = median_of_sorted(t);
   r.spread = r.min_ms > 0 ? (r.median_ms - r.min_ms) / r.min_ms : 0;
   r.dropped = st.disturbed;
   r.trusted = st.trusted;

@@ -11,6 +11,7 @@
 
 #include "pet/core/hash.hpp"
 #include "pet/core/parallel.hpp"
+#include "pet/core/stats.hpp"
 #include "pet/eval/interpreter.hpp"
 #include "pet/verify/verifier.hpp"
 #include "post_passes.hpp"
@@ -156,10 +157,6 @@ PairTiming time_pair(backend::Backend& be, const Graph& a, const Graph& b, const
   co.algorithm_cache = opt.algorithm_cache;
   auto ea = be.compile(a, co), eb = be.compile(b, co);
   auto in = inputs_for(a, 7);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   PairTiming pt;
   std::vector<double> ta, tb;
   for (int r = 0; r < opt.time_rounds; ++r) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "pet/core/stats.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/core/rng.hpp"
 #include "pet/eval/compare.hpp"
@@ -111,7 +112,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (sorted.empty()) sorted = times;
   std::sort(sorted.begin(), sorted.end());
   if (a.flag("profile")) std::fputs(exe->describe().c_str(), stdout);
-  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  const double median = median_of_sorted(sorted);
 
   for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   std::printf("%s on %s: median %.3f ms, min %.3f ms over %lld run%s (%d thread%s)\n", path.c_str(), backend.c_str(), median,
