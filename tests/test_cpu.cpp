@@ -402,10 +402,7 @@ TEST_CASE("profiled program cost: ops on constants are free, shapes are real, re
 TEST_CASE("profiler deadline: past it, known ops are still answered, new ones are not measured (infinite cost)") {
   auto cpu = backend::make_backend("cpu");
   backend::Profiler p(*cpu, "", 3, 0);
-  Graph g;
-  Builder b(g);
-  Rng rng(8);
-  b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {1, 8, 10, 10}), b.constant("w", lab::random_weight({8, 8, 3, 3}, rng))}));
+  const Graph g = one_op(ops::Conv{.pads = {1, 1, 1, 1}}, {f32({1, 8, 10, 10}), f32({8, 8, 3, 3})}, {false, true}, 8);
   const double known = p.program_cost_ms(g);
   REQUIRE(std::isfinite(known));
   p.set_deadline(std::chrono::steady_clock::now() - std::chrono::seconds(1));
@@ -424,10 +421,7 @@ TEST_CASE("profiler deadline: past it, known ops are still answered, new ones ar
 TEST_CASE("mutants ranked by the profiler's cost") {
   auto cpu = backend::make_backend("cpu");
   backend::Profiler p(*cpu, "", 3, 0);
-  Graph g;
-  Builder b(g);
-  Rng rng(6);
-  b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {2, 8, 10, 10}), b.constant("w", lab::random_weight({8, 8, 3, 3}, rng))}));
+  const Graph g = one_op(ops::Conv{.pads = {1, 1, 1, 1}}, {f32({2, 8, 10, 10}), f32({8, 8, 3, 3})}, {false, true}, 6);
   mutate::Options opt;
   opt.depth = 1;
   int calls = 0;
