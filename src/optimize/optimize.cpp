@@ -343,15 +343,6 @@ Result optimize(const Graph& model, const Options& opt) {
   std::vector<size_t> order(windows.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight[keys[a]] > weight[keys[b]]; });
-  // The search's share of the budget: 70 %, less where the first trial in place (the
-  // program's compile, its algorithm choices timed, and one race; about twice the trial
-  // estimate below) would not fit in the other 30 %. CSRNet at batch 16 (2.3 s a run) needed
-  // 40 s for it and overran a 120 s budget by 5 s with a fixed 70 %.
-  double est_program = 0;
-  for (const auto& [k, w] : weight) est_program += w;
-  const double first_trial_s = 2.0 * (est_program > 500 ? 9e-3 : 18e-3) * est_program;
-  const double search_share = opt.budget_s > 0 ? std::clamp(1.0 - 1.2 * first_trial_s / opt.budget_s, 0.35, 0.7) : 0.7;
-  const std::string share_text = cat(int(std::lround(100 * search_share)), " %");
   double est_before = 0, est_after = 0;
   rep.stop_reason = "every window searched";
   for (size_t i : order) {
@@ -392,7 +383,7 @@ Result optimize(const Graph& model, const Options& opt) {
         continue;
       }
     }
-    // The search's share of the budget (above) for the search, the rest for measuring candidates in context;
+    // 70 % of the budget for the search and the rest for measuring candidates in context;
     // what is left of the search's part goes to the structures still to search in proportion
     // to their weight (identical windows count as one structure). Once it is spent, the
     // windows left (the lightest) keep their form: a floor of a second each made CSRNet's
@@ -406,12 +397,12 @@ Result optimize(const Graph& model, const Options& opt) {
         if (!memo.count(keys[j])) ahead.insert(keys[j]);
       double total = 0;
       for (const auto& k : ahead) total += weight[k];
-      left = search_share * opt.budget_s - since(t0);
+      left = 0.7 * opt.budget_s - since(t0);
       const double share = total > 0 ? weight[keys[i]] / total : 1.0 / double(ahead.size());
       wopt.window_budget_s = std::min(opt.window_budget_s, std::max(0.25, left * share));
     }
     if (opt.budget_s > 0 && left <= 0) {
-      wr.why_kept = cat("the search's share of the budget (", share_text, ") was spent before this window (windows are searched heaviest first)");
+      wr.why_kept = "the search's share of the budget (70 %) was spent before this window (windows are searched heaviest first)";
       rep.stop_reason = cat("search budget (", opt.budget_s, " s) spent after ", memo.size(), " of ", std::set<std::string>(keys.begin(), keys.end()).size(),
                             " window structures (heaviest first)");
       rep.windows.push_back(wr);
@@ -521,9 +512,9 @@ Result optimize(const Graph& model, const Options& opt) {
   double trial_s = (est_before > 500 ? 9e-3 : 18e-3) * est_before;
   // Before the first trial the program as it stands is compiled too (its algorithm choices
   // timed where the profiler had not met a conv: 4.5 s for ResNet-18 at batch 16), so the first
-  // trial is counted twice (CSRNet at batch 16: a 16 s compile and a 24 s race).
+  // trial is counted one and a half times.
   std::unique_ptr<backend::Executable> current_exe;  // compiled when the first trial needs it
-  auto fits = [&] { return opt.budget_s <= 0 || since(t0) + (current_exe ? 1.0 : 2.0) * trial_s <= opt.budget_s; };
+  auto fits = [&] { return opt.budget_s <= 0 || since(t0) + (current_exe ? 1.0 : 1.5) * trial_s <= opt.budget_s; };
   bool any_candidates = false;
   for (const auto& [k, sr] : memo) any_candidates = any_candidates || !sr.best.empty();
   /// A window's report takes a candidate.
