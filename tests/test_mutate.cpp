@@ -319,3 +319,30 @@ TEST_CASE("the generator alone rediscovers the paper's mutant kinds on the test 
     for (const auto& m : r->mutants) CHECK((m.corrections.kernels == 0 || m.verdict == verify::Verdict::PartiallyEquivalent));
   }
 }
+
+TEST_CASE("a merge whose partner's weight is computed after the matched node does not apply (no internal error)") {
+  // Inception-v3, --policy both: a round-2 conv-merge-grouped at one conv found a partner
+  // whose weight a Concat of round 1 computes later in topological order; mapped() failed
+  // an internal check and `pet optimize` exited 4.
+  Rng rng(31);
+  Graph g;
+  Builder b(g);
+  TensorId x1 = b.input("x1", {1, 4, 8, 8}), x2 = b.input("x2", {1, 4, 8, 8});
+  TensorId y1 = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x1, b.constant("w1", lab::random_weight({4, 4, 3, 3}, rng))});
+  // the partner's weight reads y1, so its Concat comes after the matched conv in every order
+  TensorId s = b.slice(b.slice(y1, 2, 0, 3), 3, 0, 3);
+  TensorId w2 = b.concat({s, s, s, s}, 0);
+  TensorId y2 = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x2, w2});
+  b.output(y1);
+  b.output(y2);
+  REQUIRE(std::holds_alternative<ops::Conv>(g.node(0).op));
+  CHECK(refusal("conv-merge-grouped", g).find("reads a tensor computed after node") != std::string::npos);
+  // With the partner's weight a constant the same rule applies.
+  Graph h;
+  Builder c(h);
+  TensorId z1 = c.add(ops::Conv{.pads = {1, 1, 1, 1}}, {c.input("x1", {1, 4, 8, 8}), c.constant("w1", lab::random_weight({4, 4, 3, 3}, rng))});
+  TensorId z2 = c.add(ops::Conv{.pads = {1, 1, 1, 1}}, {c.input("x2", {1, 4, 8, 8}), c.constant("w2", lab::random_weight({4, 4, 3, 3}, rng))});
+  c.output(z1);
+  c.output(z2);
+  CHECK(std::holds_alternative<Graph>(builtin_rules().find("conv-merge-grouped")->apply_at(h, 0)));
+}

@@ -11,7 +11,7 @@ MutantBuilder::MutantBuilder(const Graph& original)
 }
 
 TensorId MutantBuilder::mapped(TensorId t) const {
-  PET_CHECK(map_[size_t(t)] >= 0, "tensor '", orig_.tensor(t).name, "' is not in the mutant yet");
+  if (map_[size_t(t)] < 0) throw NotMappedYet(cat("tensor '", orig_.tensor(t).name, "' is not in the mutant yet"));
   return map_[size_t(t)];
 }
 

@@ -29,6 +29,13 @@ struct Result {
 };
 inline Result no_match(std::string reason) { return Result{std::move(reason)}; }
 
+/// What mapped() throws for an original tensor the mutant does not hold yet: a rule that
+/// reads a tensor computed after its node (another conv's weight that a Concat of an earlier
+/// round computes, as on Inception-v3) does not apply there; it is no internal error.
+struct NotMappedYet : InternalError {
+  using InternalError::InternalError;
+};
+
 /// Builds a mutant: a copy of the program in which the rule replaces some op outputs.
 /// Nodes are copied in topological order; at the matched node the rule adds new nodes and
 /// calls replace(); nodes whose outputs were all replaced are not copied.
@@ -37,7 +44,7 @@ class MutantBuilder : public Builder {
   explicit MutantBuilder(const Graph& original);
   const Graph& original() const { return orig_; }
   /// The new graph's tensor for an original tensor (inputs, constants, copied or replaced
-  /// outputs); throws InternalError when it does not exist yet.
+  /// outputs); throws NotMappedYet when it does not exist yet.
   TensorId mapped(TensorId original_tensor) const;
   bool is_mapped(TensorId t) const { return map_[size_t(t)] >= 0; }
   /// Declares that `replacement` (a new tensor) computes original tensor `original_output`.
@@ -125,6 +132,8 @@ struct Rule : RuleBase {
       return b.finish();
     } catch (const InvalidInput& e) {
       return cat("the rewrite does not type-check: ", e.what());
+    } catch (const NotMappedYet& e) {
+      return cat("the rewrite reads a tensor computed after node '", g.node(n).name, "': ", e.what());
     }
   }
 };
