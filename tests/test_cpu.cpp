@@ -603,6 +603,30 @@ TEST_CASE("algorithm choices are cached on disk and reused without timing") {
     CHECK(twice.find("timed at another layout boundary") != std::string::npos);
     same_as_reference(h, 1003, "convs with choices from another boundary", opt);
   }
+  // The conv timed alone (as the profiler times a window's conv) decides for the same conv
+  // with its ReLU fused (as the whole program compiles it), under a file of its own.
+  {
+    const std::string alone_file = file + ".alone.db";
+    std::filesystem::remove(alone_file);
+    backend::CompileOptions o = opt;
+    o.algorithm_cache = alone_file;
+    Graph a;
+    Builder b(a);
+    Rng rng(1004);
+    const Tensor<float> w = lab::random_weight({16, 16, 3, 3}, rng);
+    TensorId x = b.input("x", {1, 16, 12, 12});
+    b.output(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, b.constant("w", w)}));
+    CHECK(cpu->compile(a, o)->describe().find("cached choice") == std::string::npos);
+    Graph r;
+    Builder br(r);
+    TensorId y = br.add(ops::Conv{.pads = {1, 1, 1, 1}}, {br.input("x", {1, 16, 12, 12}), br.constant("w", w)});
+    br.output(br.add(ops::Relu{}, {y}));
+    const std::string fused = cpu->compile(r, o)->describe();
+    CHECK(fused.find("+ Relu") != std::string::npos);
+    CHECK(fused.find("timed at another layout boundary or epilogue") != std::string::npos);
+    same_as_reference(r, 1005, "conv + relu with the choice of the conv alone", o);
+    std::filesystem::remove(alone_file);
+  }
   // The file decides: a file with every choice pet's Winograd, under a fresh name (the
   // process keeps what it read), and the conv follows it.
   const std::string forced = file + ".forced.db";

@@ -124,13 +124,16 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
     if (std::find(cands.begin(), cands.end(), n) == cands.end() && available(n)) cands.push_back(n);
   const std::string cache_key = cat("cpu@", cpu_backend_version(), "|", num_threads(), "|", op_signature(node.op), "|", xs, wdims,
                                     ys, bias ? "b" : "", "|", text, "|", plain_in ? "plain-in" : "", plain_out ? "plain-out" : "");
-  // The same conv at another layout boundary: its choice is taken where this one was never
-  // timed (the optimizer profiles each conv alone, between plain tensors, and then compiles
-  // whole programs where most convs sit between blocked ones; timing all of CSRNet's convs
-  // again at batch 16 took 100 s). The boundary's reorders change the choice rarely; the
-  // optimizer times the whole program in place anyway.
+  // The same conv at another layout boundary or with other fused ops: its choice is taken
+  // where this one was never timed. The optimizer profiles each conv alone, between plain
+  // tensors and without its activation (windows end at non-multilinear ops), and then
+  // compiles whole programs where most convs sit between blocked ones with a ReLU fused:
+  // timing all of CSRNet's convs again at batch 16 took 100 s, and with only the boundary
+  // shared, compiling the original program once before its first trial in place still took
+  // 16 s (every conv with its ReLU). Neither the reorders nor an element-wise epilogue
+  // change the choice often; the optimizer times the whole program in place anyway.
   const std::string any_boundary_key = cat("cpu@", cpu_backend_version(), "|", num_threads(), "|", op_signature(node.op), "|", xs, wdims,
-                                           ys, bias ? "b" : "", "|", text, "|any-boundary");
+                                           ys, bias ? "b" : "", "|any-boundary-any-epilogue");
   std::string decision = cands.front();
   std::optional<std::string> chosen;
   bool other_boundary = false;
@@ -170,7 +173,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
   }
   if (want_alg != "auto" && want_alg != "direct" && decision != "pet-winograd" && decision != "onednn-winograd")
     alg += cat(" (", want_alg, " does not apply)");
-  if (chosen) alg += other_boundary ? " (cached choice, timed at another layout boundary)" : " (cached choice)";
+  if (chosen) alg += other_boundary ? " (cached choice, timed at another layout boundary or epilogue)" : " (cached choice)";
   if (measure && cands.size() > 1 && !chosen && !timings_clean_) alg += " (timed on a busy machine: used, not saved)";
   if (wg) {
     int xs_slot = as_layout(int(x), xs8, who);

@@ -491,21 +491,23 @@ Result optimize(const Graph& model, const Options& opt) {
   const auto in = inputs_for(canonical, 7);
   auto exec_of = [&](const Graph& h) { return be->compile(h, co); };
   /// min of undisturbed runs, a and b interleaved (3 rounds of 3 runs each; 2 rounds of one
-  /// run after a warm-up where one run takes over half a second: CSRNet at batch 16 runs 2 s,
-  /// and a trial of 2 x 3 runs a round took 30 s, a quarter of the budget)
+  /// run where one run takes over half a second, with a warm-up in the first round only:
+  /// CSRNet at batch 16 runs 2 s, and a trial of 2 x 3 runs a round took 30 s, a quarter of
+  /// the budget)
   auto race = [&](backend::Executable& a, backend::Executable& b) {
     double ta = 1e30, tb = 1e30;
     const bool long_runs = est_before > 500;
     const int rounds = long_runs ? 2 : 3, runs = long_runs ? 1 : 3;
     for (int r = 0; r < rounds; ++r) {
-      auto x = backend::time_runs(a, in, runs, 0, nullptr, 0.25), y = backend::time_runs(b, in, runs, 0, nullptr, 0.25);
+      const bool warm = r == 0 || !long_runs;
+      auto x = backend::time_runs(a, in, runs, 0, nullptr, 0.25, warm), y = backend::time_runs(b, in, runs, 0, nullptr, 0.25, warm);
       ta = std::min(ta, x.front());
       tb = std::min(tb, y.front());
     }
     return std::pair{ta, tb};
   };
   Graph current = canonical;
-  // How long one trial in place takes (whole-program runs, 18 or 8 of them, estimated from
+  // How long one trial in place takes (whole-program runs, 18 or 6 of them, estimated from
   // the cost model until a trial was timed; then the last trial's own time, its compile
   // included): a trial is started only when it fits in what is left of the budget, so the
   // search ends near its budget even where one run of the program takes seconds.

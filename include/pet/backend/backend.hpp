@@ -195,7 +195,9 @@ struct RunStats {
 /// and 3 runs (a busy machine preempts nearly every long run; stats->trusted is then false).
 /// Agreement between preempted runs proves nothing: under steady load every run is slowed
 /// alike (experiments/profiler_under_load.py measured 3.5x on a conv with a spinner per core).
+/// One untimed run comes first unless `warm_up` is false (the executable ran just before:
+/// the optimizer's later rounds of a race between programs that run seconds each).
 std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds = 0,
-                              RunStats* stats = nullptr, double max_seconds = 0);
+                              RunStats* stats = nullptr, double max_seconds = 0, bool warm_up = true);
 
 }  // namespace pet::backend
