@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--budget", default="120")
     a = ap.parse_args()
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         for entry in a.models:
             name, _, batch = entry.partition(":")
@@ -67,7 +68,7 @@ def main():
                 "original_ms": round(statistics.median(times["original"]), 3), "written_ms": round(statistics.median(times["written"]), 3),
                 "speedup_median": round(statistics.median(times["original"]) / statistics.median(times["written"]), 3),
                 "round_ratios": [round(x, 3) for x in ratios], "original_runs_ms": [round(x, 2) for x in times["original"]],
-                "written_runs_ms": [round(x, 2) for x in times["written"]],
+                "written_runs_ms": [round(x, 2) for x in times["written"]], "commit": commit,
                 "command": f"experiments/written_vs_original.py --rounds {a.rounds} --repeat {a.repeat} --budget {a.budget} {entry}"}), flush=True)
 
 
