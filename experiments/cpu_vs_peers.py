@@ -77,7 +77,7 @@ def run(cmd, env=None, timeout=900):
 
 def main():
     args = sys.argv[1:]
-    out = args[0] if args and not args[0].startswith("--") else os.path.join(ROOT, "experiments/results/cpu_vs_peers.csv")
+    out = args[0] if args and not args[0].startswith("--") else os.path.join(ROOT, "results/studies/cpu_vs_peers.csv")
     names = list(MODELS)
     rounds = 2
     if "--models" in args:

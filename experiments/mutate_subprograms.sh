@@ -2,10 +2,10 @@
 # Mutation generator on the four test subprograms (CSRNet dilated conv 1x512x14x14; Inception's
 # parallel 1x1 convs 768->192/160 on 17x17; BERT's Q/K/V 128x768 x 768x768; a batch-2 3x3 conv
 # 2x64x56x56) at depth 3 and 4: time, mutants found, and `pet run --check` of every mutant
-# against the original's outputs. Results in experiments/results/mutate/ (or $1).
+# against the original's outputs. Results in results/studies/mutate/ (or $1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-experiments/results/mutate}
+out=${1:-results/studies/mutate}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"

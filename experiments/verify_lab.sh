@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the verification lab's four experiments and the speed check, writing CSV/JSON into
-# verify/results/ (or $1). Build first (scripts/build.sh). Takes about 4 minutes on 2 cores.
+# results/verify_lab/ (or $1). Build first (scripts/build.sh). Takes about 4 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-verify/results}
+out=${1:-results/verify_lab}
 mkdir -p "$out"
 b=build
 echo "== experiment 1: Theorem 2 (false passes vs prime)" >&2
