@@ -122,8 +122,10 @@ def main():
             print(f"{r['model']:18s} b{r['batch']:>2}  FAILED: {r['error']}")
             continue
         ms = f"{r['original_ms']:9.2f} -> {r['optimized_ms']:9.2f} ms" if r['original_ms'] != "" else f"{'not timed (original kept)':>25s}"
+        # kept: the times are the original against the best candidate, which lost the race
+        kept = "  (original kept)" if r["kept_original"] else ""
         print(f"{r['model']:18s} b{r['batch']:>2}  {ms}  {r['speedup']:.2f}x  "
-              f"search cold {r['search_cold_s']:6.1f} s warm {r['search_warm_s']:6.1f} s  torch {r['check_vs_torch']}  ort {r['onnxruntime']}")
+              f"search cold {r['search_cold_s']:6.1f} s warm {r['search_warm_s']:6.1f} s  torch {r['check_vs_torch']}  ort {r['onnxruntime']}{kept}")
 
 
 if __name__ == "__main__":
