@@ -58,6 +58,45 @@ void same_on_cuda(backend::Backend& be, const Op& op, const Types& in, std::vect
     CHECK(err <= tol * (1 + ref));
   }
 }
+
+/// A whole program on cuda and on the reference (random inputs), with the plan for the log.
+std::string graph_same_on_cuda(backend::Backend& be, const Graph& g, const std::string& what, double tol = 1e-4) {
+  INFO(what);
+  Rng rng(5);
+  std::vector<Value<float>> inputs;
+  for (TensorId t : g.inputs()) inputs.push_back(backend::random_value(g.type(t), rng));
+  auto exe = be.compile(g);
+  const std::string plan = exe->describe();
+  INFO(plan);
+  const auto got = exe->run(inputs);
+  const auto want = Interpreter<float>(g).run(inputs);
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    const auto& a = std::get<Tensor<float>>(got[k]);
+    const auto& b = std::get<Tensor<float>>(want[k]);
+    REQUIRE(a.shape() == b.shape());
+    double err = 0, ref = 0;
+    for (int64_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i]))), ref = std::max(ref, double(std::abs(b[i])));
+    CHECK(err <= tol * (1 + ref));
+  }
+  // The same outputs again: buffers reused across steps must not leak between runs.
+  const auto again = exe->run(inputs);
+  for (size_t k = 0; k < got.size(); ++k) {
+    const auto& a = std::get<Tensor<float>>(got[k]);
+    const auto& b = std::get<Tensor<float>>(again[k]);
+    for (int64_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == b[i]);
+  }
+  const double ms = exe->timed_run(inputs);
+  CHECK(ms > 0);
+  CHECK(ms < 10000);
+  return plan;
+}
+
+Tensor<float> random_tensor(const Shape& s, Rng& rng, double scale = 0.3) {
+  Tensor<float> v(s);
+  for (int64_t k = 0; k < v.size(); ++k) v[k] = float(rng.uniform(-scale, scale));
+  return v;
+}
 }  // namespace
 
 TEST_CASE("cuda: data movement, element-wise ops and layer norm on pet's kernels") {
@@ -92,9 +131,71 @@ TEST_CASE("cuda: matrix products on cuBLAS, convolutions and softmax on cuDNN, t
   same_on_cuda(*be, ops::Conv{.pads = {1, 1, 1, 1}, .group = 8}, {f32({1, 16, 9, 9}), f32({16, 2, 3, 3})}, {false, true}, "grouped conv");
   same_on_cuda(*be, ops::Conv{.strides = {2}, .pads = {3, 3}}, {f32({2, 4, 31}), f32({6, 4, 7})}, {false, true}, "1-D conv");
   same_on_cuda(*be, ops::Conv{.pads = {1, 1, 1, 1, 1, 1}}, {f32({1, 3, 4, 6, 5}), f32({5, 3, 3, 3, 3})}, {false, true}, "3-D conv");
-  same_on_cuda(*be, ops::Conv{.pads = {0, 1, 2, 0}}, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}, {false, true}, "asymmetric pads: host fallback");
+  same_on_cuda(*be, ops::Conv{.pads = {0, 1, 2, 0}}, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}, {false, true}, "asymmetric pads: padded by pet's copy");
   same_on_cuda(*be, ops::Softmax{.axis = 1}, {f32({4, 10, 6})}, {}, "softmax over a middle axis", 1e-6);
   ops::ReduceMean mean;
   mean.axes = {1};
   same_on_cuda(*be, mean, {f32({4, 10, 6})}, {}, "reduce mean: host fallback", 1e-6);
+}
+
+TEST_CASE("cuda: pooling on cuDNN (max with padding, average with and without the pads counted, global, 1-D and 3-D), ceil_mode on the host") {
+  auto be = cuda_or_skip();
+  if (!be) return;
+  same_on_cuda(*be, ops::MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}}}, {f32({2, 8, 15, 15})}, {}, "max pool 3x3/2 pad 1", 0);
+  same_on_cuda(*be, ops::AveragePool{{.kernel_shape = {3, 3}, .strides = {1, 1}, .pads = {1, 1, 1, 1}}}, {f32({1, 6, 9, 9})}, {}, "average pool, pads not counted",
+               1e-6);
+  ops::AveragePool inc{{.kernel_shape = {3, 3}, .strides = {1, 1}, .pads = {1, 1, 1, 1}}};
+  inc.count_include_pad = true;
+  same_on_cuda(*be, inc, {f32({1, 6, 9, 9})}, {}, "average pool, pads counted", 1e-6);
+  same_on_cuda(*be, ops::GlobalAveragePool{}, {f32({2, 64, 7, 7})}, {}, "global average pool", 1e-5);
+  same_on_cuda(*be, ops::MaxPool{{.kernel_shape = {3}, .strides = {2}, .pads = {1, 1}}}, {f32({2, 4, 17})}, {}, "1-D max pool", 0);
+  same_on_cuda(*be, ops::MaxPool{{.kernel_shape = {1, 3, 3}, .strides = {1, 2, 2}, .pads = {0, 1, 1, 0, 1, 1}}}, {f32({1, 4, 3, 9, 9})}, {}, "3-D max pool", 0);
+  ops::MaxPool ceil{{.kernel_shape = {2, 2}, .strides = {2, 2}}};
+  ceil.ceil_mode = true;
+  same_on_cuda(*be, ceil, {f32({1, 3, 7, 7})}, {}, "max pool ceil_mode (host)", 0);
+}
+
+TEST_CASE("cuda: conv + bias + residual Add + ReLU fused into one cuDNN call; device buffers reused along a chain") {
+  auto be = cuda_or_skip();
+  if (!be) return;
+  Rng rng(9);
+  {  // ResNet's basic block: relu(conv(relu(conv(x))) + x)
+    Graph g;
+    const TensorId x = g.add_input("x", f32({2, 32, 14, 14}));
+    const TensorId w1 = g.add_constant("w1", random_tensor({32, 32, 3, 3}, rng)), b1 = g.add_constant("b1", random_tensor({32}, rng));
+    const TensorId w2 = g.add_constant("w2", random_tensor({32, 32, 3, 3}, rng));
+    const TensorId c1 = g.add_node("conv1", ops::Conv{.pads = {1, 1, 1, 1}}, {x, w1, b1}).at(0);
+    const TensorId r1 = g.add_node("relu1", ops::Relu{}, {c1}).at(0);
+    const TensorId c2 = g.add_node("conv2", ops::Conv{.pads = {1, 1, 1, 1}}, {r1, w2}).at(0);
+    const TensorId s = g.add_node("add", ops::Add{}, {c2, x}).at(0);
+    g.add_output(g.add_node("relu2", ops::Relu{}, {s}).at(0));
+    const std::string plan = graph_same_on_cuda(*be, g, "basic block");
+    CHECK(plan.find("fused convolution") != std::string::npos);
+    CHECK(plan.find("+ Add 'add' + Relu 'relu2'") != std::string::npos);
+  }
+  {  // a conv whose output is also a program output is not fused with its Relu
+    Graph g;
+    const TensorId x = g.add_input("x", f32({1, 8, 10, 10}));
+    const TensorId w = g.add_constant("w", random_tensor({8, 8, 3, 3}, rng));
+    const TensorId c = g.add_node("conv", ops::Conv{.pads = {1, 1, 1, 1}}, {x, w}).at(0);
+    g.add_output(c);
+    g.add_output(g.add_node("relu", ops::Relu{}, {c}).at(0));
+    const std::string plan = graph_same_on_cuda(*be, g, "conv output read twice");
+    CHECK(plan.find("fused") == std::string::npos);
+  }
+  {  // a chain of eight convs: the memory plan ping-pongs between two buffers
+    Graph g;
+    TensorId t = g.add_input("x", f32({1, 16, 28, 28}));
+    for (int i = 0; i < 8; ++i) {
+      const TensorId w = g.add_constant(cat("w", i), random_tensor({16, 16, 3, 3}, rng, 0.25));
+      t = g.add_node(cat("conv", i), ops::Conv{.pads = {1, 1, 1, 1}}, {t, w}).at(0);
+      t = g.add_node(cat("tanh", i), ops::Tanh{}, {t}).at(0);
+    }
+    g.add_output(t);
+    const std::string plan = graph_same_on_cuda(*be, g, "conv chain");
+    // 16 intermediate tensors, the pinned input and output, and at most 3 reused buffers
+    const auto at = plan.find("device memory: ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stoi(plan.substr(at + 15)) <= 5);
+  }
 }

@@ -1,11 +1,14 @@
 // The cuda backend's index arithmetic, run on the host against the reference interpreter
 // (kernels/cuda/device_index.hpp): the box-copy plans of every data-movement op, each
 // copy's element mapping as the copy kernel runs it, the tiled transpose's block and thread
-// mapping (every element written once, with the right value), and broadcasting binary ops.
+// mapping (every element written once, with the right value), broadcasting binary ops, and
+// the lifetime buffer plan the cuda backend places device memory with (shared with the cpu
+// backend).
 // Runs on every machine; the GPU runs of the same kernels are in test_cuda.
 #include <map>
 
 #include "cuda/device_index.hpp"
+#include "pet/backend/buffer_plan.hpp"
 #include "op_testing.hpp"
 
 using namespace pet;
@@ -157,4 +160,43 @@ TEST_CASE("broadcasting binary ops: the cuda kernel's formula and indexing again
       }
     }
   CHECK_FALSE(cuda::binary_kind(ops::Relu{}).has_value());
+}
+
+TEST_CASE("buffer plans: no two live requests share a buffer, pinned ones never share, dead buffers are reused") {
+  // A chain a -> b -> c -> d: each step reads the previous tensor and writes the next, so
+  // a tensor two steps back is dead and its buffer can hold the next one.
+  std::vector<backend::BufferRequest> chain;
+  for (int i = 0; i < 6; ++i) chain.push_back({1000, i, i + 1, false});
+  const auto pc = backend::plan_buffers(chain);
+  CHECK(pc.buffer_bytes.size() == 2);  // ping-pong
+  CHECK(pc.requested_bytes == 6000);
+  CHECK(pc.planned_bytes == 2000);
+
+  Rng rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<backend::BufferRequest> r;
+    const int n = 1 + int(rng.uniform(0, 30));
+    for (int i = 0; i < n; ++i) {
+      const int first = int(rng.uniform(0, 40));
+      const int last = rng.uniform(0, 1) < 0.1 ? -1 : first + int(rng.uniform(0, 10));
+      r.push_back({size_t(1 + rng.uniform(0, 5000)), first, last, rng.uniform(0, 1) < 0.15});
+    }
+    const auto p = backend::plan_buffers(r);
+    REQUIRE(p.buffer_of.size() == r.size());
+    size_t planned = 0;
+    for (size_t b : p.buffer_bytes) planned += b;
+    CHECK(planned == p.planned_bytes);
+    for (size_t i = 0; i < r.size(); ++i) {
+      REQUIRE(p.buffer_of[i] >= 0);
+      REQUIRE(p.buffer_bytes[size_t(p.buffer_of[i])] >= r[i].bytes);
+      for (size_t j = i + 1; j < r.size(); ++j) {
+        if (p.buffer_of[i] != p.buffer_of[j]) continue;
+        INFO("requests ", i, " and ", j);
+        REQUIRE_FALSE(r[i].pinned);
+        REQUIRE_FALSE(r[j].pinned);
+        const int li = std::max(r[i].last, r[i].first), lj = std::max(r[j].last, r[j].first);
+        REQUIRE((li < r[j].first || lj < r[i].first));  // lifetimes disjoint
+      }
+    }
+  }
 }

@@ -1,21 +1,28 @@
 // The cuda backend: a graph compiled into steps on one CUDA stream. Convolutions through
 // cuDNN (the legacy API: its Find call measures every algorithm - implicit GEMM, FFT,
-// Winograd, ... - on the real buffers, which is the choice by measurement the cost model
-// needs; the v9 graph API would add engine heuristics this backend does not use yet), matrix
-// products through cuBLAS (strided batched, row-major by the transposed-product identity),
-// softmax through cuDNN, data movement, element-wise ops and layer normalisation through
-// pet's kernels (kernels.cu). Ops without a GPU path run on the host with the reference
-// interpreter, named in the plan. TF32 is off unless PET_CUDA_TF32=1, so results match the
-// reference.
+// Winograd, ... - on the real shapes, which is the choice by measurement the cost model
+// needs; the v9 graph API would add engine heuristics this backend does not use yet), with
+// bias, a residual Add and ReLU fused into one cudnnConvolutionBiasActivationForward where
+// the graph allows; matrix products through cuBLAS (strided batched, row-major by the
+// transposed-product identity); softmax and pooling through cuDNN; data movement,
+// element-wise ops and layer normalisation through pet's kernels (kernels.cu). Ops without a
+// GPU path run on the host with the reference interpreter, named in the plan. Device memory
+// is planned by lifetime (pet/backend/buffer_plan.hpp) once every step is known: a buffer is
+// reused once its last reader has run; inputs and outputs keep their own. timed_run times the
+// steps alone with CUDA events (inputs placed first, outputs left on the device), which is
+// what the profiler and the optimizer's races measure. TF32 is off unless PET_CUDA_TF32=1, so
+// results match the reference.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <climits>
 #include <cstdlib>
 #include <functional>
 #include <map>
 
 #include "kernels.hpp"
+#include "pet/backend/buffer_plan.hpp"
 #include "pet/backend/cuda.hpp"
 #include "pet/eval/interpreter.hpp"
 #include "pet/transform/pass.hpp"
@@ -83,50 +90,56 @@ class CudaExecutable final : public Executable {
     po.print_after = transform::pass_list(opt.print_after);
     transform::backend_pipeline().run(g_, po);
     cuda_ok(cudaStreamCreate(&stream_), "cudaStreamCreate");
+    cuda_ok(cudaEventCreate(&ev_start_), "cudaEventCreate");
+    cuda_ok(cudaEventCreate(&ev_stop_), "cudaEventCreate");
     cublas_ok(cublasCreate(&blas_), "cublasCreate");
     cublas_ok(cublasSetStream(blas_, stream_), "cublasSetStream");
     cublas_ok(cublasSetMathMode(blas_, tf32_allowed() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
     cudnn_ok(cudnnCreate(&dnn_), "cudnnCreate");
     cudnn_ok(cudnnSetStream(dnn_, stream_), "cudnnSetStream");
-    dev_.resize(size_t(g_.num_tensors()));
+    sid_.assign(size_t(g_.num_tensors()), -1);
     host_.resize(size_t(g_.num_tensors()));
+    consumers_ = g_.consumers();
+    absorbed_.assign(size_t(g_.num_nodes()), false);
     for (TensorId t = 0; t < g_.num_tensors(); ++t) {
       const TensorInfo& info = g_.tensor(t);
       if (!info.is_constant()) continue;
       if (is_float(info.type.dtype)) {
         const auto& v = std::get<Tensor<float>>(*info.value);
-        dev_[size_t(t)] = dev_alloc(v.size());
-        cuda_ok(cudaMemcpy(dev_[size_t(t)].ptr, v.data(), size_t(v.size()) * sizeof(float), cudaMemcpyHostToDevice), "upload a constant");
+        const int s = new_storage(v.size());
+        store_[size_t(s)].constant = true;
+        store_[size_t(s)].buf = dev_alloc(v.size());
+        sid_[size_t(t)] = s;
+        cuda_ok(cudaMemcpy(sptr(s), v.data(), size_t(v.size()) * sizeof(float), cudaMemcpyHostToDevice), "upload a constant");
       } else {
         host_[size_t(t)] = *info.value;
       }
     }
     for (TensorId t : g_.inputs())
-      if (is_float(g_.type(t).dtype)) dev_[size_t(t)] = dev_alloc(numel(g_.type(t).shape));
+      if (is_float(g_.type(t).dtype)) store_[size_t(define(t))].pinned = true;
     for (NodeId n : g_.topo_order()) lower(n);
+    for (TensorId t : g_.outputs())
+      if (sid_[size_t(t)] >= 0) store_[size_t(sid_[size_t(t)])].pinned = true;
+    plan_memory();
   }
 
   ~CudaExecutable() override {
     steps_.clear();
     if (dnn_) cudnnDestroy(dnn_);
     if (blas_) cublasDestroy(blas_);
+    if (ev_start_) cudaEventDestroy(ev_start_);
+    if (ev_stop_) cudaEventDestroy(ev_stop_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
   std::vector<Value<float>> run(std::span<const Value<float>> inputs) override {
-    PET_CHECK(inputs.size() == g_.inputs().size(), "cuda: ", inputs.size(), " inputs for ", g_.inputs().size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const TensorId t = g_.inputs()[i];
-      if (const auto* f = std::get_if<Tensor<float>>(&inputs[i]))
-        cuda_ok(cudaMemcpyAsync(dev_[size_t(t)].ptr, f->data(), size_t(f->size()) * sizeof(float), cudaMemcpyHostToDevice, stream_), "input");
-      else host_[size_t(t)] = std::get<Tensor<int64_t>>(inputs[i]);
-    }
+    place_inputs(inputs);
     for (auto& s : steps_) s.fn();
     std::vector<Value<float>> out;
     for (TensorId t : g_.outputs()) {
       if (is_float(g_.type(t).dtype)) {
         Tensor<float> y(g_.type(t).shape);
-        cuda_ok(cudaMemcpyAsync(y.data(), dev_[size_t(t)].ptr, size_t(y.size()) * sizeof(float), cudaMemcpyDeviceToHost, stream_), "output");
+        cuda_ok(cudaMemcpyAsync(y.data(), dptr(t), size_t(y.size()) * sizeof(float), cudaMemcpyDeviceToHost, stream_), "output");
         out.emplace_back(y);
       } else {
         out.emplace_back(std::get<Tensor<int64_t>>(host_[size_t(t)].value()));
@@ -136,9 +149,23 @@ class CudaExecutable final : public Executable {
     return out;
   }
 
+  double timed_run(std::span<const Value<float>> inputs) override {
+    place_inputs(inputs);
+    cuda_ok(cudaStreamSynchronize(stream_), "inputs");
+    cuda_ok(cudaEventRecord(ev_start_, stream_), "cudaEventRecord");
+    for (auto& s : steps_) s.fn();
+    cuda_ok(cudaEventRecord(ev_stop_, stream_), "cudaEventRecord");
+    cuda_ok(cudaEventSynchronize(ev_stop_), "run");
+    float ms = 0;
+    cuda_ok(cudaEventElapsedTime(&ms, ev_start_, ev_stop_), "cudaEventElapsedTime");
+    return double(ms);
+  }
+
   std::string describe() const override {
     std::string s;
     for (const auto& st : steps_) s += st.text + "\n";
+    s += cat("device memory: ", buffers_, " buffers, ", planned_bytes_ / 1024, " KiB (", requested_bytes_ / 1024, " KiB without reuse), constants ",
+             constant_bytes_ / 1024, " KiB\n");
     return s;
   }
 
@@ -146,21 +173,95 @@ class CudaExecutable final : public Executable {
   struct Step {
     std::string text;
     std::function<void()> fn;
+    std::vector<int> reads, writes;  ///< storages
+  };
+  /// A float tensor's device memory (tensors that are views share one), placed by plan_memory.
+  struct Storage {
+    int64_t floats = 0;
+    bool constant = false, pinned = false;
+    DevBuf buf;
   };
   Graph g_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ev_start_ = nullptr, ev_stop_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t dnn_ = nullptr;
-  std::vector<DevBuf> dev_;                        ///< float tensors, on the device
+  std::vector<Storage> store_;
+  std::vector<int> sid_;                           ///< float tensor -> storage (-1: none)
   std::vector<std::optional<ConstValue>> host_;    ///< integer tensors, on the host
+  std::vector<std::vector<NodeId>> consumers_;
+  std::vector<bool> absorbed_;                     ///< nodes computed by an earlier step (fused)
   std::vector<Step> steps_;
   std::vector<std::shared_ptr<void>> keep_;        ///< descriptors and workspaces the steps use
+  size_t buffers_ = 0, planned_bytes_ = 0, requested_bytes_ = 0, constant_bytes_ = 0;
 
-  float* dptr(TensorId t) { return dev_[size_t(t)].ptr; }
-  float* define(TensorId t) {
-    dev_[size_t(t)] = dev_alloc(numel(g_.type(t).shape));
-    return dptr(t);
+  int new_storage(int64_t floats) {
+    store_.push_back({floats, false, false, {}});
+    return int(store_.size()) - 1;
   }
+  float* sptr(int s) { return store_[size_t(s)].buf.ptr; }
+  float* dptr(TensorId t) { return sptr(sid_[size_t(t)]); }
+  int sid(TensorId t) const { return sid_[size_t(t)]; }
+  /// A storage for tensor t (placed later, by plan_memory).
+  int define(TensorId t) {
+    sid_[size_t(t)] = new_storage(numel(g_.type(t).shape));
+    return sid_[size_t(t)];
+  }
+  /// Memory to run a step once at compile time (cuDNN's Find, a trial of a fused call):
+  /// the storage's own when placed (constants), else a scratch buffer of its size.
+  DevBuf trial_buffer(int s) {
+    if (store_[size_t(s)].buf.ptr) return store_[size_t(s)].buf;
+    return dev_alloc(store_[size_t(s)].floats);
+  }
+  void add_step(std::string text, std::vector<int> reads, std::vector<int> writes, std::function<void()> fn) {
+    steps_.push_back({std::move(text), std::move(fn), std::move(reads), std::move(writes)});
+  }
+  std::vector<int> sids(std::initializer_list<TensorId> ts) const {
+    std::vector<int> r;
+    for (TensorId t : ts)
+      if (t >= 0 && sid_[size_t(t)] >= 0) r.push_back(sid_[size_t(t)]);
+    return r;
+  }
+
+  void place_inputs(std::span<const Value<float>> inputs) {
+    PET_CHECK(inputs.size() == g_.inputs().size(), "cuda: ", inputs.size(), " inputs for ", g_.inputs().size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const TensorId t = g_.inputs()[i];
+      if (const auto* f = std::get_if<Tensor<float>>(&inputs[i]))
+        cuda_ok(cudaMemcpyAsync(dptr(t), f->data(), size_t(f->size()) * sizeof(float), cudaMemcpyHostToDevice, stream_), "input");
+      else host_[size_t(t)] = std::get<Tensor<int64_t>>(inputs[i]);
+    }
+  }
+
+  /// Every non-constant storage gets a device buffer by lifetime: live from the first step
+  /// that writes it to the last that reads it; the program's inputs and outputs are pinned.
+  void plan_memory() {
+    std::vector<BufferRequest> req(store_.size());
+    for (size_t s = 0; s < store_.size(); ++s) req[s] = {size_t(std::max<int64_t>(store_[s].floats, 1)) * sizeof(float), INT_MAX, -1, store_[s].pinned};
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      for (int s : steps_[i].writes) req[size_t(s)].first = std::min(req[size_t(s)].first, int(i)), req[size_t(s)].last = std::max(req[size_t(s)].last, int(i));
+      for (int s : steps_[i].reads) req[size_t(s)].last = std::max(req[size_t(s)].last, int(i));
+    }
+    std::vector<BufferRequest> planned;
+    std::vector<size_t> which;
+    for (size_t s = 0; s < store_.size(); ++s) {
+      if (store_[s].constant) {
+        constant_bytes_ += req[s].bytes;
+        continue;
+      }
+      if (req[s].first == INT_MAX) req[s].first = 0;  // read but never written: an input
+      planned.push_back(req[s]);
+      which.push_back(s);
+    }
+    const BufferPlan plan = plan_buffers(planned);
+    std::vector<DevBuf> bufs;
+    for (size_t bytes : plan.buffer_bytes) bufs.push_back(dev_alloc(int64_t(bytes / sizeof(float))));
+    for (size_t i = 0; i < which.size(); ++i) store_[which[i]].buf = bufs[size_t(plan.buffer_of[i])];
+    buffers_ = bufs.size();
+    planned_bytes_ = plan.planned_bytes;
+    requested_bytes_ = plan.requested_bytes;
+  }
+
   bool all_float(NodeId n) const {
     for (TensorId t : g_.node(n).inputs)
       if (!is_float(g_.type(t).dtype)) return false;
@@ -169,13 +270,19 @@ class CudaExecutable final : public Executable {
     return true;
   }
   std::string who(NodeId n) const { return cat(op_name(g_.node(n).op), " '", g_.node(n).name, "'"); }
+  /// The node that alone reads t, when t is not a program output.
+  std::optional<NodeId> sole_consumer(TensorId t) const {
+    if (g_.is_output(t) || consumers_[size_t(t)].size() != 1) return std::nullopt;
+    return consumers_[size_t(t)][0];
+  }
 
   void lower(NodeId n) {
     const Node& node = g_.node(n);
     const Op& op = node.op;
+    if (absorbed_[size_t(n)]) return;
     if (holds_any<ops::Reshape, ops::Flatten, ops::Squeeze, ops::Unsqueeze, ops::Identity>(op) && is_float(g_.type(node.inputs[0]).dtype)) {
-      dev_[size_t(node.outputs[0])] = dev_[size_t(node.inputs[0])];  // a view
-      steps_.push_back({cat(who(n), ": view"), [] {}});
+      sid_[size_t(node.outputs[0])] = sid(node.inputs[0]);  // a view
+      add_step(cat(who(n), ": view"), {}, {}, [] {});
       return;
     }
     const Types in = g_.input_types(n), out = g_.output_types(n);
@@ -183,16 +290,18 @@ class CudaExecutable final : public Executable {
       if (auto plan = copy_plan(op, in, out)) return lower_copies(n, *plan);
       if (all_float(n) && in.size() == 1 && out.size() == 1 && cuda::has_unary_kernel(op)) {
         const TensorId x = node.inputs[0], y = node.outputs[0];
-        float* yp = define(y);
+        define(y);
         const int64_t cnt = numel(out[0].shape);
-        steps_.push_back({cat(who(n), ": pet element-wise kernel"), [this, op, x, yp, cnt] { cuda::launch_unary(op, dptr(x), yp, cnt, stream_); }});
+        add_step(cat(who(n), ": pet element-wise kernel"), sids({x}), sids({y}),
+                 [this, op, x, y, cnt] { cuda::launch_unary(op, dptr(x), dptr(y), cnt, stream_); });
         return;
       }
       if (auto k = cuda::binary_kind(op); k && all_float(n)) {
         const cuda::DevBroadcast br = cuda::make_dev_broadcast(in[0].shape, in[1].shape, out[0].shape);
-        const TensorId a = node.inputs[0], b = node.inputs[1];
-        float* yp = define(node.outputs[0]);
-        steps_.push_back({cat(who(n), ": pet broadcasting kernel"), [this, k = *k, br, a, b, yp] { cuda::launch_binary(k, br, dptr(a), dptr(b), yp, stream_); }});
+        const TensorId a = node.inputs[0], b = node.inputs[1], y = node.outputs[0];
+        define(y);
+        add_step(cat(who(n), ": pet broadcasting kernel"), sids({a, b}), sids({y}),
+                 [this, k = *k, br, a, b, y] { cuda::launch_binary(k, br, dptr(a), dptr(b), dptr(y), stream_); });
         return;
       }
       if (const auto* m = std::get_if<ops::MatMul>(&op); m && all_float(n) && lower_matmul(n)) return;
@@ -200,6 +309,7 @@ class CudaExecutable final : public Executable {
       if (const auto* c = std::get_if<ops::Conv>(&op); c && all_float(n) && lower_conv(n, *c)) return;
       if (const auto* s = std::get_if<ops::Softmax>(&op); s && lower_softmax(n, *s)) return;
       if (const auto* l = std::get_if<ops::LayerNormalization>(&op); l && lower_layer_norm(n, *l)) return;
+      if (lower_pool(n)) return;
     }
     lower_on_host(n);
   }
@@ -212,11 +322,11 @@ class CudaExecutable final : public Executable {
       const int64_t dst_count = numel(g_.type(dst).shape);
       const cuda::DevBox box = cuda::make_dev_box(c);
       const auto tile = cuda::make_dev_tile(box);
-      steps_.push_back({cat(who(n), ": pet ", tile ? "tiled " : "", c.what), [this, c, src, dst, dst_count, box, tile] {
-                          if (c.fill_first) cuda::launch_fill(dptr(dst), dst_count, c.fill_value, stream_);
-                          if (tile) cuda::launch_tile_copy(*tile, dptr(src), dptr(dst), stream_);
-                          else cuda::launch_box_copy(box, dptr(src), dptr(dst), stream_);
-                        }});
+      add_step(cat(who(n), ": pet ", tile ? "tiled " : "", c.what), sids({src}), sids({dst}), [this, c, src, dst, dst_count, box, tile] {
+        if (c.fill_first) cuda::launch_fill(dptr(dst), dst_count, c.fill_value, stream_);
+        if (tile) cuda::launch_tile_copy(*tile, dptr(src), dptr(dst), stream_);
+        else cuda::launch_box_copy(box, dptr(src), dptr(dst), stream_);
+      });
     }
   }
 
@@ -235,14 +345,14 @@ class CudaExecutable final : public Executable {
     if (!one && !((a_batch == batch || a_batch == 1) && (b_batch == batch || b_batch == 1))) return false;
     const int64_t count = one ? 1 : batch;
     const long long sa = a_batch == 1 ? 0 : m * k, sb = b_batch == 1 ? 0 : k * nn, sc = m * nn;
-    const TensorId ta = node.inputs[0], tb = node.inputs[1];
-    float* yp = define(node.outputs[0]);
-    steps_.push_back({cat(who(n), " ", a, "x", b, ": cuBLAS sgemm", count > 1 ? " strided batched" : ""), [=, this] {
-                        const float one_f = 1.f, zero_f = 0.f;
-                        cublas_ok(cublasSgemmStridedBatched(blas_, CUBLAS_OP_N, CUBLAS_OP_N, int(nn), int(m), int(k), &one_f, dptr(tb), int(nn), sb,
-                                                            dptr(ta), int(k), sa, &zero_f, yp, int(nn), sc, int(count)),
-                                  "sgemm");
-                      }});
+    const TensorId ta = node.inputs[0], tb = node.inputs[1], y = node.outputs[0];
+    define(y);
+    add_step(cat(who(n), " ", a, "x", b, ": cuBLAS sgemm", count > 1 ? " strided batched" : ""), sids({ta, tb}), sids({y}), [=, this] {
+      const float one_f = 1.f, zero_f = 0.f;
+      cublas_ok(cublasSgemmStridedBatched(blas_, CUBLAS_OP_N, CUBLAS_OP_N, int(nn), int(m), int(k), &one_f, dptr(tb), int(nn), sb, dptr(ta), int(k), sa,
+                                          &zero_f, dptr(y), int(nn), sc, int(count)),
+                "sgemm");
+    });
     return true;
   }
 
@@ -251,7 +361,7 @@ class CudaExecutable final : public Executable {
     const Shape &a = g_.type(node.inputs[0]).shape, &b = g_.type(node.inputs[1]).shape;
     const int64_t m = gm.trans_a ? a[1] : a[0], k = gm.trans_a ? a[0] : a[1], nn = gm.trans_b ? b[0] : b[1];
     const TensorId ta = node.inputs[0], tb = node.inputs[1], y = node.outputs[0];
-    float* yp = define(y);
+    define(y);
     std::optional<cuda::DevBox> bias;
     TensorId tc = -1;
     if (node.inputs.size() == 3) {  // C broadcast into Y first; the GEMM adds to it with beta
@@ -266,12 +376,12 @@ class CudaExecutable final : public Executable {
       bias = cuda::make_dev_box(c);
     }
     const float alpha = gm.alpha, beta = bias ? gm.beta : 0.f;
-    steps_.push_back({cat(who(n), ": cuBLAS sgemm", bias ? " + C" : ""), [=, this] {
-                        if (bias) cuda::launch_box_copy(*bias, dptr(tc), yp, stream_);
-                        cublas_ok(cublasSgemm(blas_, gm.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, gm.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(nn), int(m),
-                                              int(k), &alpha, dptr(tb), int(gm.trans_b ? k : nn), dptr(ta), int(gm.trans_a ? m : k), &beta, yp, int(nn)),
-                                  "sgemm");
-                      }});
+    add_step(cat(who(n), ": cuBLAS sgemm", bias ? " + C" : ""), sids({ta, tb, tc}), sids({y}), [=, this] {
+      if (bias) cuda::launch_box_copy(*bias, dptr(tc), dptr(y), stream_);
+      cublas_ok(cublasSgemm(blas_, gm.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, gm.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(nn), int(m), int(k), &alpha,
+                            dptr(tb), int(gm.trans_b ? k : nn), dptr(ta), int(gm.trans_a ? m : k), &beta, dptr(y), int(nn)),
+                "sgemm");
+    });
     return true;
   }
 
@@ -288,15 +398,69 @@ class CudaExecutable final : public Executable {
     return p;
   }
 
+  /// What follows a conv that its one cuDNN call can compute too: y = relu(conv + bias + z),
+  /// with z the other operand of an Add of the same shape (already computed, a residual) and
+  /// the Relu reading the Add (or the conv) alone. cuDNN's fused call takes ReLU with every
+  /// algorithm (an identity activation only with implicit precomputed GEMM), so only chains
+  /// that end in a Relu are fused.
+  struct ConvTail {
+    NodeId add = -1, relu = -1;
+    TensorId z = -1, out = -1;
+  };
+  std::optional<ConvTail> conv_tail(TensorId y) const {
+    ConvTail t;
+    auto c = sole_consumer(y);
+    if (!c) return std::nullopt;
+    if (std::holds_alternative<ops::Add>(g_.node(*c).op)) {
+      const Node& add = g_.node(*c);
+      const TensorId z = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+      if (add.inputs[0] == add.inputs[1] || !is_float(g_.type(z).dtype) || g_.type(z).shape != g_.type(y).shape || sid(z) < 0) return std::nullopt;
+      t.add = *c, t.z = z;
+      c = sole_consumer(add.outputs[0]);
+      if (!c) return std::nullopt;
+    }
+    if (!std::holds_alternative<ops::Relu>(g_.node(*c).op)) return std::nullopt;
+    t.relu = *c;
+    t.out = g_.node(*c).outputs[0];
+    return t;
+  }
+
   bool lower_conv(NodeId n, const ops::Conv& c) {
     const Node& node = g_.node(n);
-    const Shape &xs = g_.type(node.inputs[0]).shape, &ws = g_.type(node.inputs[1]).shape, &ys = g_.type(node.outputs[0]).shape;
-    const size_t sp = xs.size() - 2;
+    const Shape &xs0 = g_.type(node.inputs[0]).shape, &ws = g_.type(node.inputs[1]).shape, &ys = g_.type(node.outputs[0]).shape;
+    const size_t sp = xs0.size() - 2;
     if (sp < 1 || sp > 3) return false;
-    for (size_t i = 0; i < sp; ++i)
-      if (c.pads[i] != c.pads[i + sp]) return false;  // cuDNN pads symmetrically (asymmetric: host, for now)
+    const TensorId w = node.inputs[1], y = node.outputs[0];
+    int xsid = sid(node.inputs[0]);
+    Shape xs = xs0;
     std::vector<int> pad(sp), stride(sp), dil(sp);
-    for (size_t i = 0; i < sp; ++i) pad[i] = int(c.pads[i]), stride[i] = int(c.strides[i]), dil[i] = int(c.dilations[i]);
+    bool asymmetric = false;
+    for (size_t i = 0; i < sp; ++i) asymmetric = asymmetric || c.pads[i] != c.pads[i + sp];
+    std::string padded;
+    if (asymmetric) {  // cuDNN pads symmetrically: a zero Pad into a scratch tensor first (its copy plan)
+      ops::Pad po;
+      po.pads.assign(2 * xs0.size(), 0);
+      Shape ps = xs0;
+      for (size_t i = 0; i < sp; ++i) {
+        po.pads[2 + i] = c.pads[i], po.pads[xs0.size() + 2 + i] = c.pads[i + sp];
+        ps[2 + i] += c.pads[i] + c.pads[i + sp];
+      }
+      const auto plan = copy_plan(po, Types{{DType::Float32, xs0}}, Types{{DType::Float32, ps}});
+      if (!plan) return false;
+      const int psid = new_storage(numel(ps));
+      const int64_t pcount = numel(ps);
+      for (const BoxCopy& bc : *plan) {
+        const cuda::DevBox box = cuda::make_dev_box(bc);
+        add_step(cat(who(n), ": pet pad copy (asymmetric pads)"), {xsid}, {psid}, [this, bc, box, xsid, psid, pcount] {
+          if (bc.fill_first) cuda::launch_fill(sptr(psid), pcount, bc.fill_value, stream_);
+          cuda::launch_box_copy(box, sptr(xsid), sptr(psid), stream_);
+        });
+      }
+      xsid = psid;
+      xs = ps;
+      padded = ", input padded";
+    }
+    for (size_t i = 0; i < sp; ++i) pad[i] = asymmetric ? 0 : int(c.pads[i]), stride[i] = int(c.strides[i]), dil[i] = int(c.dilations[i]);
     Shape wshape = ws;
     if (sp == 1) pad.push_back(0), stride.push_back(1), dil.push_back(1), wshape.push_back(1);
     auto xd = tensor_desc(xs), yd = tensor_desc(ys);
@@ -312,39 +476,139 @@ class CudaExecutable final : public Executable {
              "convolution descriptor");
     cudnn_ok(cudnnSetConvolutionGroupCount(cd, int(c.group)), "group count");
     cudnn_ok(cudnnSetConvolutionMathType(cd, tf32_allowed() ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), "math type");
-    const TensorId x = node.inputs[0], w = node.inputs[1], y = node.outputs[0];
-    float* yp = define(y);
-    // Choose by measurement on the real buffers (inputs hold whatever they hold: timing only).
+    const int ysid = define(y);
+    // Choose by measurement, on scratch buffers of the real shapes (their values do not matter).
+    DevBuf tx = trial_buffer(xsid), tw = trial_buffer(sid(w)), ty = trial_buffer(ysid);
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
-    size_t ws_limit = size_t(1) << 30;
-    DevBuf scratch = dev_alloc(int64_t(ws_limit / sizeof(float)));
-    cudnn_ok(cudnnFindConvolutionForwardAlgorithmEx(dnn_, xd.get(), dptr(x), wd, dptr(w), cd, yd.get(), yp, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found,
-                                                    perf, scratch.ptr, ws_limit),
-             "find algorithm");
+    const size_t ws_limit = size_t(1) << 30;
+    {
+      DevBuf scratch = dev_alloc(int64_t(ws_limit / sizeof(float)));
+      cudnn_ok(cudnnFindConvolutionForwardAlgorithmEx(dnn_, xd.get(), tx.ptr, wd, tw.ptr, cd, yd.get(), ty.ptr, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found,
+                                                      perf, scratch.ptr, ws_limit),
+               "find algorithm");
+    }
     int pick = -1;
     for (int i = 0; i < found && pick < 0; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
     if (pick < 0) return false;
     const cudnnConvolutionFwdAlgo_t algo = perf[pick].algo;
-    DevBuf work = dev_alloc(int64_t(perf[pick].memory / sizeof(float)) + 1);
-    keep_.push_back(work.mem);
-    std::shared_ptr<cudnnTensorStruct> bd;
-    TensorId b = -1;
-    if (node.inputs.size() == 3) {
-      b = node.inputs[2];
-      Shape bs(xs.size(), 1);
-      bs[1] = ws[0];
-      bd = tensor_desc(bs);
-    }
     const size_t wsize = perf[pick].memory;
-    steps_.push_back({cat(who(n), ": cuDNN convolution ", conv_algo_name(algo), " (", perf[pick].time, " ms when chosen)", b >= 0 ? " + bias" : ""),
-                      [=, this] {
-                        const float one = 1.f, zero = 0.f;
-                        cudnn_ok(cudnnConvolutionForward(dnn_, &one, xd.get(), dptr(x), wd, dptr(w), cd, algo, work.ptr, wsize, &zero, yd.get(), yp),
-                                 "convolution");
-                        if (b >= 0) cudnn_ok(cudnnAddTensor(dnn_, &one, bd.get(), dptr(b), &one, yd.get(), yp), "bias");
-                      }});
+    DevBuf work = dev_alloc(int64_t(wsize / sizeof(float)) + 1);
+    keep_.push_back(work.mem);
+    Shape bs(std::max<size_t>(xs.size(), 4), 1);
+    bs[1] = ws[0];
+    const TensorId b = node.inputs.size() == 3 ? node.inputs[2] : -1;
+    auto bd = tensor_desc(bs);
+
+    // Bias, residual and ReLU in the same call, when cuDNN accepts it on these shapes (tried once here).
+    if (auto tail = conv_tail(y)) {
+      cudnnActivationDescriptor_t ad;
+      cudnn_ok(cudnnCreateActivationDescriptor(&ad), "activation descriptor");
+      keep_.push_back(std::shared_ptr<cudnnActivationStruct>(ad, [](cudnnActivationDescriptor_t q) { cudnnDestroyActivationDescriptor(q); }));
+      cudnn_ok(cudnnSetActivationDescriptor(ad, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0), "activation descriptor");
+      DevBuf zero_bias;
+      if (b < 0) {
+        zero_bias = dev_alloc(ws[0]);
+        cuda_ok(cudaMemset(zero_bias.ptr, 0, size_t(ws[0]) * sizeof(float)), "zero bias");
+        keep_.push_back(zero_bias.mem);
+        constant_bytes_ += size_t(ws[0]) * sizeof(float);
+      }
+      DevBuf tb = b >= 0 ? trial_buffer(sid(b)) : zero_bias;
+      DevBuf tz = tail->z >= 0 ? trial_buffer(sid(tail->z)) : ty;
+      const float one = 1.f, zero = 0.f;
+      const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(dnn_, &one, xd.get(), tx.ptr, wd, tw.ptr, cd, algo, work.ptr, wsize,
+                                                                     tail->z >= 0 ? &one : &zero, yd.get(), tz.ptr, bd.get(), tb.ptr, ad, yd.get(), ty.ptr);
+      cuda_ok(cudaStreamSynchronize(stream_), "fused convolution trial");
+      if (st == CUDNN_STATUS_SUCCESS) {
+        absorbed_[size_t(tail->relu)] = true;
+        if (tail->add >= 0) absorbed_[size_t(tail->add)] = true;
+        // The chain's tensors are the conv's output: the Add's (if any) and the Relu's.
+        if (tail->add >= 0) sid_[size_t(g_.node(tail->add).outputs[0])] = ysid;
+        sid_[size_t(tail->out)] = ysid;
+        const TensorId z = tail->z;
+        const float* zb = zero_bias.ptr;
+        std::vector<int> reads{xsid, sid(w)};
+        if (b >= 0) reads.push_back(sid(b));
+        if (z >= 0) reads.push_back(sid(z));
+        add_step(cat(who(n), ": cuDNN fused convolution ", conv_algo_name(algo), " (", perf[pick].time, " ms when chosen)", padded, b >= 0 ? " + bias" : "",
+                     z >= 0 ? cat(" + ", who(tail->add)) : std::string(), " + ", who(tail->relu)),
+                 reads, {ysid}, [=, this] {
+                   const float one_f = 1.f, alpha2 = z >= 0 ? 1.f : 0.f;
+                   cudnn_ok(cudnnConvolutionBiasActivationForward(dnn_, &one_f, xd.get(), sptr(xsid), wd, dptr(w), cd, algo, work.ptr, wsize, &alpha2,
+                                                                  yd.get(), z >= 0 ? dptr(z) : sptr(ysid), bd.get(), b >= 0 ? dptr(b) : zb, ad, yd.get(),
+                                                                  sptr(ysid)),
+                            "fused convolution");
+                 });
+        return true;
+      }
+    }
+    std::vector<int> reads{xsid, sid(w)};
+    if (b >= 0) reads.push_back(sid(b));
+    add_step(cat(who(n), ": cuDNN convolution ", conv_algo_name(algo), " (", perf[pick].time, " ms when chosen)", padded, b >= 0 ? " + bias" : ""), reads,
+             {ysid}, [=, this] {
+               const float one = 1.f, zero = 0.f;
+               cudnn_ok(cudnnConvolutionForward(dnn_, &one, xd.get(), sptr(xsid), wd, dptr(w), cd, algo, work.ptr, wsize, &zero, yd.get(), sptr(ysid)),
+                        "convolution");
+               if (b >= 0) cudnn_ok(cudnnAddTensor(dnn_, &one, bd.get(), dptr(b), &one, yd.get(), sptr(ysid)), "bias");
+             });
+    return true;
+  }
+
+  /// MaxPool (without indices or dilation), AveragePool and GlobalAveragePool through cuDNN,
+  /// where cuDNN's window arithmetic gives the op's output shape (symmetric pads; ceil_mode
+  /// only where it changes nothing): else the host.
+  bool lower_pool(NodeId n) {
+    const Node& node = g_.node(n);
+    const Op& op = node.op;
+    const Shape& xs = g_.type(node.inputs[0]).shape;
+    const Shape& ys = g_.type(node.outputs[0]).shape;
+    const size_t sp = xs.size() - 2;
+    if (xs.size() < 3 || sp > 3 || node.outputs.size() != 1) return false;
+    std::vector<int> win(sp), pad(sp), stride(sp);
+    cudnnPoolingMode_t mode;
+    if (const auto* m = std::get_if<ops::MaxPool>(&op)) {
+      if (m->num_outputs != 1) return false;
+      for (int64_t d : m->dilations)
+        if (d != 1) return false;
+      mode = CUDNN_POOLING_MAX_DETERMINISTIC;
+      for (size_t i = 0; i < sp; ++i) {
+        if (m->pads[i] != m->pads[i + sp]) return false;
+        win[i] = int(m->kernel_shape[i]), pad[i] = int(m->pads[i]), stride[i] = int(m->strides[i]);
+      }
+    } else if (const auto* a = std::get_if<ops::AveragePool>(&op)) {
+      for (int64_t d : a->dilations)
+        if (d != 1) return false;
+      mode = a->count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+      for (size_t i = 0; i < sp; ++i) {
+        if (a->pads[i] != a->pads[i + sp]) return false;
+        win[i] = int(a->kernel_shape[i]), pad[i] = int(a->pads[i]), stride[i] = int(a->strides[i]);
+      }
+    } else if (std::holds_alternative<ops::GlobalAveragePool>(op)) {
+      mode = CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+      for (size_t i = 0; i < sp; ++i) win[i] = int(xs[2 + i]), pad[i] = 0, stride[i] = 1;
+    } else {
+      return false;
+    }
+    if (sp == 1) win.push_back(1), pad.push_back(0), stride.push_back(1);
+    cudnnPoolingDescriptor_t pd;
+    cudnn_ok(cudnnCreatePoolingDescriptor(&pd), "pooling descriptor");
+    keep_.push_back(std::shared_ptr<cudnnPoolingStruct>(pd, [](cudnnPoolingDescriptor_t q) { cudnnDestroyPoolingDescriptor(q); }));
+    cudnn_ok(cudnnSetPoolingNdDescriptor(pd, mode, CUDNN_PROPAGATE_NAN, int(win.size()), win.data(), pad.data(), stride.data()), "pooling descriptor");
+    auto xd = tensor_desc(xs);
+    Shape ys4 = ys;
+    while (ys4.size() < 4) ys4.push_back(1);
+    std::vector<int> got(ys4.size());
+    if (cudnnGetPoolingNdForwardOutputDim(pd, xd.get(), int(got.size()), got.data()) != CUDNN_STATUS_SUCCESS) return false;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (int64_t(got[i]) != ys4[i]) return false;  // ceil_mode that adds a window: the host
+    auto yd = tensor_desc(ys);
+    const TensorId x = node.inputs[0], y = node.outputs[0];
+    define(y);
+    add_step(cat(who(n), ": cuDNN pooling"), sids({x}), sids({y}), [=, this] {
+      const float one = 1.f, zero = 0.f;
+      cudnn_ok(cudnnPoolingForward(dnn_, pd, &one, xd.get(), dptr(x), &zero, yd.get(), dptr(y)), "pooling");
+    });
     return true;
   }
 
@@ -355,13 +619,12 @@ class CudaExecutable final : public Executable {
     int64_t outer = 1, mid = 1, inner = 1;
     for (size_t i = 0; i < xs.size(); ++i) (i < ax ? outer : i == ax || s.flatten_tail ? mid : inner) *= xs[i];
     auto d = tensor_desc({outer, mid, inner, 1});
-    const TensorId x = node.inputs[0];
-    float* yp = define(node.outputs[0]);
-    steps_.push_back({cat(who(n), ": cuDNN softmax"), [=, this] {
-                        const float one = 1.f, zero = 0.f;
-                        cudnn_ok(cudnnSoftmaxForward(dnn_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d.get(), dptr(x), &zero, d.get(), yp),
-                                 "softmax");
-                      }});
+    const TensorId x = node.inputs[0], y = node.outputs[0];
+    define(y);
+    add_step(cat(who(n), ": cuDNN softmax"), sids({x}), sids({y}), [=, this] {
+      const float one = 1.f, zero = 0.f;
+      cudnn_ok(cudnnSoftmaxForward(dnn_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d.get(), dptr(x), &zero, d.get(), dptr(y)), "softmax");
+    });
     return true;
   }
 
@@ -375,12 +638,12 @@ class CudaExecutable final : public Executable {
     if (numel(g_.type(node.inputs[1]).shape) != cols) return false;
     if (node.inputs.size() > 2 && numel(g_.type(node.inputs[2]).shape) != cols) return false;
     const int64_t rows = numel(xs) / cols;
-    const TensorId x = node.inputs[0], gamma = node.inputs[1], beta = node.inputs.size() > 2 ? node.inputs[2] : -1;
-    float* yp = define(node.outputs[0]);
+    const TensorId x = node.inputs[0], gamma = node.inputs[1], beta = node.inputs.size() > 2 ? node.inputs[2] : -1, y = node.outputs[0];
+    define(y);
     const float eps = l.epsilon;
-    steps_.push_back({cat(who(n), ": pet layer-norm kernel"), [=, this] {
-                        cuda::launch_layer_norm(dptr(x), dptr(gamma), beta >= 0 ? dptr(beta) : nullptr, yp, rows, cols, eps, stream_);
-                      }});
+    add_step(cat(who(n), ": pet layer-norm kernel"), sids({x, gamma, beta}), sids({y}), [=, this] {
+      cuda::launch_layer_norm(dptr(x), dptr(gamma), beta >= 0 ? dptr(beta) : nullptr, dptr(y), rows, cols, eps, stream_);
+    });
     return true;
   }
 
@@ -389,42 +652,45 @@ class CudaExecutable final : public Executable {
     const Node& node = g_.node(n);
     auto one = std::make_shared<Graph>();
     std::vector<TensorId> ids;
+    std::vector<int> reads, writes;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorInfo& info = g_.tensor(node.inputs[i]);
       if (info.is_constant() && !is_float(info.type.dtype)) ids.push_back(one->add_constant(cat("c", i), info.type.dtype, *info.value));
       else ids.push_back(one->add_input(cat("x", i), info.type));
+      if (is_float(info.type.dtype)) reads.push_back(sid(node.inputs[i]));
     }
     for (TensorId t : one->add_node(node.name, node.op, ids)) one->add_output(t);
     for (TensorId t : node.outputs)
-      if (is_float(g_.type(t).dtype)) define(t);
+      if (is_float(g_.type(t).dtype)) writes.push_back(define(t));
     auto interp = std::make_shared<Interpreter<float>>(*one);
     keep_.push_back(one);
-    steps_.push_back({cat(who(n), ": reference kernel on the host (no GPU path)"), [this, n, one, interp] {
-                        const Node& nd = g_.node(n);
-                        std::vector<Value<float>> in;
-                        for (size_t i = 0; i < nd.inputs.size(); ++i) {
-                          const TensorId t = nd.inputs[i];
-                          const TensorInfo& info = g_.tensor(t);
-                          if (info.is_constant() && !is_float(info.type.dtype)) continue;
-                          if (is_float(info.type.dtype)) {
-                            Tensor<float> v(info.type.shape);
-                            cuda_ok(cudaMemcpyAsync(v.data(), dptr(t), size_t(v.size()) * sizeof(float), cudaMemcpyDeviceToHost, stream_), "to host");
-                            in.emplace_back(v);
-                          } else {
-                            in.emplace_back(std::get<Tensor<int64_t>>(host_[size_t(t)].value()));
-                          }
-                        }
-                        cuda_ok(cudaStreamSynchronize(stream_), "to host");
-                        auto out = interp->run(in);
-                        for (size_t k = 0; k < nd.outputs.size(); ++k) {
-                          const TensorId t = nd.outputs[k];
-                          if (const auto* f = std::get_if<Tensor<float>>(&out[k])) {
-                            cuda_ok(cudaMemcpy(dptr(t), f->data(), size_t(f->size()) * sizeof(float), cudaMemcpyHostToDevice), "to device");
-                          } else {
-                            host_[size_t(t)] = std::get<Tensor<int64_t>>(out[k]);
-                          }
-                        }
-                      }});
+    add_step(cat(who(n), ": reference kernel on the host (no GPU path)"), reads, writes, [this, n, one, interp] {
+      const Node& nd = g_.node(n);
+      std::vector<Value<float>> in;
+      for (size_t i = 0; i < nd.inputs.size(); ++i) {
+        const TensorId t = nd.inputs[i];
+        const TensorInfo& info = g_.tensor(t);
+        if (info.is_constant() && !is_float(info.type.dtype)) continue;
+        if (is_float(info.type.dtype)) {
+          Tensor<float> v(info.type.shape);
+          cuda_ok(cudaMemcpyAsync(v.data(), dptr(t), size_t(v.size()) * sizeof(float), cudaMemcpyDeviceToHost, stream_), "to host");
+          in.emplace_back(v);
+        } else {
+          in.emplace_back(std::get<Tensor<int64_t>>(host_[size_t(t)].value()));
+        }
+      }
+      cuda_ok(cudaStreamSynchronize(stream_), "to host");
+      auto out = interp->run(in);
+      for (size_t k = 0; k < nd.outputs.size(); ++k) {
+        const TensorId t = nd.outputs[k];
+        if (const auto* f = std::get_if<Tensor<float>>(&out[k])) {
+          cuda_ok(cudaMemcpyAsync(dptr(t), f->data(), size_t(f->size()) * sizeof(float), cudaMemcpyHostToDevice, stream_), "to device");
+          cuda_ok(cudaStreamSynchronize(stream_), "to device");
+        } else {
+          host_[size_t(t)] = std::get<Tensor<int64_t>>(out[k]);
+        }
+      }
+    });
   }
 };
 

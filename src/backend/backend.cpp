@@ -146,6 +146,12 @@ bool DisturbanceProbe::disturbed() const {
   return involuntary_switches() != switches_;  // no schedstat: any preemption counts
 }
 
+double Executable::timed_run(std::span<const Value<float>> inputs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  run(inputs);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds, RunStats* stats,
                               double max_seconds, bool warm_up) {
   using clock = std::chrono::steady_clock;
@@ -155,9 +161,7 @@ std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inp
   const size_t cap = std::max<size_t>(size_t(10 * repeats), 20);
   while ((int(clean.size()) < repeats || std::chrono::duration<double>(clock::now() - start).count() < min_seconds) && all.size() < 100000) {
     const DisturbanceProbe probe;
-    auto t0 = clock::now();
-    exe.run(inputs);
-    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    const double ms = exe.timed_run(inputs);
     all.push_back(ms);
     if (!probe.disturbed()) clean.push_back(ms);
     const double spent = std::chrono::duration<double>(clock::now() - start).count();

@@ -49,6 +49,10 @@ class Executable {
  public:
   virtual ~Executable() = default;
   virtual std::vector<Value<float>> run(std::span<const Value<float>> inputs) = 0;
+  /// One run, timed (ms), its outputs dropped: by default the wall clock around run(). A
+  /// device backend times its computation alone (the inputs placed first, the outputs left
+  /// on the device, device events around the steps), so transfers are never timed.
+  virtual double timed_run(std::span<const Value<float>> inputs);
   /// One line per step of the plan (kernels, fused ops, layouts, algorithms), for people.
   virtual std::string describe() const = 0;
 };
