@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """pet optimize on real models: search time with cold and warm caches, the optimized model's
 time against the original's on pet's cpu backend (end to end, interleaved medians, from the
-optimizer's own report), and correctness: `pet run --check` against PyTorch's outputs (batch 1
-test data) and the optimized file against the original in ONNX Runtime (every batch).
+optimizer's own report), and correctness: `pet run --check` against PyTorch's outputs (batch 1:
+the exported test data; batch N: `models/export_models.py MODEL_DIR --batch N NAME`'s, "n/a"
+where absent) and the optimized file against the original in ONNX Runtime (every batch).
 
 usage: optimize_models.py PET MODEL_DIR OUT_CSV [--models m:b,m:b,...] [--budget S] [--python VENV_PY]
 (--budget: pet optimize's, default its own 120 s; peak_rss_mb is the larger of the two runs')
@@ -92,8 +93,9 @@ def main():
                 write()
                 continue
             check = "n/a"
-            data = os.path.join(a.models_dir, name, "test_data_set_0")
-            if batch == "1" and os.path.isdir(data):
+            # batch 1: the exported pair; batch N: models/export_models.py --batch N's
+            data = os.path.join(a.models_dir, name, "test_data_set_0" if batch == "1" else f"test_data_set_b{batch}")
+            if os.path.isdir(data):
                 r = subprocess.run([a.pet, "run", out, "--check", data], capture_output=True, text=True)
                 check = "pass" if r.returncode == 0 else f"FAIL: {r.stdout.strip()[-200:]}{r.stderr.strip()[-200:]}"
             ort = "skipped (no onnxruntime)"

@@ -10,7 +10,10 @@ dilation-2 convs), bert_hand (hand-written BERT-base encoder layers) and bert_to
 (nn.TransformerEncoder), the BERT variants at opsets 13 and 17, sequence 128; and, when
 named, the paper artifact's csrnet_backend (N x 512 x 14 x 14), bert_simple (N x 512 x 768)
 and inception_v3_330.
-Run with Debian's interpreter: /usr/bin/python3 models/export_models.py OUT [names...]
+Run with Debian's interpreter: /usr/bin/python3 models/export_models.py OUT [--batch N] [names...]
+--batch N (N > 1) also writes OUT/<name>/test_data_set_b<N>/ (a batch-N input and PyTorch's
+output), from the model rebuilt with the same seed and checked first against the stored batch-1
+pair, so that `pet run --check` can compare the model optimized at batch N with PyTorch.
 Exit code 77 when torch is not installed (the tests that need these models then skip).
 Existing models are kept (delete a folder to re-export it).
 """
@@ -218,17 +221,61 @@ def export(name, out_dir, seed):
     print(f"{name}: exported {size:.1f} MB in {time.time() - t0:.1f} s", file=sys.stderr)
 
 
+def load_pb(path):
+    import onnx
+    return torch.from_numpy(numpy_helper.to_array(onnx.load_tensor(path)).copy())
+
+
+def export_batch(name, out_dir, seed, batch):
+    """PyTorch's output on a batch-`batch` input, from the exported model's own weights."""
+    ctor, shape, _ = MODELS[name]
+    d = os.path.join(out_dir, name)
+    t = os.path.join(d, f"test_data_set_b{batch}")
+    if os.path.exists(os.path.join(t, "output_0.pb")):
+        print(f"{name}: batch {batch} data exists", file=sys.stderr)
+        return
+    t0 = time.time()
+    torch.manual_seed(seed)
+    model = randomise(ctor(), seed)
+    if hasattr(model, "condition"):
+        model = model.condition()
+    x1, y1 = load_pb(os.path.join(d, "test_data_set_0", "input_0.pb")), load_pb(os.path.join(d, "test_data_set_0", "output_0.pb"))
+    with torch.no_grad():
+        err = (model(x1) - y1).abs().max().item()
+        if err > 1e-4 * (1 + y1.abs().max().item()):
+            sys.exit(f"{name}: the rebuilt model is not the exported one (batch-1 output differs by {err:g}); re-export it")
+        x = torch.randn(batch, *shape[1:], generator=torch.Generator().manual_seed(seed + 2))
+        y = model(x)
+    os.makedirs(t, exist_ok=True)
+    save_pb(x, os.path.join(t, "input_0.pb"), "input")
+    save_pb(y, os.path.join(t, "output_0.pb"), "output")
+    print(f"{name}: batch {batch} data in {time.time() - t0:.1f} s", file=sys.stderr)
+
+
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    batch = 1
+    if "--batch" in args:
+        i = args.index("--batch")
+        try:
+            batch = int(args[i + 1])
+        except (IndexError, ValueError):
+            sys.exit("--batch needs a positive count")
+        if batch < 1:
+            sys.exit("--batch needs a positive count")
+        del args[i:i + 2]
+    if not args:
         print(__doc__)
         sys.exit(2)
-    out = sys.argv[1]
-    names = sys.argv[2:] or DEFAULT
+    out = args[0]
+    names = args[1:] or DEFAULT
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     for n in names:
         if n not in MODELS:
             sys.exit(f"unknown model '{n}' (known: {', '.join(MODELS)})")
         export(n, out, 1000 + 17 * list(MODELS).index(n))
+        if batch > 1:
+            export_batch(n, out, 1000 + 17 * list(MODELS).index(n), batch)
 
 
 if __name__ == "__main__":
