@@ -37,9 +37,12 @@ if [ "$mode" = --prepare ]; then
   cp build-gpu/pet build-gpu/tests/test_cuda build-gpu/tests/test_cuda_host "$BUNDLE/"
   # the shared libraries that are neither the C library's nor CUDA's (the device has those)
   ldd "$BUNDLE/pet" "$BUNDLE/test_cuda" | awk '/=> \//{print $3}' | sort -u |
-    grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux|libcudnn|libcublas|libcudart|libstdc\+\+|libgcc_s)[.-]' |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux|libstdc\+\+|libgcc_s)[.-]|/libcu(dnn|blas|blasLt|dart)[._-]|/libnv' |
     xargs -r cp -L -t "$BUNDLE/lib/"
   du -sh "$BUNDLE"
+  # the device tool carries at most 64 MiB with the working tree (libcublasLt alone is 540 MB)
+  size_mb=$(du -sm "$BUNDLE" | cut -f1)
+  [ "$size_mb" -le 60 ] || { echo "the bundle is ${size_mb} MB, over what the device tool carries (64 MiB): see which library in $BUNDLE/lib should come from the device's CUDA"; exit 1; }
   echo "prepared $BUNDLE; on the device: bash experiments/gpu/check.sh (carry .gpu-bundle)"
   exit 0
 fi
