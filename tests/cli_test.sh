@@ -51,6 +51,8 @@ if nvidia-smi -L >/dev/null 2>&1; then
   expect 0 "on cuda: median" -- "$PET" run "$model" --backend cuda
 else
   expect 3 "backend 'cuda' is not in this build|no CUDA device \\(.*\\); run on a machine with an NVIDIA GPU, or use --backend cpu" -- "$PET" run "$model" --backend cuda
+  expect 3 "backend 'cuda' is not in this build|no CUDA device \\(.*\\); run on a machine with an NVIDIA GPU, or use --backend cpu" -- "$PET" optimize "$model" -o "$TMP/cuda.onnx" --backend cuda
+  test ! -e "$TMP/cuda.onnx" || { echo "FAIL: pet optimize --backend cuda without a device wrote $TMP/cuda.onnx"; exit 1; }
 fi
 expect 2 "unknown backend 'gpu'" -- "$PET" run "$model" --backend gpu
 expect 2 "unknown option '--frob' for 'pet run'" -- "$PET" run "$model" --frob
