@@ -195,6 +195,13 @@ def save_pb(t, path, name):
         f.write(proto.SerializeToString())
 
 
+def build(ctor, seed):
+    """The model with its seeded random weights (the same weights on every call)."""
+    torch.manual_seed(seed)
+    model = randomise(ctor(), seed)
+    return model.condition() if hasattr(model, "condition") else model
+
+
 def export(name, out_dir, seed):
     ctor, shape, opset = MODELS[name]
     d = os.path.join(out_dir, name)
@@ -202,10 +209,7 @@ def export(name, out_dir, seed):
         print(f"{name}: exists", file=sys.stderr)
         return
     t0 = time.time()
-    torch.manual_seed(seed)
-    model = randomise(ctor(), seed)
-    if hasattr(model, "condition"):
-        model = model.condition()
+    model = build(ctor, seed)
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed + 1))
     with torch.no_grad():
         y = model(x)
@@ -235,10 +239,7 @@ def export_batch(name, out_dir, seed, batch):
         print(f"{name}: batch {batch} data exists", file=sys.stderr)
         return
     t0 = time.time()
-    torch.manual_seed(seed)
-    model = randomise(ctor(), seed)
-    if hasattr(model, "condition"):
-        model = model.condition()
+    model = build(ctor, seed)
     x1, y1 = load_pb(os.path.join(d, "test_data_set_0", "input_0.pb")), load_pb(os.path.join(d, "test_data_set_0", "output_0.pb"))
     with torch.no_grad():
         err = (model(x1) - y1).abs().max().item()

@@ -21,6 +21,19 @@ std::unique_ptr<backend::Backend> cuda_or_skip() {
   }
 }
 
+/// Every float output within tol * (1 + max |reference|) of the reference's.
+void expect_close(const std::vector<Value<float>>& got, const std::vector<Value<float>>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    const auto& a = std::get<Tensor<float>>(got[k]);
+    const auto& b = std::get<Tensor<float>>(want[k]);
+    REQUIRE(a.shape() == b.shape());
+    double err = 0, ref = 0;
+    for (int64_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i]))), ref = std::max(ref, double(std::abs(b[i])));
+    CHECK(err <= tol * (1 + ref));
+  }
+}
+
 /// One op on random inputs (constants where `constant` says), on cuda and the reference.
 void same_on_cuda(backend::Backend& be, const Op& op, const Types& in, std::vector<bool> constant, const std::string& what, double tol = 1e-4) {
   INFO(what);
@@ -48,15 +61,7 @@ void same_on_cuda(backend::Backend& be, const Op& op, const Types& in, std::vect
   INFO(exe->describe());
   const auto got = exe->run(inputs);
   const auto want = Interpreter<float>(g).run(inputs);
-  REQUIRE(got.size() == want.size());
-  for (size_t k = 0; k < got.size(); ++k) {
-    const auto& a = std::get<Tensor<float>>(got[k]);
-    const auto& b = std::get<Tensor<float>>(want[k]);
-    REQUIRE(a.shape() == b.shape());
-    double err = 0, ref = 0;
-    for (int64_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i]))), ref = std::max(ref, double(std::abs(b[i])));
-    CHECK(err <= tol * (1 + ref));
-  }
+  expect_close(got, want, tol);
 }
 
 /// A whole program on cuda and on the reference (random inputs), with the plan for the log.
@@ -70,15 +75,7 @@ std::string graph_same_on_cuda(backend::Backend& be, const Graph& g, const std::
   INFO(plan);
   const auto got = exe->run(inputs);
   const auto want = Interpreter<float>(g).run(inputs);
-  REQUIRE(got.size() == want.size());
-  for (size_t k = 0; k < got.size(); ++k) {
-    const auto& a = std::get<Tensor<float>>(got[k]);
-    const auto& b = std::get<Tensor<float>>(want[k]);
-    REQUIRE(a.shape() == b.shape());
-    double err = 0, ref = 0;
-    for (int64_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i]))), ref = std::max(ref, double(std::abs(b[i])));
-    CHECK(err <= tol * (1 + ref));
-  }
+  expect_close(got, want, tol);
   // The same outputs again: buffers reused across steps must not leak between runs.
   const auto again = exe->run(inputs);
   for (size_t k = 0; k < got.size(); ++k) {

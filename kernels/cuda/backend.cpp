@@ -318,16 +318,20 @@ class CudaExecutable final : public Executable {
     const Node& node = g_.node(n);
     for (TensorId t : node.outputs) define(t);
     for (const BoxCopy& c : plan) {
-      const TensorId src = node.inputs[size_t(c.src)], dst = node.outputs[size_t(c.dst)];
-      const int64_t dst_count = numel(g_.type(dst).shape);
-      const cuda::DevBox box = cuda::make_dev_box(c);
-      const auto tile = cuda::make_dev_tile(box);
-      add_step(cat(who(n), ": pet ", tile ? "tiled " : "", c.what), sids({src}), sids({dst}), [this, c, src, dst, dst_count, box, tile] {
-        if (c.fill_first) cuda::launch_fill(dptr(dst), dst_count, c.fill_value, stream_);
-        if (tile) cuda::launch_tile_copy(*tile, dptr(src), dptr(dst), stream_);
-        else cuda::launch_box_copy(box, dptr(src), dptr(dst), stream_);
-      });
+      const TensorId dst = node.outputs[size_t(c.dst)];
+      add_copy_step(who(n), c, sid(node.inputs[size_t(c.src)]), sid(dst), numel(g_.type(dst).shape));
     }
+  }
+
+  /// One box copy of a plan from storage src into dst (filled first where the copy says).
+  void add_copy_step(const std::string& who_text, const BoxCopy& c, int src, int dst, int64_t dst_count) {
+    const cuda::DevBox box = cuda::make_dev_box(c);
+    const auto tile = cuda::make_dev_tile(box);
+    add_step(cat(who_text, ": pet ", tile ? "tiled " : "", c.what), {src}, {dst}, [this, c, src, dst, dst_count, box, tile] {
+      if (c.fill_first) cuda::launch_fill(sptr(dst), dst_count, c.fill_value, stream_);
+      if (tile) cuda::launch_tile_copy(*tile, sptr(src), sptr(dst), stream_);
+      else cuda::launch_box_copy(box, sptr(src), sptr(dst), stream_);
+    });
   }
 
   /// Row-major C[b] = A[b] B[b] as the column-major C^T = B^T A^T; a batch operand is either
@@ -448,14 +452,7 @@ class CudaExecutable final : public Executable {
       const auto plan = copy_plan(po, Types{{DType::Float32, xs0}}, Types{{DType::Float32, ps}});
       if (!plan) return false;
       const int psid = new_storage(numel(ps));
-      const int64_t pcount = numel(ps);
-      for (const BoxCopy& bc : *plan) {
-        const cuda::DevBox box = cuda::make_dev_box(bc);
-        add_step(cat(who(n), ": pet pad copy (asymmetric pads)"), {xsid}, {psid}, [this, bc, box, xsid, psid, pcount] {
-          if (bc.fill_first) cuda::launch_fill(sptr(psid), pcount, bc.fill_value, stream_);
-          cuda::launch_box_copy(box, sptr(xsid), sptr(psid), stream_);
-        });
-      }
+      for (const BoxCopy& bc : *plan) add_copy_step(cat(who(n), " (asymmetric pads)"), bc, xsid, psid, numel(ps));
       xsid = psid;
       xs = ps;
       padded = ", input padded";
@@ -500,6 +497,8 @@ class CudaExecutable final : public Executable {
     bs[1] = ws[0];
     const TensorId b = node.inputs.size() == 3 ? node.inputs[2] : -1;
     auto bd = tensor_desc(bs);
+    std::vector<int> reads{xsid, sid(w)};
+    if (b >= 0) reads.push_back(sid(b));
 
     // Bias, residual and ReLU in the same call, when cuDNN accepts it on these shapes (tried once here).
     if (auto tail = conv_tail(y)) {
@@ -528,8 +527,6 @@ class CudaExecutable final : public Executable {
         sid_[size_t(tail->out)] = ysid;
         const TensorId z = tail->z;
         const float* zb = zero_bias.ptr;
-        std::vector<int> reads{xsid, sid(w)};
-        if (b >= 0) reads.push_back(sid(b));
         if (z >= 0) reads.push_back(sid(z));
         add_step(cat(who(n), ": cuDNN fused convolution ", conv_algo_name(algo), " (", perf[pick].time, " ms when chosen)", padded, b >= 0 ? " + bias" : "",
                      z >= 0 ? cat(" + ", who(tail->add)) : std::string(), " + ", who(tail->relu)),
@@ -543,8 +540,6 @@ class CudaExecutable final : public Executable {
         return true;
       }
     }
-    std::vector<int> reads{xsid, sid(w)};
-    if (b >= 0) reads.push_back(sid(b));
     add_step(cat(who(n), ": cuDNN convolution ", conv_algo_name(algo), " (", perf[pick].time, " ms when chosen)", padded, b >= 0 ? " + bias" : ""), reads,
              {ysid}, [=, this] {
                const float one = 1.f, zero = 0.f;
