@@ -47,7 +47,7 @@ TEST_CASE("builder type-checks as it builds and names nodes") {
   CHECK_THROWS_WITH_AS(b.add(ops::Split{.axis = 1, .num_outputs = 2}, {y2}), "Builder::add: op has 2 outputs; use add_multi", InvalidInput);
 }
 
-TEST_CASE("topological order follows dependencies; multilinear subprograms are cut at non-linear ops") {
+TEST_CASE("topological order follows dependencies, multilinear subprograms are cut at non-linear ops") {
   Graph g = small_resnet_block();
   auto order = g.topo_order();
   REQUIRE(order.size() == 4);
@@ -110,7 +110,7 @@ TEST_CASE("interpreter checks its inputs") {
                        "input 'x' must be float32 but an integer tensor was given", InvalidInput);
 }
 
-TEST_CASE("constants are lifted once; a custom lifter makes weights field variables") {
+TEST_CASE("constants are lifted once, a custom lifter makes weights field variables") {
   Graph g;
   Builder b(g);
   TensorId x = b.input("x", {2});

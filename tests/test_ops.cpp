@@ -145,7 +145,7 @@ TEST_CASE("element-wise binary ops broadcast like numpy") {
   CHECK(std::get<Tensor<int64_t>>(evaluate_op<float>(div, in, out)[0]).vec() == std::vector<int64_t>{3, -3});
 }
 
-TEST_CASE("Pow: float and integer types; integer exponents in the field") {
+TEST_CASE("Pow: float and integer types, integer exponents in the field") {
   check_fast_vs_formula(ops::Pow{}, {f32({3, 4}), f32({4})}, 400, {.lo = 0.5, .hi = 2});
   auto [op, out] = resolve(ops::Pow{}, {f32({3}), i64({3})});
   CHECK(out[0].dtype == DType::Float32);
@@ -156,7 +156,7 @@ TEST_CASE("Pow: float and integer types; integer exponents in the field") {
   CHECK_THROWS_WITH_AS(evaluate_op<F31>(op, in, out), "Pow: exponent -1 has no meaning in the finite field", Unsupported);
 }
 
-TEST_CASE("unary ops: fast kernels agree with formulas; non-multilinear ones refuse the field") {
+TEST_CASE("unary ops: fast kernels agree with formulas, non-multilinear ones refuse the field") {
   uint64_t seed = 500;
   std::vector<Op> real_ops = {ops::Sqrt{}, ops::Erf{}, ops::Exp{}, ops::Relu{}, ops::LeakyRelu{.alpha = 0.2f},
                               ops::Sigmoid{}, ops::Tanh{}, ops::Clip{.min = -0.3, .max = 0.4}, ops::Neg{}};
@@ -286,7 +286,7 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
   CHECK(std::get<Tensor<float>>(evaluate_op<float>(lse, big, lo)[0])[0] == doctest::Approx(1000.0 + std::log(2.0)));  // no overflow
 }
 
-TEST_CASE("Einsum: numpy's equations, implicit output, ellipsis broadcast, diagonal; float vs field; errors") {
+TEST_CASE("Einsum: numpy's equations, implicit output, ellipsis broadcast, diagonal, float vs field, errors") {
   uint64_t seed = 900;
   struct Case {
     const char* eq;
@@ -327,7 +327,7 @@ TEST_CASE("Einsum: numpy's equations, implicit output, ellipsis broadcast, diago
   CHECK_THROWS_WITH_AS(infer(ops::Einsum{.equation = "ijk->i"}, {f32({3, 3})}), doctest::Contains("does not fit input 0 of rank 2"), InvalidInput);
 }
 
-TEST_CASE("Resize: coordinate modes, nearest rounding, N-linear; shapes from scales or sizes; errors") {
+TEST_CASE("Resize: coordinate modes, nearest rounding, N-linear, shapes from scales or sizes, errors") {
   using R = ops::Resize;
   auto run = [](R op, Shape xs, std::vector<float> x) {
     auto [r, out] = resolve(op, {f32(xs)});
@@ -691,7 +691,7 @@ void every_attribute_of_every_op(std::index_sequence<I...>) {
 }
 }  // namespace
 
-TEST_CASE("op attributes: each one changes ==, the signature and the hash; signatures are equal exactly when ops are") {
+TEST_CASE("op attributes: each one changes ==, the signature and the hash, signatures are equal exactly when ops are") {
   every_attribute_of_every_op(std::make_index_sequence<std::variant_size_v<Op>>{});
   // Examples the first review found colliding.
   CHECK(op_signature(ops::Pad{.pads = {1, 1}, .mode = ops::PadMode::Constant}) != op_signature(ops::Pad{.pads = {1, 1}, .mode = ops::PadMode::Reflect}));

@@ -366,7 +366,7 @@ struct WrongRule final : mutate::Rule<ops::Conv> {
 };
 }  // namespace
 
-TEST_CASE("optimize: a wrong transformation is caught and named; a wrong rule never gets through") {
+TEST_CASE("optimize: a wrong transformation is caught and named, a wrong rule never gets through") {
   Rng rng(5);
   Graph g;
   Builder b(g);

@@ -47,7 +47,7 @@ transform::PassStats run_pass(Graph& g, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("graph edits: use lists follow every edit; erase refuses a read node; compact renumbers") {
+TEST_CASE("graph edits: use lists follow every edit, erase refuses a read node, compact renumbers") {
   Graph g;
   Builder b(g);
   TensorId x = b.input("x", {2, 3});
@@ -123,7 +123,7 @@ TEST_CASE("pipeline: passes in order, left out by name, graphs printed after a p
   CHECK(transform::pass_list("a,b,,c") == std::set<std::string, std::less<>>{"a", "b", "c"});
 }
 
-TEST_CASE("einsum-lowering: MatMul forms become ReduceSum / Transpose / Reshape / MatMul; a diagonal stays an Einsum") {
+TEST_CASE("einsum-lowering: MatMul forms become ReduceSum / Transpose / Reshape / MatMul, a diagonal stays an Einsum") {
   auto count = [](const Graph& g, auto pred) {
     int n = 0;
     for (const Node& node : g.nodes()) n += pred(node.op);
