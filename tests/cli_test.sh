@@ -47,8 +47,10 @@ expect 2 "'1x3xfoo' is not a list of non-negative sizes" -- "$PET" run "$model" 
 expect 0 "on cpu: median" -- "$PET" run "$model" --backend cpu --threads 1
 expect 0 "oneDNN conv" -- "$PET" run "$model" --backend cpu --plan
 # cuda: runs where a GPU is; elsewhere a clear refusal (not built, or built with no device).
+expect 2 "TF32 \(--tf32\) is an option of the cuda backend only, not of 'cpu'" -- "$PET" run "$model" --backend cpu --tf32
 if nvidia-smi -L >/dev/null 2>&1; then
   expect 0 "on cuda: median" -- "$PET" run "$model" --backend cuda
+  expect 0 "on cuda: median" -- "$PET" run "$model" --backend cuda --tf32
 else
   expect 3 "backend 'cuda' is not in this build|no CUDA device \\(.*\\); run on a machine with an NVIDIA GPU, or use --backend cpu" -- "$PET" run "$model" --backend cuda
   expect 3 "backend 'cuda' is not in this build|no CUDA device \\(.*\\); run on a machine with an NVIDIA GPU, or use --backend cpu" -- "$PET" optimize "$model" -o "$TMP/cuda.onnx" --backend cuda

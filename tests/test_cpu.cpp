@@ -346,6 +346,9 @@ TEST_CASE("backend registry and the op profiler's cache") {
   auto names = backend::available_backends();
   CHECK(std::find(names.begin(), names.end(), "cpu") != names.end());
   CHECK_THROWS_WITH_AS(backend::make_backend("tpu"), "unknown backend 'tpu' (choose reference, cpu or cuda)", InvalidInput);
+  CHECK_THROWS_WITH_AS(backend::make_backend("cpu", {.tf32 = true}), "TF32 (--tf32) is an option of the cuda backend only, not of 'cpu'", InvalidInput);
+  CHECK_THROWS_WITH_AS(backend::make_backend("reference", {.tf32 = true}), "TF32 (--tf32) is an option of the cuda backend only, not of 'reference'",
+                       InvalidInput);
   std::string file = (std::filesystem::temp_directory_path() / cat("pet_opcache_", ::getpid(), ".db")).string();
   auto cpu = backend::make_backend("cpu");
   Op conv = ops::Conv{.pads = {1, 1, 1, 1}};
@@ -580,7 +583,7 @@ TEST_CASE("algorithm choices are cached on disk and reused without timing") {
   auto cpu = backend::make_backend("cpu");
   const std::string first = cpu->compile(g, opt)->describe();
   CHECK(first.find("cached choice") == std::string::npos);
-  const auto known = backend::cpu_detail::AlgorithmCache::instance().entries(file);
+  const auto known = backend::AlgorithmCache::instance().entries(file);
   REQUIRE(known.size() == 2);  // at this layout boundary, and for any boundary
   // A choice timed while other work preempted the runs is used, never written.
   const bool busy = first.find("timed on a busy machine") != std::string::npos;
@@ -799,7 +802,7 @@ TEST_CASE("cache keys: ops that differ in any attribute never share a profiler o
   }
   // Choices timed on a busy machine are kept in memory only, so look at both.
   std::string keys;
-  for (const auto& [k, v] : backend::cpu_detail::AlgorithmCache::instance().entries(file)) keys += k + "\n";
+  for (const auto& [k, v] : backend::AlgorithmCache::instance().entries(file)) keys += k + "\n";
   CHECK(keys.find("dilations=[1,1]") != std::string::npos);
   CHECK(keys.find("dilations=[2,2]") != std::string::npos);
   std::filesystem::remove(file);
@@ -874,7 +877,7 @@ TEST_CASE("profiler on a busy machine: preempted runs are detected and dropped, 
   std::filesystem::remove(file);
 }
 
-TEST_CASE("cache store: processes sharing a cache lose no entries; foreign files are never overwritten; damage is set aside") {
+TEST_CASE("cache store: processes sharing a cache lose no entries, foreign files are never overwritten, damage is set aside") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / cat("pet_store_", ::getpid());
   fs::remove_all(dir);

@@ -3,9 +3,13 @@
 // the reference interpreter. Without a CUDA device each case prints "skipped: no CUDA device"
 // and ctest reports it skipped; the index arithmetic is tested on every machine in
 // test_cuda_host.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 
 #include "op_testing.hpp"
+#include "pet/backend/algorithm_cache.hpp"
 #include "pet/backend/backend.hpp"
 
 using namespace pet;
@@ -152,7 +156,7 @@ TEST_CASE("cuda: pooling on cuDNN (max with padding, average with and without th
   same_on_cuda(*be, ceil, {f32({1, 3, 7, 7})}, {}, "max pool ceil_mode (host)", 0);
 }
 
-TEST_CASE("cuda: conv + bias + residual Add + ReLU fused into one cuDNN call; device buffers reused along a chain") {
+TEST_CASE("cuda: conv + bias + residual Add + ReLU fused into one cuDNN call, device buffers reused along a chain") {
   auto be = cuda_or_skip();
   if (!be) return;
   Rng rng(9);
@@ -195,4 +199,51 @@ TEST_CASE("cuda: conv + bias + residual Add + ReLU fused into one cuDNN call; de
     REQUIRE(at != std::string::npos);
     CHECK(std::stoi(plan.substr(at + 15)) <= 5);
   }
+}
+
+TEST_CASE("cuda: executables share one context, a conv's algorithm is chosen once per configuration and GPU, then read from the cache") {
+  auto be = cuda_or_skip();
+  if (!be) return;
+  const std::string version = be->version();
+  INFO(version);
+  CHECK(version.find(" sm_") != std::string::npos);  // the device is part of every cache key
+  CHECK(version.find("tf32") == std::string::npos);
+  const std::string file = (std::filesystem::temp_directory_path() / cat("pet_cuda_algorithms_", ::getpid(), ".db")).string();
+  std::filesystem::remove(file);
+  Rng rng(3);
+  Graph g;
+  const TensorId x = g.add_input("x", f32({2, 16, 20, 20}));
+  const TensorId w = g.add_constant("w", random_tensor({24, 16, 3, 3}, rng));
+  g.add_output(g.add_node("conv", ops::Conv{.pads = {1, 1, 1, 1}}, {x, w}).at(0));
+  backend::CompileOptions opt;
+  opt.algorithm_cache = file;
+  const std::string first = graph_same_on_cuda(*be, g, "first compile: cuDNN's Find");
+  CHECK(first.find("ms when chosen") != std::string::npos);
+  {
+    auto exe = be->compile(g, opt);  // measured, then written to the file
+    CHECK(exe->describe().find("ms when chosen") != std::string::npos);
+  }
+  const auto kept = backend::AlgorithmCache::instance().entries(file);
+  REQUIRE(kept.size() == 1);
+  CHECK(kept.begin()->first.find(version) != std::string::npos);
+  // A second executable (and a second backend, as another process would) reads the choice.
+  auto again = be->compile(g, opt);
+  CHECK(again->describe().find("cached choice") != std::string::npos);
+  auto other = backend::make_backend("cuda");
+  const std::string plan = other->compile(g, opt)->describe();
+  CHECK(plan.find("cached choice") != std::string::npos);
+  CHECK(plan.find("convolution workspace") != std::string::npos);
+  // Both backends' executables run on their shared contexts, alive after the others are gone.
+  graph_same_on_cuda(*other, g, "second backend");
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("cuda: TF32 is a backend option, part of its version, results stay close") {
+  auto be = cuda_or_skip();
+  if (!be) return;
+  auto tf = backend::make_backend("cuda", {.tf32 = true});
+  CHECK(tf->version().find("tf32") != std::string::npos);
+  CHECK(tf->version() != be->version());
+  same_on_cuda(*tf, ops::MatMul{}, {f32({64, 256}), f32({256, 64})}, {false, true}, "matmul with TF32", 1e-2);
+  same_on_cuda(*tf, ops::Conv{.pads = {1, 1, 1, 1}}, {f32({1, 32, 14, 14}), f32({32, 32, 3, 3})}, {false, true}, "conv with TF32", 1e-2);
 }

@@ -32,11 +32,11 @@ if [ "$mode" = --prepare ]; then
   set -e
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DPET_NATIVE=OFF -DPET_WITH_DNNL=OFF -DPET_WITH_CUDA=ON \
         -DPET_WITH_Z3=OFF -DPET_FUZZ_SANITIZE=OFF -DPET_BUILD_BENCH=OFF -DCMAKE_CUDA_RUNTIME_LIBRARY=Static
-  cmake --build build-gpu -j"${PET_JOBS:-2}" --target pet test_cuda test_cuda_host
+  cmake --build build-gpu -j"${PET_JOBS:-2}" --target pet test_cuda test_cuda_host difftest
   rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
-  cp build-gpu/pet build-gpu/tests/test_cuda build-gpu/tests/test_cuda_host "$BUNDLE/"
+  cp build-gpu/pet build-gpu/tests/test_cuda build-gpu/tests/test_cuda_host build-gpu/tests/difftest "$BUNDLE/"
   # the shared libraries that are neither the C library's nor CUDA's (the device has those)
-  ldd "$BUNDLE/pet" "$BUNDLE/test_cuda" | awk '/=> \//{print $3}' | sort -u |
+  ldd "$BUNDLE/pet" "$BUNDLE/test_cuda" "$BUNDLE/difftest" | awk '/=> \//{print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux|libstdc\+\+|libgcc_s)[.-]|/libcu(dnn|blas|blasLt|dart)[._-]|/libnv' |
     xargs -r cp -L -t "$BUNDLE/lib/"
   du -sh "$BUNDLE"
@@ -76,6 +76,11 @@ if ! grep -q "test cases" "$OUT/test_cuda.txt" || grep -q "skipped: no CUDA devi
   "$PET" run models/tiny_cnn.onnx --backend cuda; echo "pet run --backend cuda: exit $?"
   exit 0
 fi
+
+step "differential test on cuda: random programs against the reference (90 s at most)"
+timeout 90 "$(bin difftest)" run --backend cuda --count 400 --seed 3 --workers 4 --max-shrink 3 --timeout 60 \
+  --out "$OUT/difftest_cuda" --json "$OUT/difftest_cuda.json" 2>&1 | tail -15
+echo "difftest exit: ${PIPESTATUS[0]} (0 all agree, 1 failures: see $OUT/difftest_cuda, 124 stopped at 90 s)"
 
 step "models (PyTorch $("$PY" -c 'import torch; print(torch.__version__)'))"
 MODELS=${PET_GPU_MODELS:-resnet18 csrnet inception_v3 r3d_18 bert_hand_op17}

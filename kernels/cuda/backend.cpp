@@ -10,18 +10,24 @@
 // is planned by lifetime (pet/backend/buffer_plan.hpp) once every step is known: a buffer is
 // reused once its last reader has run; inputs and outputs keep their own. timed_run times the
 // steps alone with CUDA events (inputs placed first, outputs left on the device), which is
-// what the profiler and the optimizer's races measure. TF32 is off unless PET_CUDA_TF32=1, so
-// results match the reference.
+// what the profiler and the optimizer's races measure. TF32 is off unless the backend is made
+// with BackendOptions::tf32 (pet run/optimize --tf32), so results match the reference.
+// Every executable of one backend shares a CudaContext (stream, library handles, the
+// convolution workspace): the profiler compiles a program per op it times, and a cuDNN handle
+// per compile would cost more than most ops. cuDNN's algorithm choice per convolution
+// configuration is kept in the shared algorithm cache (pet/backend/algorithm_cache.hpp), keyed
+// by the device and library versions, so a configuration is measured once per GPU.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <climits>
-#include <cstdlib>
 #include <functional>
 #include <map>
+#include <mutex>
 
 #include "kernels.hpp"
+#include "pet/backend/algorithm_cache.hpp"
 #include "pet/backend/buffer_plan.hpp"
 #include "pet/backend/cuda.hpp"
 #include "pet/eval/interpreter.hpp"
@@ -40,11 +46,6 @@ void cudnn_ok(cudnnStatus_t e, const char* what) {
   if (e != CUDNN_STATUS_SUCCESS) throw Unsupported(cat("cuDNN: ", what, ": ", cudnnGetErrorString(e)));
 }
 
-bool tf32_allowed() {
-  const char* v = std::getenv("PET_CUDA_TF32");
-  return v && std::string(v) == "1";
-}
-
 /// The device this process uses; Unsupported with the reason when there is none.
 void require_device() {
   int n = 0;
@@ -54,18 +55,27 @@ void require_device() {
                           "); run on a machine with an NVIDIA GPU, or use --backend cpu"));
 }
 
+/// cuDNN's forward convolution algorithms, with the names pet's plans and caches use.
+constexpr std::pair<cudnnConvolutionFwdAlgo_t, std::string_view> kConvAlgos[] = {
+    {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, "implicit-gemm"},
+    {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, "implicit-precomp-gemm"},
+    {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, "gemm"},
+    {CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, "direct"},
+    {CUDNN_CONVOLUTION_FWD_ALGO_FFT, "fft"},
+    {CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING, "fft-tiling"},
+    {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, "winograd"},
+    {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, "winograd-nonfused"},
+};
+
 std::string_view conv_algo_name(cudnnConvolutionFwdAlgo_t a) {
-  switch (a) {
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "implicit-gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "implicit-precomp-gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "gemm";
-    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "direct";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "fft";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "fft-tiling";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "winograd";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "winograd-nonfused";
-    default: return "other";
-  }
+  for (const auto& [algo, name] : kConvAlgos)
+    if (algo == a) return name;
+  return "other";
+}
+std::optional<cudnnConvolutionFwdAlgo_t> conv_algo_named(std::string_view n) {
+  for (const auto& [algo, name] : kConvAlgos)
+    if (name == n) return algo;
+  return std::nullopt;
 }
 
 /// A device buffer of floats (owned, or a view of another).
@@ -80,23 +90,85 @@ DevBuf dev_alloc(int64_t n) {
   return {std::shared_ptr<float>(p, [](float* q) { cudaFree(q); }), p};
 }
 
+/// What every executable of one backend shares (see the top of this file). Steps run one
+/// at a time on the one stream, so one convolution workspace serves them all; it grows to
+/// the largest a step asks for, and a step asks for it when it runs.
+class CudaContext {
+ public:
+  explicit CudaContext(bool tf32) : tf32(tf32) {
+    require_device();
+    int dev = 0;
+    cudaDeviceProp prop{};
+    cuda_ok(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_ok(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+    int rt = 0;
+    cuda_ok(cudaRuntimeGetVersion(&rt), "cudaRuntimeGetVersion");
+    int blas_version = 0;
+    cuda_ok(cudaStreamCreate(&stream), "cudaStreamCreate");
+    cuda_ok(cudaEventCreate(&start), "cudaEventCreate");
+    cuda_ok(cudaEventCreate(&stop), "cudaEventCreate");
+    cublas_ok(cublasCreate(&blas), "cublasCreate");
+    cublas_ok(cublasSetStream(blas, stream), "cublasSetStream");
+    cublas_ok(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    cublas_ok(cublasGetVersion(blas, &blas_version), "cublasGetVersion");
+    cudnn_ok(cudnnCreate(&dnn), "cudnnCreate");
+    cudnn_ok(cudnnSetStream(dnn, stream), "cudnnSetStream");
+    // The timings and algorithm choices of one GPU are not another's: the device is part of
+    // the version (and so of every cache key), with the libraries and pet's kernel revision.
+    version = cat("cuda-rt ", rt, ", cudnn ", cudnnGetVersion(), ", cublas ", blas_version, ", ", prop.name, " sm_", prop.major, prop.minor,
+                  ", pet-cuda-kernels 2", tf32 ? ", tf32" : "");
+  }
+  ~CudaContext() {
+    if (stream) cudaStreamSynchronize(stream);
+    ws_ = {};
+    if (dnn) cudnnDestroy(dnn);
+    if (blas) cublasDestroy(blas);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  /// The shared workspace, at least `bytes` large. Growing it waits for the stream first
+  /// (queued steps may still use the old one).
+  void* workspace(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes > ws_bytes_) {
+      cuda_ok(cudaStreamSynchronize(stream), "workspace");
+      ws_ = {};
+      ws_ = dev_alloc(int64_t(bytes / sizeof(float)) + 1);
+      ws_bytes_ = bytes;
+    }
+    return ws_.ptr;
+  }
+  size_t workspace_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ws_bytes_;
+  }
+
+  const bool tf32;
+  std::string version;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cublasHandle_t blas = nullptr;
+  cudnnHandle_t dnn = nullptr;
+
+ private:
+  std::mutex mu_;
+  DevBuf ws_;
+  size_t ws_bytes_ = 0;
+};
+
 class CudaExecutable final : public Executable {
  public:
-  CudaExecutable(const Graph& original, const CompileOptions& opt) {
-    require_device();
+  CudaExecutable(std::shared_ptr<CudaContext> ctx, const Graph& original, const CompileOptions& opt)
+      : ctx_(std::move(ctx)), stream_(ctx_->stream), blas_(ctx_->blas), dnn_(ctx_->dnn), algorithm_cache_(opt.algorithm_cache) {
     g_ = original;
     transform::PipelineOptions po;
     po.disabled = transform::pass_list(opt.disabled_passes);
     po.print_after = transform::pass_list(opt.print_after);
     transform::backend_pipeline().run(g_, po);
-    cuda_ok(cudaStreamCreate(&stream_), "cudaStreamCreate");
-    cuda_ok(cudaEventCreate(&ev_start_), "cudaEventCreate");
-    cuda_ok(cudaEventCreate(&ev_stop_), "cudaEventCreate");
-    cublas_ok(cublasCreate(&blas_), "cublasCreate");
-    cublas_ok(cublasSetStream(blas_, stream_), "cublasSetStream");
-    cublas_ok(cublasSetMathMode(blas_, tf32_allowed() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
-    cudnn_ok(cudnnCreate(&dnn_), "cudnnCreate");
-    cudnn_ok(cudnnSetStream(dnn_, stream_), "cudnnSetStream");
     sid_.assign(size_t(g_.num_tensors()), -1);
     host_.resize(size_t(g_.num_tensors()));
     consumers_ = g_.consumers();
@@ -124,12 +196,8 @@ class CudaExecutable final : public Executable {
   }
 
   ~CudaExecutable() override {
+    cudaStreamSynchronize(stream_);  // nothing queued may outlive the buffers
     steps_.clear();
-    if (dnn_) cudnnDestroy(dnn_);
-    if (blas_) cublasDestroy(blas_);
-    if (ev_start_) cudaEventDestroy(ev_start_);
-    if (ev_stop_) cudaEventDestroy(ev_stop_);
-    if (stream_) cudaStreamDestroy(stream_);
   }
 
   std::vector<Value<float>> run(std::span<const Value<float>> inputs) override {
@@ -152,12 +220,12 @@ class CudaExecutable final : public Executable {
   double timed_run(std::span<const Value<float>> inputs) override {
     place_inputs(inputs);
     cuda_ok(cudaStreamSynchronize(stream_), "inputs");
-    cuda_ok(cudaEventRecord(ev_start_, stream_), "cudaEventRecord");
+    cuda_ok(cudaEventRecord(ctx_->start, stream_), "cudaEventRecord");
     for (auto& s : steps_) s.fn();
-    cuda_ok(cudaEventRecord(ev_stop_, stream_), "cudaEventRecord");
-    cuda_ok(cudaEventSynchronize(ev_stop_), "run");
+    cuda_ok(cudaEventRecord(ctx_->stop, stream_), "cudaEventRecord");
+    cuda_ok(cudaEventSynchronize(ctx_->stop), "run");
     float ms = 0;
-    cuda_ok(cudaEventElapsedTime(&ms, ev_start_, ev_stop_), "cudaEventElapsedTime");
+    cuda_ok(cudaEventElapsedTime(&ms, ctx_->start, ctx_->stop), "cudaEventElapsedTime");
     return double(ms);
   }
 
@@ -165,7 +233,7 @@ class CudaExecutable final : public Executable {
     std::string s;
     for (const auto& st : steps_) s += st.text + "\n";
     s += cat("device memory: ", buffers_, " buffers, ", planned_bytes_ / 1024, " KiB (", requested_bytes_ / 1024, " KiB without reuse), constants ",
-             constant_bytes_ / 1024, " KiB\n");
+             constant_bytes_ / 1024, " KiB, convolution workspace ", workspace_bytes_ / 1024, " KiB (shared)\n");
     return s;
   }
 
@@ -181,11 +249,12 @@ class CudaExecutable final : public Executable {
     bool constant = false, pinned = false;
     DevBuf buf;
   };
+  std::shared_ptr<CudaContext> ctx_;
+  cudaStream_t stream_;
+  cublasHandle_t blas_;
+  cudnnHandle_t dnn_;
+  std::string algorithm_cache_;
   Graph g_;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t ev_start_ = nullptr, ev_stop_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
-  cudnnHandle_t dnn_ = nullptr;
   std::vector<Storage> store_;
   std::vector<int> sid_;                           ///< float tensor -> storage (-1: none)
   std::vector<std::optional<ConstValue>> host_;    ///< integer tensors, on the host
@@ -193,7 +262,7 @@ class CudaExecutable final : public Executable {
   std::vector<bool> absorbed_;                     ///< nodes computed by an earlier step (fused)
   std::vector<Step> steps_;
   std::vector<std::shared_ptr<void>> keep_;        ///< descriptors and workspaces the steps use
-  size_t buffers_ = 0, planned_bytes_ = 0, requested_bytes_ = 0, constant_bytes_ = 0;
+  size_t buffers_ = 0, planned_bytes_ = 0, requested_bytes_ = 0, constant_bytes_ = 0, workspace_bytes_ = 0;
 
   int new_storage(int64_t floats) {
     store_.push_back({floats, false, false, {}});
@@ -472,27 +541,44 @@ class CudaExecutable final : public Executable {
     cudnn_ok(cudnnSetConvolutionNdDescriptor(cd, int(pad.size()), pad.data(), stride.data(), dil.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
              "convolution descriptor");
     cudnn_ok(cudnnSetConvolutionGroupCount(cd, int(c.group)), "group count");
-    cudnn_ok(cudnnSetConvolutionMathType(cd, tf32_allowed() ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), "math type");
+    cudnn_ok(cudnnSetConvolutionMathType(cd, ctx_->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), "math type");
     const int ysid = define(y);
-    // Choose by measurement, on scratch buffers of the real shapes (their values do not matter).
-    DevBuf tx = trial_buffer(xsid), tw = trial_buffer(sid(w)), ty = trial_buffer(ysid);
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int found = 0;
-    const size_t ws_limit = size_t(1) << 30;
-    {
-      DevBuf scratch = dev_alloc(int64_t(ws_limit / sizeof(float)));
-      cudnn_ok(cudnnFindConvolutionForwardAlgorithmEx(dnn_, xd.get(), tx.ptr, wd, tw.ptr, cd, yd.get(), ty.ptr, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found,
-                                                      perf, scratch.ptr, ws_limit),
-               "find algorithm");
+    // cuDNN's algorithm by measurement (its Find times each on the real shapes), once per
+    // configuration and GPU: the choice is kept in the algorithm cache.
+    const std::string cache_key = cat("cuda@", ctx_->version, "|", op_signature(node.op), "|", xs, ws, ys);
+    std::optional<cudnnConvolutionFwdAlgo_t> algo;
+    size_t wsize = 0;
+    std::string chosen_how;
+    if (auto kept = AlgorithmCache::instance().get(algorithm_cache_, cache_key)) {
+      algo = conv_algo_named(*kept);
+      // A kept algorithm this cuDNN no longer runs on these shapes is chosen again.
+      if (algo && cudnnGetConvolutionForwardWorkspaceSize(dnn_, xd.get(), wd, cd, yd.get(), *algo, &wsize) != CUDNN_STATUS_SUCCESS) algo.reset();
+      if (algo) chosen_how = "cached choice";
     }
-    int pick = -1;
-    for (int i = 0; i < found && pick < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS) pick = i;
-    if (pick < 0) return false;
-    const cudnnConvolutionFwdAlgo_t algo = perf[pick].algo;
-    const size_t wsize = perf[pick].memory;
-    DevBuf work = dev_alloc(int64_t(wsize / sizeof(float)) + 1);
-    keep_.push_back(work.mem);
+    if (!algo) {
+      // Scratch buffers of the real shapes (their values do not matter), and a Find
+      // workspace of up to 1 GiB, less on a GPU with less free memory.
+      DevBuf tx = trial_buffer(xsid), tw = trial_buffer(sid(w)), ty = trial_buffer(ysid);
+      size_t free_bytes = 0, total_bytes = 0;
+      cuda_ok(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+      const size_t ws_limit = std::min(size_t(1) << 30, free_bytes / 4);
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int found = 0;
+      {
+        DevBuf scratch = dev_alloc(int64_t(ws_limit / sizeof(float)));
+        cudnn_ok(cudnnFindConvolutionForwardAlgorithmEx(dnn_, xd.get(), tx.ptr, wd, tw.ptr, cd, yd.get(), ty.ptr, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found,
+                                                        perf, scratch.ptr, ws_limit),
+                 cat(who(n), ": find a convolution algorithm").c_str());
+      }
+      for (int i = 0; i < found && !algo; ++i)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS) algo = perf[i].algo, wsize = perf[i].memory, chosen_how = cat(perf[i].time, " ms when chosen");
+      if (!algo) return false;
+      AlgorithmCache::instance().put(algorithm_cache_, cache_key, std::string(conv_algo_name(*algo)));
+    }
+    const cudnnConvolutionFwdAlgo_t a = *algo;
+    ctx_->workspace(wsize);
+    workspace_bytes_ = std::max(workspace_bytes_, wsize);
+    CudaContext* ctx = ctx_.get();
     Shape bs(std::max<size_t>(xs.size(), 4), 1);
     bs[1] = ws[0];
     const TensorId b = node.inputs.size() == 3 ? node.inputs[2] : -1;
@@ -513,10 +599,11 @@ class CudaExecutable final : public Executable {
         keep_.push_back(zero_bias.mem);
         constant_bytes_ += size_t(ws[0]) * sizeof(float);
       }
+      DevBuf tx = trial_buffer(xsid), tw = trial_buffer(sid(w)), ty = trial_buffer(ysid);
       DevBuf tb = b >= 0 ? trial_buffer(sid(b)) : zero_bias;
       DevBuf tz = tail->z >= 0 ? trial_buffer(sid(tail->z)) : ty;
       const float one = 1.f, zero = 0.f;
-      const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(dnn_, &one, xd.get(), tx.ptr, wd, tw.ptr, cd, algo, work.ptr, wsize,
+      const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(dnn_, &one, xd.get(), tx.ptr, wd, tw.ptr, cd, a, ctx_->workspace(wsize), wsize,
                                                                      tail->z >= 0 ? &one : &zero, yd.get(), tz.ptr, bd.get(), tb.ptr, ad, yd.get(), ty.ptr);
       cuda_ok(cudaStreamSynchronize(stream_), "fused convolution trial");
       if (st == CUDNN_STATUS_SUCCESS) {
@@ -528,11 +615,11 @@ class CudaExecutable final : public Executable {
         const TensorId z = tail->z;
         const float* zb = zero_bias.ptr;
         if (z >= 0) reads.push_back(sid(z));
-        add_step(cat(who(n), ": cuDNN fused convolution ", conv_algo_name(algo), " (", perf[pick].time, " ms when chosen)", padded, b >= 0 ? " + bias" : "",
+        add_step(cat(who(n), ": cuDNN fused convolution ", conv_algo_name(a), " (", chosen_how, ")", padded, b >= 0 ? " + bias" : "",
                      z >= 0 ? cat(" + ", who(tail->add)) : std::string(), " + ", who(tail->relu)),
                  reads, {ysid}, [=, this] {
                    const float one_f = 1.f, alpha2 = z >= 0 ? 1.f : 0.f;
-                   cudnn_ok(cudnnConvolutionBiasActivationForward(dnn_, &one_f, xd.get(), sptr(xsid), wd, dptr(w), cd, algo, work.ptr, wsize, &alpha2,
+                   cudnn_ok(cudnnConvolutionBiasActivationForward(dnn_, &one_f, xd.get(), sptr(xsid), wd, dptr(w), cd, a, ctx->workspace(wsize), wsize, &alpha2,
                                                                   yd.get(), z >= 0 ? dptr(z) : sptr(ysid), bd.get(), b >= 0 ? dptr(b) : zb, ad, yd.get(),
                                                                   sptr(ysid)),
                             "fused convolution");
@@ -540,10 +627,10 @@ class CudaExecutable final : public Executable {
         return true;
       }
     }
-    add_step(cat(who(n), ": cuDNN convolution ", conv_algo_name(algo), " (", perf[pick].time, " ms when chosen)", padded, b >= 0 ? " + bias" : ""), reads,
+    add_step(cat(who(n), ": cuDNN convolution ", conv_algo_name(a), " (", chosen_how, ")", padded, b >= 0 ? " + bias" : ""), reads,
              {ysid}, [=, this] {
                const float one = 1.f, zero = 0.f;
-               cudnn_ok(cudnnConvolutionForward(dnn_, &one, xd.get(), sptr(xsid), wd, dptr(w), cd, algo, work.ptr, wsize, &zero, yd.get(), sptr(ysid)),
+               cudnn_ok(cudnnConvolutionForward(dnn_, &one, xd.get(), sptr(xsid), wd, dptr(w), cd, a, ctx->workspace(wsize), wsize, &zero, yd.get(), sptr(ysid)),
                         "convolution");
                if (b >= 0) cudnn_ok(cudnnAddTensor(dnn_, &one, bd.get(), dptr(b), &one, yd.get(), sptr(ysid)), "bias");
              });
@@ -691,19 +778,16 @@ class CudaExecutable final : public Executable {
 
 class CudaBackend final : public Backend {
  public:
+  explicit CudaBackend(const BackendOptions& opt) : ctx_(std::make_shared<CudaContext>(opt.tf32)) {}
   std::string_view name() const override { return "cuda"; }
-  std::string version() const override {
-    int rt = 0;
-    cudaRuntimeGetVersion(&rt);
-    return cat("cuda-rt ", rt, ", cudnn ", cudnnGetVersion(), ", pet-cuda-kernels 1", tf32_allowed() ? ", tf32" : "");
-  }
-  std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt) override { return std::make_unique<CudaExecutable>(g, opt); }
+  std::string version() const override { return ctx_->version; }
+  std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt) override { return std::make_unique<CudaExecutable>(ctx_, g, opt); }
+
+ private:
+  std::shared_ptr<CudaContext> ctx_;
 };
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend() {
-  require_device();
-  return std::make_unique<CudaBackend>();
-}
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opt) { return std::make_unique<CudaBackend>(opt); }
 
 }  // namespace pet::backend

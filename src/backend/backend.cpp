@@ -55,7 +55,9 @@ class ReferenceBackend final : public Backend {
 };
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(std::string_view name) {
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOptions& opt) {
+  if (opt.tf32 && (name == "reference" || name == "cpu"))
+    throw InvalidInput(cat("TF32 (--tf32) is an option of the cuda backend only, not of '", name, "'"));
   if (name == "reference") return std::make_unique<ReferenceBackend>();
   if (name == "cpu") {
 #ifdef PET_WITH_DNNL
@@ -66,7 +68,7 @@ std::unique_ptr<Backend> make_backend(std::string_view name) {
   }
   if (name == "cuda") {
 #ifdef PET_WITH_CUDA
-    return make_cuda_backend();
+    return make_cuda_backend(opt);
 #else
     throw Unsupported("backend 'cuda' is not in this build (configure with -DPET_WITH_CUDA=ON, nvcc and cuDNN)");
 #endif

@@ -297,7 +297,9 @@ Result optimize(const Graph& model, const Options& opt) {
   const Graph canonical = g;
 
   // 2. Windows; 3. the search per window, identical windows once.
-  auto be = backend::make_backend(opt.backend);
+  backend::BackendOptions bopt;
+  bopt.tf32 = opt.tf32;
+  auto be = backend::make_backend(opt.backend, bopt);
   backend::Profiler prof(*be, opt.profile_cache, 5, 0.02);  // min of 5 clean runs: the cost model sums minima
   {
     backend::CompileOptions pco;  // the profiler's algorithm choices serve the whole-program compiles

@@ -1,17 +1,18 @@
 // Differential test of pet's backends: random programs (program_gen.hpp) run on the cpu
 // backend under every conv algorithm and layout choice, on 1 and 2 threads and two input
-// seeds, against the reference interpreter. Programs run in forked worker processes, so a
+// seeds (or, with --backend cuda, on the cuda backend), against the reference interpreter. Programs run in forked worker processes, so a
 // crash or a hang is recorded against its program and the run goes on. Failures are
 // shrunk to a minimal program (nodes bypassed or cut off one at a time while the failure
 // persists) and written as ONNX files with the command that replays them.
 //
 //   difftest run [--count N] [--seed S] [--start I] [--workers W] [--out DIR] [--json FILE]
 //                [--emit DIR] [--emit-every K] [--min-ops A] [--max-ops B] [--timeout SEC]
-//                [--max-shrink N] [--asan BIN] [--quiet]
+//                [--max-shrink N] [--asan BIN] [--quiet] [--backend cpu|cuda]
 //   difftest replay MODEL.onnx|DIR... every configuration x {1, 2, 3} threads x 2 seeds
 //   difftest show SEED INDEX          one program, and its plan under each configuration
 //
-// Exit: 0 all agree, 1 a failure, 2 bad usage.
+// Exit: 0 all agree, 1 a failure, 2 bad usage, 3 the backend is not here (cuda without a
+// CUDA device, or not built).
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -40,13 +41,25 @@ using namespace pet::difftest;
 
 namespace {
 
-/// One way to compile a program on the cpu backend.
+/// One way to compile a program on the backend under test.
 struct Config {
   std::string name, conv_algorithm, conv_layout;
   int threads = 1;
 };
 
+/// The backend under test (--backend): "cpu", or "cuda" (one configuration: cuDNN chooses
+/// its algorithms by measurement). Set once by main, before any worker is forked.
+std::string g_backend = "cpu";
+
+/// The backend of this process, made once (a cuda backend holds a CUDA context; workers are
+/// forked before any is made, since a CUDA context does not survive fork).
+backend::Backend& backend_under_test() {
+  static std::unique_ptr<backend::Backend> b = backend::make_backend(g_backend);
+  return *b;
+}
+
 std::vector<Config> base_configs() {
+  if (g_backend == "cuda") return {{"cuda", "auto", "auto"}};
   return {{"auto", "auto", "auto"},
           {"direct-blocked", "direct", "blocked"},
           {"direct-plain", "direct", "plain"},
@@ -139,7 +152,7 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
     out.invalid_reason = e.what();
     return out;
   }
-  auto cpu = backend::make_backend("cpu");
+  backend::Backend& be = backend_under_test();
   for (const Config& c : configs) {
     backend::CompileOptions opt;
     opt.threads = c.threads;
@@ -147,7 +160,7 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
     opt.conv_layout = c.conv_layout;
     try {
       set_num_threads(c.threads);
-      auto exe = cpu->compile(g, opt);
+      auto exe = be.compile(g, opt);
       bool failed = false;
       for (size_t s = 0; s < ins.size() && !failed; ++s)
         for (int round = 0; round < 2 && !failed; ++round) {  // twice: buffers are reused
@@ -575,7 +588,7 @@ int cmd_show(uint64_t seed, uint64_t index, const GenOptions& gen) {
     opt.conv_algorithm = c.conv_algorithm;
     opt.conv_layout = c.conv_layout;
     try {
-      std::printf("\n== %s\n%s", config_label(c).c_str(), backend::make_backend("cpu")->compile(g, opt)->describe().c_str());
+      std::printf("\n== %s\n%s", config_label(c).c_str(), backend_under_test().compile(g, opt)->describe().c_str());
     } catch (const std::exception& e) {
       std::printf("\n== %s: %s\n", config_label(c).c_str(), e.what());
     }
@@ -586,12 +599,41 @@ int cmd_show(uint64_t seed, uint64_t index, const GenOptions& gen) {
   return o.failures.empty() ? 0 : 1;
 }
 
+/// "" when the backend under test can be made here, else why not (asked in a forked child).
+std::string backend_missing() {
+  int p[2];
+  if (pipe(p) != 0) throw InternalError("pipe failed");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    std::string why;
+    try {
+      backend::make_backend(g_backend);
+    } catch (const std::exception& e) {
+      why = e.what();
+      if (why.empty()) why = "unknown error";
+    }
+    if (!why.empty() && write(p[1], why.data(), why.size()) < 0) _exit(1);
+    _exit(0);
+  }
+  close(p[1]);
+  std::string why;
+  char buf[4096];
+  for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0;) why.append(buf, size_t(n));
+  close(p[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (why.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) why = cat("making the backend ", signal_text(status));
+  return why;
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: difftest run [--count N] [--seed S] [--start I] [--workers W] [--out DIR] [--json FILE] [--emit DIR]\n"
                "                    [--emit-every K] [--min-ops A] [--max-ops B] [--timeout SEC] [--max-shrink N] [--asan BIN] [--quiet]\n"
-               "       difftest replay MODEL.onnx|DIR...\n"
-               "       difftest show SEED INDEX\n");
+               "                    [--backend cpu|cuda]\n"
+               "       difftest replay [--backend cpu|cuda] MODEL.onnx|DIR...\n"
+               "       difftest show [--backend cpu|cuda] SEED INDEX\n");
   return 2;
 }
 
@@ -601,7 +643,6 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return usage();
   try {
-    if (args[0] == "replay") return cmd_replay({args.begin() + 1, args.end()});
     RunOptions ro;
     std::vector<std::string> pos;
     for (size_t i = 1; i < args.size(); ++i) {
@@ -625,10 +666,19 @@ int main(int argc, char** argv) {
       else if (a == "--max-shrink") ro.max_shrink = std::stoi(val());
       else if (a == "--asan") ro.asan = val();
       else if (a == "--quiet") ro.quiet = true;
+      else if (a == "--backend") g_backend = val();
       else if (!a.empty() && a[0] == '-') throw InvalidInput(cat("unknown option ", a));
       else pos.push_back(a);
     }
     if (!ro.emit_dir.empty() && !ro.emit_every) ro.emit_every = 1;
+    if (g_backend != "cpu" && g_backend != "cuda") throw InvalidInput(cat("--backend '", g_backend, "': choose cpu or cuda"));
+    // Whether the backend is here, asked in a child: this process must not hold a CUDA
+    // context when it forks the workers.
+    if (const std::string why = backend_missing(); !why.empty()) {
+      std::fprintf(stderr, "difftest: skipped: backend %s is not here: %s\n", g_backend.c_str(), why.c_str());
+      return 3;
+    }
+    if (args[0] == "replay") return cmd_replay(pos);
     if (args[0] == "run") return cmd_run(ro);
     if (args[0] == "show" && pos.size() == 2) return cmd_show(std::stoull(pos[0]), std::stoull(pos[1]), ro.gen);
     return usage();

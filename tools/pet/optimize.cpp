@@ -38,6 +38,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   opt.budget_s = seconds_option(a, "budget", 120, true);
   opt.window_budget_s = seconds_option(a, "window-budget", 30, false);
   opt.backend = a.get("backend").value_or(backend::available_backends().front());
+  opt.tf32 = a.flag("tf32");
   opt.threads = threads_option(a);
   opt.only_rules = names(a.get("only"));
   opt.disable_rules = names(a.get("disable"));

@@ -25,7 +25,9 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (a.positional.size() != 1) throw InvalidInput("usage: pet run MODEL.onnx [options] (pet run --help lists them)");
   const std::string path = a.positional[0];
   const std::string backend = a.get("backend").value_or(backend::available_backends().front());
-  auto be = backend::make_backend(backend);
+  backend::BackendOptions bopt;
+  bopt.tf32 = a.flag("tf32");
+  auto be = backend::make_backend(backend, bopt);
   const int64_t repeat = a.get_int("repeat", 1);
   if (repeat < 1) throw InvalidInput("--repeat needs a positive count");
   const int threads = threads_option(a);

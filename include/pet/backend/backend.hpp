@@ -78,8 +78,19 @@ class Backend {
   virtual std::unique_ptr<Executable> compile(const Graph& g, const CompileOptions& opt = {}) = 0;
 };
 
-/// The backend named `name` ("reference", "cpu", "cuda"); Unsupported when not built.
-std::unique_ptr<Backend> make_backend(std::string_view name);
+/// How a backend is made: settings that change what its kernels compute, for every program
+/// it compiles. They are part of its version(), and so of every cache key.
+struct BackendOptions {
+  /// cuda: cuDNN convolutions and cuBLAS products may use TF32 tensor cores (a 10-bit
+  /// mantissa for the products: faster, but results then differ from the reference by more
+  /// than pet run --check allows). Off by default; the other backends refuse it.
+  bool tf32 = false;
+};
+
+/// The backend named `name` ("reference", "cpu", "cuda"); Unsupported when not built (or,
+/// for cuda, without a CUDA device); InvalidInput for an unknown name or an option the
+/// backend does not have.
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOptions& opt = {});
 /// Names of the backends in this build.
 std::vector<std::string> available_backends();
 

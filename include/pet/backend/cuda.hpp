@@ -4,5 +4,5 @@
 #include "pet/backend/backend.hpp"
 
 namespace pet::backend {
-std::unique_ptr<Backend> make_cuda_backend();
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opt);
 }

@@ -56,6 +56,7 @@ struct Options {
   double window_budget_s = 30;  ///< one window's search
   int measure_best = 3;    ///< candidates per window timed as compiled programs
   std::string backend = "cpu";
+  bool tf32 = false;       ///< cuda: TF32 tensor cores (backend::BackendOptions)
   int threads = 0;
   std::vector<std::string> only_rules, disable_rules;  ///< rule names
   const mutate::RuleSet* rule_set = nullptr;           ///< null: the built-in rules
