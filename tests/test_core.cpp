@@ -86,6 +86,19 @@ TEST_CASE("tensors share storage on copy and alias on reshape") {
                        "tensor of shape [2,2] needs 4 elements but 3 were given", InvalidInput);
 }
 
+TEST_CASE("tensor storage is 64-byte aligned, whatever its size and however it was made") {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kTensorAlignment == 0; };
+  for (int64_t n : {1, 3, 16, 1000, 262147, 1 << 22}) {
+    INFO("n = " << n);
+    Tensor<float> a({n});
+    CHECK(aligned(a.data()));
+    CHECK(aligned(a.clone().data()));
+    CHECK(aligned(Tensor<int64_t>({n}, std::vector<int64_t>(size_t(n), 7)).data()));
+    CHECK(aligned(map_tensor<double>(a, [](float v) { return double(v); }).data()));
+  }
+  CHECK(Tensor<float>({3}, std::vector<float>{1, 2, 3}).vec() == std::vector<float>{1, 2, 3});
+}
+
 TEST_CASE("split points cut a shape into a grid of boxes covering it exactly once") {
   Shape s{5, 7};
   SplitPoints sp = SplitPoints::none(s);

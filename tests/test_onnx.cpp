@@ -296,3 +296,56 @@ TEST_CASE("every ONNX node test model in scope survives import -> export -> impo
   }
   CHECK(done == 20);
 }
+
+TEST_CASE("ConstantOfShape and Range become constants when their inputs are known, and refuse what they cannot make") {
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"2", "3"}).ints("shape", {2, 3});
+    auto* c = b.node("ConstantOfShape", {"shape"}, {"k"});
+    auto* a = c->add_attribute();
+    a->set_name("value");
+    a->set_type(::onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(::onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_dims(1);
+    a->mutable_t()->add_float_data(2.5f);
+    b.node("Add", {"x", "k"}, {"y"});
+    b.output("y");
+    px::Model m = b.import();
+    REQUIRE(m.graph.num_nodes() == 1);
+    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({2, 3}, 1.f)});
+    CHECK(std::get<Tensor<float>>(y[0]).vec() == std::vector<float>(6, 3.5f));
+  }
+  auto range_model = [](float start, float limit, float delta) {
+    OnnxBuilder b(17);
+    b.input("x", {"1"});
+    b.floats("s", {}, {start}).floats("l", {}, {limit}).floats("d", {}, {delta});
+    b.node("Range", {"s", "l", "d"}, {"r"});
+    b.node("Cast", {"r"}, {"y"});
+    b.attr(b.g().mutable_node(1), "to", int64_t(::onnx::TensorProto::FLOAT));
+    b.output("y");
+    return b;
+  };
+  {
+    px::Model m = range_model(1, 2.2f, 0.5f).import();
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{3});
+    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({1}, 0.f)});
+    CHECK(std::get<Tensor<float>>(y[0]).vec() == std::vector<float>{1.f, 1.5f, 2.f});
+    // a range that counts away from its limit is empty: pet has no empty tensors
+    CHECK_THROWS_WITH_AS(range_model(5, 1, 1).import(), doctest::Contains("would be empty (shape [0]): pet does not support empty tensors"),
+                         Unsupported);
+  }
+  CHECK_THROWS_WITH_AS(range_model(0, 1, 0).import(), "m.onnx: node 'r' (Range, opset 17): delta is 0", InvalidInput);
+  CHECK_THROWS_WITH_AS(range_model(0, 1e12f, 1).import(), doctest::Contains("holds over 2^28 elements: too large a constant"), Unsupported);
+  {
+    OnnxBuilder b(17);
+    b.input("shape", {"2"}, ::onnx::TensorProto::INT64);
+    b.node("ConstantOfShape", {"shape"}, {"y"});
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("must be a constant: pet needs static shapes"), Unsupported);
+    px::ImportOptions opt;
+    opt.input_values["shape"] = {DType::Int64, Tensor<int64_t>({2}, {1 << 20, 1 << 20})};
+    CHECK_THROWS_WITH_AS(b.import(opt), doctest::Contains("holds over 2^28 elements: too large a constant"), Unsupported);
+    opt.input_values["shape"] = {DType::Int64, Tensor<int64_t>({2}, {2, -1})};
+    CHECK_THROWS_WITH_AS(b.import(opt), doctest::Contains("has a negative dim"), InvalidInput);
+  }
+}

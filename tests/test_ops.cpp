@@ -721,3 +721,67 @@ TEST_CASE("op attributes: each one changes ==, the signature and the hash, signa
     if (seen[i] == seen[i + 1]) CHECK(op_signature(seen[i]) == op_signature(seen[i + 1]));
   CHECK(same > 0);
 }
+
+TEST_CASE("comparisons, logical ops and Mod: exact values, broadcasting, errors, no finite-field meaning") {
+  auto run1 = [](Op op, std::vector<Value<float>> in) {
+    Types t;
+    for (const auto& v : in) t.push_back({std::holds_alternative<Tensor<float>>(v) ? DType::Float32 : DType::Int64, value_shape(v)});
+    auto [r, out] = resolve(op, t);
+    return std::make_pair(evaluate_op<float>(r, in, out)[0], out[0]);
+  };
+  auto ints = [](const Value<float>& v) { return std::get<Tensor<int64_t>>(v).vec(); };
+  const Tensor<float> a({2, 3}, {1.f, 2.f, NAN, -1.f, 5.f, 2.f}), b({3}, {2.f, 2.f, 1.f});
+  {
+    auto [y, t] = run1(ops::Equal{}, {a, b});
+    CHECK(t.dtype == DType::Bool);
+    CHECK(t.shape == Shape{2, 3});
+    CHECK(ints(y) == std::vector<int64_t>{0, 1, 0, 0, 0, 0});
+  }
+  CHECK(ints(run1(ops::Less{}, {a, b}).first) == std::vector<int64_t>{1, 0, 0, 1, 0, 0});
+  CHECK(ints(run1(ops::LessOrEqual{}, {a, b}).first) == std::vector<int64_t>{1, 1, 0, 1, 0, 0});
+  CHECK(ints(run1(ops::Greater{}, {a, b}).first) == std::vector<int64_t>{0, 0, 0, 0, 1, 1});
+  CHECK(ints(run1(ops::GreaterOrEqual{}, {a, b}).first) == std::vector<int64_t>{0, 1, 0, 0, 1, 1});  // NaN: unordered
+  // int64 beyond 2^53 (one double) still compares exactly
+  const int64_t big = (int64_t(1) << 60);
+  CHECK(ints(run1(ops::Equal{}, {Tensor<int64_t>({2}, {big, big}), Tensor<int64_t>({2}, {big, big + 1})}).first) == std::vector<int64_t>{1, 0});
+  CHECK(ints(run1(ops::Less{}, {Tensor<int64_t>({2}, {big, big}), Tensor<int64_t>({2}, {big, big + 1})}).first) == std::vector<int64_t>{0, 1});
+  const Tensor<int64_t> p({4}, {1, 1, 0, 0}), q({4}, {1, 0, 1, 0});
+  const Types bools{TensorType{DType::Bool, {4}}, TensorType{DType::Bool, {4}}};
+  auto logical = [&](Op op) {
+    auto [r, out] = resolve(op, bools);
+    std::vector<Value<float>> in{p, q};
+    return ints(evaluate_op<float>(r, in, out)[0]);
+  };
+  CHECK(logical(ops::And{}) == std::vector<int64_t>{1, 0, 0, 0});
+  CHECK(logical(ops::Or{}) == std::vector<int64_t>{1, 1, 1, 0});
+  CHECK(logical(ops::Xor{}) == std::vector<int64_t>{0, 1, 1, 0});
+  {
+    auto [r, out] = resolve(ops::Not{}, {bools[0]});
+    std::vector<Value<float>> in{p};
+    CHECK(ints(evaluate_op<float>(r, in, out)[0]) == std::vector<int64_t>{0, 0, 1, 1});
+  }
+  // Mod: the divisor's sign (fmod = 0, integers), the dividend's (fmod = 1)
+  const Tensor<int64_t> n({4}, {7, -7, 7, -7}), d({4}, {3, 3, -3, -3});
+  CHECK(ints(run1(ops::Mod{}, {n, d}).first) == std::vector<int64_t>{1, 2, -2, -1});
+  CHECK(ints(run1(ops::Mod{.fmod = 1}, {n, d}).first) == std::vector<int64_t>{1, -1, 1, -1});
+  CHECK(std::get<Tensor<float>>(run1(ops::Mod{.fmod = 1}, {Tensor<float>({2}, {5.5f, -5.5f}), Tensor<float>({1}, {2.f})}).first).vec() ==
+        std::vector<float>{1.5f, -1.5f});
+  CHECK_THROWS_WITH_AS(run1(ops::Mod{}, {Tensor<int64_t>({1}, std::vector<int64_t>{1}), Tensor<int64_t>({1}, std::vector<int64_t>{0})}),
+                       doctest::Contains("integer division by zero"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Mod{}, {f32({2}), f32({2})}), "Mod 'n': fmod must be 1 for float inputs (ONNX)", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Mod{.fmod = 2}, {i64({2}), i64({2})}), "Mod 'n': fmod must be 0 or 1, got 2", InvalidInput);
+  // shape and type errors
+  CHECK_THROWS_WITH_AS(infer(ops::Equal{}, {f32({2}), i64({2})}), "Equal 'n': input 0 is float32 but input 1 is int64", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Less{}, {f32({2}), f32({3})}), doctest::Contains("broadcast"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::And{}, {f32({2}), TensorType{DType::Bool, {2}}}), "And 'n': input 0 must be bool, got float32", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Not{}, {i64({2})}), "Not 'n': input 0 must be bool, got int64", InvalidInput);
+  // none of them has a meaning in F_p (the verifier cuts programs at them)
+  for (Op op : {Op(ops::Less{}), Op(ops::Mod{.fmod = 1})}) {
+    CHECK_FALSE(is_multilinear(op));
+    auto [r, out] = resolve(op, {f32({2}), f32({2})});
+    std::vector<Value<F31>> in{Tensor<F31>({2}, F31(3)), Tensor<F31>({2}, F31(2))};
+    CHECK_THROWS_AS(evaluate_op<F31>(r, in, out), Unsupported);
+  }
+  check_fast_vs_formula(ops::Greater{}, {f32({3, 4}), f32({4})}, 700);
+  check_fast_vs_formula(ops::Mod{.fmod = 1}, {f32({3, 4}), f32({1})}, 701, {.lo = 0.5, .hi = 2});
+}

@@ -5,6 +5,10 @@
 
 namespace pet::onnx::detail {
 
+/// Most elements of a constant an import-time op (ConstantOfShape, Range) may make: 2^28
+/// (1 GiB of floats); a model asking for more is refused, not allocated.
+constexpr int64_t kMaxMadeConstant = int64_t(1) << 28;
+
 using ::onnx::AttributeProto;
 using ::onnx::NodeProto;
 
@@ -220,6 +224,68 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
       if (c.attr("axis")) throw Unsupported("legacy broadcasting with an 'axis' attribute (opset < 7)");
       return Mapped{op, {0, 1}};
     };
+  };
+  t["Equal"] = binary(ops::Equal{});
+  t["Less"] = binary(ops::Less{});
+  t["LessOrEqual"] = binary(ops::LessOrEqual{});
+  t["Greater"] = binary(ops::Greater{});
+  t["GreaterOrEqual"] = binary(ops::GreaterOrEqual{});
+  t["And"] = binary(ops::And{});
+  t["Or"] = binary(ops::Or{});
+  t["Xor"] = binary(ops::Xor{});
+  t["Not"] = [](const NodeCtx&) { return Mapped{ops::Not{}, {0}}; };
+  t["Mod"] = [](const NodeCtx& c) { return Mapped{ops::Mod{.fmod = c.i("fmod", 0)}, {0, 1}}; };
+  // ConstantOfShape and Range make tensors whose shape is an input's value: pet's shapes are
+  // static, so that value must be known at import (a constant, or folded from the model's
+  // bound shapes), and the result is a constant.
+  t["ConstantOfShape"] = [](const NodeCtx& c) {
+    const std::vector<int64_t> shape = c.const_ints(0, "input (the output's shape)");
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      if (d < 0) throw InvalidInput(cat("output shape ", Shape(shape), " has a negative dim"));
+      if (d > 0 && n > kMaxMadeConstant / d) throw Unsupported(cat("output shape ", Shape(shape), " holds over 2^28 elements: too large a constant"));
+      n *= d;
+    }
+    ops::Constant o;
+    o.value = Tensor<float>(Shape(shape), 0.f);
+    if (const auto* a = c.attr("value")) {
+      expect_attr_type(*a, AttributeProto::TENSOR, "a tensor");
+      auto [dt, v] = tensor_from_proto(a->t(), ".", "value");
+      o.dtype = dt;
+      o.value = std::visit([&](const auto& t) -> ConstValue {
+        using T = std::decay_t<decltype(t)>;
+        if (t.size() != 1) throw InvalidInput(cat("attribute 'value' must hold one element, got shape ", t.shape()));
+        return T(Shape(shape), t[0]);
+      }, v);
+    }
+    return Mapped{o, {}};
+  };
+  t["Range"] = [](const NodeCtx& c) {
+    const auto *start = c.constant(0), *limit = c.constant(1), *delta = c.constant(2);
+    for (int i = 0; i < 3; ++i)
+      if (!c.present(i)) throw InvalidInput(cat("input ", i, " is missing (start, limit and delta are all required)"));
+    if (!start || !limit || !delta) throw Unsupported("start, limit and delta must be constants: the output's length depends on them and pet needs static shapes");
+    if (start->first != limit->first || start->first != delta->first)
+      throw InvalidInput(cat("start, limit and delta must have one type, got ", dtype_name(start->first), ", ", dtype_name(limit->first), " and ",
+                             dtype_name(delta->first)));
+    const double s0 = c.const_scalar(0, "start"), l = c.const_scalar(1, "limit"), d = c.const_scalar(2, "delta");
+    if (d == 0) throw InvalidInput("delta is 0");
+    const double count = std::max(std::ceil((l - s0) / d), 0.0);
+    if (!(count <= double(kMaxMadeConstant))) throw Unsupported(cat("Range(", s0, ", ", l, ", ", d, ") holds over 2^28 elements: too large a constant"));
+    const int64_t n = int64_t(count);
+    ops::Constant o;
+    o.dtype = start->first;
+    if (is_float(o.dtype)) {
+      Tensor<float> v({n});
+      for (int64_t i = 0; i < n; ++i) v[i] = float(s0 + double(i) * d);  // ONNX: start + i * delta
+      o.value = v;
+    } else {
+      const int64_t si = int64_t(s0), di = int64_t(d);
+      Tensor<int64_t> v({n});
+      for (int64_t i = 0; i < n; ++i) v[i] = si + i * di;
+      o.value = v;
+    }
+    return Mapped{o, {}};
   };
   t["Add"] = binary(ops::Add{});
   t["Sub"] = binary(ops::Sub{});
@@ -707,6 +773,7 @@ struct Exporter {
   void operator()(const ops::ArgMax& o) { arg("ArgMax", o); }
   void operator()(const ops::ArgMin& o) { arg("ArgMin", o); }
   void operator()(const ops::Tile& o) { with_inputs("Tile", {ints("repeats", o.repeats)}); }
+  void operator()(const ops::Mod& o) { set(simple("Mod"), "fmod", o.fmod); }
   void operator()(const ops::Einsum& o) { set(simple("Einsum"), "equation", o.equation); }
   void operator()(const ops::Resize& o) {
     using C = ops::Resize::Coord;

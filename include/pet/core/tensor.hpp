@@ -1,21 +1,45 @@
 #pragma once
 /// Tensor<E>: a shape plus contiguous row-major storage. Copies are shallow (storage is
 /// shared, like a framework tensor); use clone() for a deep copy. Reshape-like ops alias.
+/// Storage is aligned to 64 bytes (a cache line, an AVX-512 vector), as oneDNN allocates its
+/// own: backends read the caller's tensors and write outputs in place, and some library
+/// kernels assume that alignment (oneDNN 2.6's jit linear resampling writes large outputs
+/// with aligned non-temporal stores, and crashed on a 16-byte aligned std::vector).
+#include <cstddef>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "pet/core/shape.hpp"
 
 namespace pet {
 
+inline constexpr size_t kTensorAlignment = 64;
+
+/// std::allocator with kTensorAlignment-byte aligned blocks.
+template <class T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() noexcept = default;
+  template <class U>
+  AlignedAllocator(const AlignedAllocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kTensorAlignment))); }
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t(kTensorAlignment)); }
+  template <class U>
+  bool operator==(const AlignedAllocator<U>&) const noexcept { return true; }
+};
+template <class E>
+using AlignedVector = std::vector<E, AlignedAllocator<E>>;
+
 template <class E>
 class Tensor {
  public:
-  Tensor() : buf_(std::make_shared<std::vector<E>>()) {}
+  Tensor() : buf_(std::make_shared<AlignedVector<E>>()) {}
   explicit Tensor(Shape shape, E fill = E(0))
-      : shape_(std::move(shape)), buf_(std::make_shared<std::vector<E>>(size_t(numel(shape_)), fill)) {}
-  Tensor(Shape shape, std::vector<E> data)
-      : shape_(std::move(shape)), buf_(std::make_shared<std::vector<E>>(std::move(data))) {
+      : shape_(std::move(shape)), buf_(std::make_shared<AlignedVector<E>>(size_t(numel(shape_)), fill)) {}
+  /// The elements of `data` (copied into aligned storage).
+  Tensor(Shape shape, const std::vector<E>& data)
+      : shape_(std::move(shape)), buf_(std::make_shared<AlignedVector<E>>(data.begin(), data.end())) {
     if (int64_t(buf_->size()) != numel(shape_))
       throw InvalidInput(cat("tensor of shape ", shape_, " needs ", numel(shape_),
                              " elements but ", buf_->size(), " were given"));
@@ -28,7 +52,8 @@ class Tensor {
   const E* data() const { return buf_->data(); }
   std::span<const E> span() const { return {buf_->data(), buf_->size()}; }
   std::span<E> span() { return {buf_->data(), buf_->size()}; }
-  const std::vector<E>& vec() const { return *buf_; }
+  /// A copy of the elements (for tests and small constants).
+  std::vector<E> vec() const { return {buf_->begin(), buf_->end()}; }
 
   E& operator[](int64_t i) { return (*buf_)[size_t(i)]; }
   const E& operator[](int64_t i) const { return (*buf_)[size_t(i)]; }
@@ -46,22 +71,22 @@ class Tensor {
   Tensor clone() const {
     Tensor t;
     t.shape_ = shape_;
-    t.buf_ = std::make_shared<std::vector<E>>(*buf_);
+    t.buf_ = std::make_shared<AlignedVector<E>>(*buf_);
     return t;
   }
   bool shares_storage_with(const Tensor& o) const { return buf_ == o.buf_; }
 
  private:
   Shape shape_;
-  std::shared_ptr<std::vector<E>> buf_;
+  std::shared_ptr<AlignedVector<E>> buf_;
 };
 
 /// Element-wise conversion (e.g. float constants into double or a field).
 template <class To, class From, class F>
 Tensor<To> map_tensor(const Tensor<From>& t, F&& f) {
-  std::vector<To> out(size_t(t.size()));
-  for (int64_t i = 0; i < t.size(); ++i) out[size_t(i)] = f(t[i]);
-  return Tensor<To>(t.shape(), std::move(out));
+  Tensor<To> out(t.shape());
+  for (int64_t i = 0; i < t.size(); ++i) out[i] = f(t[i]);
+  return out;
 }
 
 }  // namespace pet

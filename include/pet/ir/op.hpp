@@ -35,7 +35,9 @@ using Op = std::variant<
     ops::Elu, ops::Selu, ops::HardSigmoid, ops::Max, ops::Min, ops::PRelu,       //
     ops::ReduceMin, ops::ReduceProd, ops::ReduceL1, ops::ReduceL2,               //
     ops::ReduceSumSquare, ops::ReduceLogSumExp, ops::ArgMax, ops::ArgMin,        //
-    ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Resize>;
+    ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Resize,   //
+    ops::Equal, ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual,  //
+    ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod>;
 
 /// Whether O is one of Ts (visitors list the ops each branch handles; a final
 /// static_assert(always_false<O>) makes a forgotten op a compile error).

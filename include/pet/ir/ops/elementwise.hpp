@@ -407,4 +407,152 @@ struct Cast {
   bool operator==(const Cast&) const = default;
 };
 
+
+namespace detail {
+/// Comparisons: out (bool) = a (op) b, both of one type, broadcast. Integers compare exactly
+/// (int64 values beyond 2^53 too: equal doubles are compared again as integers); floats as
+/// IEEE does (NaN compares unequal and unordered). Over a finite field there is no order.
+template <class D>
+struct Compare {
+  static constexpr bool multilinear = false;
+  Types infer(InTypes in) const {
+    expect_arity(in, 2, 2);
+    expect_same_dtype(in, 0, 1);
+    return {{DType::Bool, broadcast_shapes(in[0].shape, in[1].shape, "inputs")}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Index ia = broadcast_index(o, read.shape(0)), ib = broadcast_index(o, read.shape(1));
+    const double a = read.real(0, ia), b = read.real(1, ib);
+    int c = a < b ? -1 : a > b ? 1 : 0;
+    const bool unordered = a != a || b != b;
+    if (!unordered && c == 0) {
+      const int64_t ai = read.ints(0, ia), bi = read.ints(1, ib);
+      c = ai < bi ? -1 : ai > bi ? 1 : 0;
+    }
+    return E(!unordered && D::holds(c) ? 1 : 0);
+  }
+  bool operator==(const Compare&) const = default;
+};
+
+/// Logical ops on bool tensors (broadcast for the binary ones).
+inline void expect_bool(InTypes in, size_t i) {
+  if (in[i].dtype != DType::Bool) throw InvalidInput(cat("input ", i, " must be bool, got ", dtype_name(in[i].dtype)));
+}
+template <class D>
+struct Logical {
+  static constexpr bool multilinear = false;
+  Types infer(InTypes in) const {
+    expect_arity(in, 2, 2);
+    expect_bool(in, 0);
+    expect_bool(in, 1);
+    return {{DType::Bool, broadcast_shapes(in[0].shape, in[1].shape, "inputs")}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const bool a = read.ints(0, broadcast_index(o, read.shape(0))) != 0, b = read.ints(1, broadcast_index(o, read.shape(1))) != 0;
+    return E(D::f(a, b) ? 1 : 0);
+  }
+  bool operator==(const Logical&) const = default;
+};
+}  // namespace detail
+
+/// out = a == b (bool)
+struct Equal : detail::Compare<Equal> {
+  static constexpr std::string_view name = "Equal";
+  PET_ATTRS();
+  static bool holds(int c) { return c == 0; }
+};
+/// out = a < b (bool)
+struct Less : detail::Compare<Less> {
+  static constexpr std::string_view name = "Less";
+  PET_ATTRS();
+  static bool holds(int c) { return c < 0; }
+};
+/// out = a <= b (bool)
+struct LessOrEqual : detail::Compare<LessOrEqual> {
+  static constexpr std::string_view name = "LessOrEqual";
+  PET_ATTRS();
+  static bool holds(int c) { return c <= 0; }
+};
+/// out = a > b (bool)
+struct Greater : detail::Compare<Greater> {
+  static constexpr std::string_view name = "Greater";
+  PET_ATTRS();
+  static bool holds(int c) { return c > 0; }
+};
+/// out = a >= b (bool)
+struct GreaterOrEqual : detail::Compare<GreaterOrEqual> {
+  static constexpr std::string_view name = "GreaterOrEqual";
+  PET_ATTRS();
+  static bool holds(int c) { return c >= 0; }
+};
+/// out = a and b (bool)
+struct And : detail::Logical<And> {
+  static constexpr std::string_view name = "And";
+  PET_ATTRS();
+  static bool f(bool a, bool b) { return a && b; }
+};
+/// out = a or b (bool)
+struct Or : detail::Logical<Or> {
+  static constexpr std::string_view name = "Or";
+  PET_ATTRS();
+  static bool f(bool a, bool b) { return a || b; }
+};
+/// out = a xor b (bool)
+struct Xor : detail::Logical<Xor> {
+  static constexpr std::string_view name = "Xor";
+  PET_ATTRS();
+  static bool f(bool a, bool b) { return a != b; }
+};
+/// out = not x (bool)
+struct Not {
+  static constexpr std::string_view name = "Not";
+  PET_ATTRS();
+  static constexpr bool multilinear = false;
+  Types infer(InTypes in) const {
+    detail::expect_arity(in, 1, 1);
+    detail::expect_bool(in, 0);
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const { return E(read.ints(0, o) != 0 ? 0 : 1); }
+  bool operator==(const Not&) const = default;
+};
+
+/// out = a mod b, broadcast. fmod = 0 (integers only): the remainder takes the divisor's sign,
+/// as Python's %; fmod = 1: the dividend's, as C's fmod (ONNX requires it for floats). A zero
+/// integer divisor is an error; a zero float divisor gives NaN.
+struct Mod : detail::Binary<Mod> {
+  static constexpr std::string_view name = "Mod";
+  PET_ATTRS(fmod);
+  static constexpr bool multilinear = false, mixed_types = false;
+  int64_t fmod = 0;
+  Types infer(InTypes in) const {
+    Types t = detail::Binary<Mod>::infer(in);
+    if (fmod != 0 && fmod != 1) throw InvalidInput(cat("fmod must be 0 or 1, got ", fmod));
+    if (is_float(in[0].dtype) && fmod == 0) throw InvalidInput("fmod must be 1 for float inputs (ONNX)");
+    return t;
+  }
+  template <class E, class R>
+  E apply(const Index& o, const R& r) const {
+    pet::detail::require_ordered<E>(name);
+    if constexpr (std::is_integral_v<E>) {
+      const int64_t a = r.ints(0, broadcast_index(o, r.shape(0))), b = r.ints(1, broadcast_index(o, r.shape(1)));
+      if (b == 0) throw InvalidInput("Mod: integer division by zero");
+      int64_t m = a % b;
+      if (!fmod && m != 0 && ((m < 0) != (b < 0))) m += b;
+      return E(m);
+    } else {
+      auto [a, b] = detail::operands<E>(o, r);
+      if constexpr (is_field_v<E>) {
+        return a;  // not reached: require_ordered refused the field
+      } else {
+        return E(std::fmod(a, b));
+      }
+    }
+  }
+  bool operator==(const Mod&) const = default;
+};
+
 }  // namespace pet::ops
