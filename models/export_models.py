@@ -7,7 +7,8 @@ input/output pair in ONNX's backend-test layout:
 
 Models: resnet18, inception_v3, r3d_18 (torchvision), csrnet (VGG-16 front end + six
 dilation-2 convs), bert_hand (hand-written BERT-base encoder layers) and bert_torch
-(nn.TransformerEncoder), the BERT variants at opsets 13 and 17, sequence 128; and, when
+(nn.TransformerEncoder), the BERT variants at opsets 13 and 17, sequence 128;
+deeplabv3_mnv3 and vit_small (torchvision, opset 17); and, when
 named, the paper artifact's csrnet_backend (N x 512 x 14 x 14), bert_simple (N x 512 x 768)
 and inception_v3_330.
 Run with Debian's interpreter: /usr/bin/python3 models/export_models.py OUT [--batch N] [names...]
@@ -171,6 +172,30 @@ def bert_torch(layers=12):
     return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
 
+class SegmentationOut(nn.Module):
+    """torchvision's segmentation models return {"out": ...}: the tensor alone."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def deeplabv3_mnv3():
+    """DeepLabV3 on MobileNetV3-Large (HardSwish, squeeze-excitation, dilated depthwise convs,
+    a 16x bilinear upsampling to the input's size: pet crashed on it once)."""
+    return SegmentationOut(torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None,
+                                                                                         aux_loss=False))
+
+
+def vit_small():
+    """torchvision's VisionTransformer, small: its export builds the class token's expand from
+    Shape, ConstantOfShape, Equal and Where (pet once refused ConstantOfShape)."""
+    return torchvision.models.VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128)
+
+
 MODELS = {
     # name: (constructor, input shape, opset)
     "resnet18": (lambda: torchvision.models.resnet18(), (1, 3, 224, 224), 13),
@@ -185,8 +210,12 @@ MODELS = {
     "csrnet_backend": (CSRNetBackend, (1, 512, 14, 14), 13),
     "bert_simple": (BertSimple, (1, 512, 768), 13),
     "inception_v3_330": (lambda: torchvision.models.inception_v3(aux_logits=False, init_weights=False), (1, 3, 330, 330), 13),
+    # Models beyond the paper's, for what importing and running them exercises.
+    "deeplabv3_mnv3": (deeplabv3_mnv3, (1, 3, 224, 224), 17),
+    "vit_small": (vit_small, (1, 3, 64, 64), 17),
 }
-DEFAULT = ["resnet18", "inception_v3", "r3d_18", "csrnet", "bert_hand_op13", "bert_hand_op17", "bert_torch_op13", "bert_torch_op17"]
+DEFAULT = ["resnet18", "inception_v3", "r3d_18", "csrnet", "bert_hand_op13", "bert_hand_op17", "bert_torch_op13", "bert_torch_op17",
+           "deeplabv3_mnv3", "vit_small"]
 
 
 def save_pb(t, path, name):
