@@ -349,3 +349,45 @@ TEST_CASE("ConstantOfShape and Range become constants when their inputs are know
     CHECK_THROWS_WITH_AS(b.import(opt), doctest::Contains("has a negative dim"), InvalidInput);
   }
 }
+
+TEST_CASE("DepthToSpace (DCR, CRD) and SpaceToDepth import as pet's R/T op, and invert each other") {
+  auto model = [](const std::string& op, std::vector<std::string> dims, int64_t b, const char* mode) {
+    OnnxBuilder ob(13);
+    ob.input("x", dims);
+    auto* n = ob.node(op, {"x"}, {"y"});
+    ob.attr(n, "blocksize", b);
+    if (mode) ob.attr(n, "mode", mode);
+    ob.output("y");
+    return ob;
+  };
+  Tensor<float> x({2, 8, 3, 5});
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  for (const char* mode : {"DCR", "CRD"}) {
+    INFO(mode);
+    px::Model m = model("DepthToSpace", {"2", "8", "3", "5"}, 2, mode).import();
+    REQUIRE(m.graph.num_nodes() == 1);
+    CHECK(op_name(m.graph.node(0).op) == "PetRT");
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{2, 2, 6, 10});
+    const auto y = std::get<Tensor<float>>(Interpreter<float>(m.graph).run(std::vector<Value<float>>{x})[0]);
+    // ONNX's definitions, element by element
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t h = 0; h < 6; ++h)
+        for (int64_t w = 0; w < 10; ++w) {
+          const int64_t bh = h % 2, bw = w % 2;
+          const int64_t src_c = std::string(mode) == "DCR" ? (bh * 2 + bw) * 2 + c : c * 4 + bh * 2 + bw;
+          CHECK(y.at(Index{1, c, h, w}) == x.at(Index{1, src_c, h / 2, w / 2}));
+        }
+  }
+  // SpaceToDepth undoes DCR's DepthToSpace
+  px::Model d2s = model("DepthToSpace", {"2", "8", "3", "5"}, 2, "DCR").import();
+  px::Model s2d = model("SpaceToDepth", {"2", "2", "6", "10"}, 2, nullptr).import();
+  const auto mid = Interpreter<float>(d2s.graph).run(std::vector<Value<float>>{x});
+  const auto back = std::get<Tensor<float>>(Interpreter<float>(s2d.graph).run(mid)[0]);
+  CHECK(back.vec() == x.vec());
+  CHECK_THROWS_WITH_AS(model("DepthToSpace", {"1", "6", "2", "2"}, 2, nullptr).import(),
+                       "m.onnx: node 'y' (DepthToSpace, opset 13): channels (6) must be a multiple of blocksize^2 (4)", InvalidInput);
+  CHECK_THROWS_WITH_AS(model("SpaceToDepth", {"1", "3", "5", "4"}, 2, nullptr).import(),
+                       "m.onnx: node 'y' (SpaceToDepth, opset 13): height and width (5, 4) must be multiples of blocksize (2)", InvalidInput);
+  CHECK_THROWS_WITH_AS(model("DepthToSpace", {"1", "8", "2", "2"}, 2, "XYZ").import(), doctest::Contains("mode 'XYZ': DCR or CRD"), InvalidInput);
+  CHECK_THROWS_WITH_AS(model("DepthToSpace", {"8", "2", "2"}, 2, nullptr).import(), doctest::Contains("must have rank 4"), InvalidInput);
+}

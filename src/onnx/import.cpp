@@ -183,8 +183,14 @@ struct Importer {
     auto it = table.find(node.op_type());
     if (it == table.end())
       throw Unsupported(cat(who, "op '", node.op_type(), "' is not supported"));
-    NodeCtx ctx{node, m.opset, [&](int i) -> const std::pair<DType, ConstValue>* {
-                  return ctx_present(node, i) ? constant(node.input(i)) : nullptr;
+    NodeCtx ctx{node, m.opset,
+                [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? constant(node.input(i)) : nullptr; },
+                [&](int i) -> std::optional<TensorType> {
+                  if (!ctx_present(node, i)) return std::nullopt;
+                  if (const auto* c = constant(node.input(i)))
+                    return TensorType{c->first, std::visit([](const auto& t) { return t.shape(); }, c->second)};
+                  if (auto it = ids.find(node.input(i)); it != ids.end()) return m.graph.type(it->second);
+                  return std::nullopt;
                 }};
     try {
       Mapped mp = it->second(ctx);

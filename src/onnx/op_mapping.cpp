@@ -287,6 +287,35 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     }
     return Mapped{o, {}};
   };
+  // DepthToSpace and SpaceToDepth are reshape-transpose-reshape: pet's R/T op.
+  auto block_rt = [](bool to_space) {
+    return [to_space](const NodeCtx& c) {
+      const auto x = c.type(0);
+      if (!x) throw InvalidInput("input 0 is missing");
+      if (x->shape.size() != 4) throw InvalidInput(cat("input must have rank 4 (N, C, H, W), got shape ", x->shape));
+      if (!c.attr("blocksize")) throw InvalidInput("attribute 'blocksize' is required");
+      const int64_t b = c.i("blocksize", 0);
+      if (b < 1) throw InvalidInput(cat("blocksize must be positive, got ", b));
+      const int64_t n = x->shape[0], ch = x->shape[1], h = x->shape[2], w = x->shape[3];
+      ops::RT rt;
+      if (to_space) {
+        if (ch % (b * b)) throw InvalidInput(cat("channels (", ch, ") must be a multiple of blocksize^2 (", b * b, ")"));
+        const std::string mode = c.s("mode", "DCR");
+        if (mode == "DCR") rt.split_shape = {n, b, b, ch / (b * b), h, w}, rt.perm = {0, 3, 4, 1, 5, 2};
+        else if (mode == "CRD") rt.split_shape = {n, ch / (b * b), b, b, h, w}, rt.perm = {0, 1, 4, 2, 5, 3};
+        else throw InvalidInput(cat("mode '", mode, "': DCR or CRD"));
+        rt.out_shape = {n, ch / (b * b), h * b, w * b};
+      } else {
+        if (h % b || w % b) throw InvalidInput(cat("height and width (", h, ", ", w, ") must be multiples of blocksize (", b, ")"));
+        rt.split_shape = {n, ch, h / b, b, w / b, b};
+        rt.perm = {0, 3, 5, 1, 2, 4};
+        rt.out_shape = {n, ch * b * b, h / b, w / b};
+      }
+      return Mapped{rt, {0}};
+    };
+  };
+  t["DepthToSpace"] = block_rt(true);
+  t["SpaceToDepth"] = block_rt(false);
   t["Add"] = binary(ops::Add{});
   t["Sub"] = binary(ops::Sub{});
   t["Mul"] = binary(ops::Mul{});

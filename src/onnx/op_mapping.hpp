@@ -2,6 +2,7 @@
 // Per-op ONNX mapping (private to src/onnx): how each ONNX op_type becomes a pet Op on import
 // and how each pet Op is written back on export. One place per op, import and export side by side.
 #include <functional>
+#include <optional>
 #include <map>
 #include <set>
 
@@ -15,6 +16,8 @@ struct NodeCtx {
   int64_t opset;
   /// Constant value of ONNX input i (initializer, folded value or bound input), or null.
   std::function<const std::pair<DType, ConstValue>*(int)> constant;
+  /// Type (dtype and static shape) of ONNX input i, or nullopt when it is missing.
+  std::function<std::optional<TensorType>(int)> type;
 
   bool present(int i) const { return i < node.input_size() && !node.input(i).empty(); }
   /// Number of non-empty outputs counting up to the last non-empty one.
