@@ -180,10 +180,15 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
   uint64_t seed = 700;
   std::vector<Op> unary = {ops::Abs{}, ops::Log{}, ops::Reciprocal{}, ops::Floor{}, ops::Ceil{}, ops::Round{}, ops::Sign{},
                            ops::Softsign{}, ops::Softplus{}, ops::Mish{}, ops::HardSwish{}, ops::Elu{.alpha = 0.7f}, ops::Selu{},
-                           ops::HardSigmoid{.alpha = 0.3f, .beta = 0.4f}};
+                           ops::HardSigmoid{.alpha = 0.3f, .beta = 0.4f}, ops::Sin{}, ops::Cos{}, ops::Tan{}, ops::Asin{}, ops::Acos{},
+                           ops::Atan{}, ops::Sinh{}, ops::Cosh{}, ops::Asinh{}, ops::Acosh{}, ops::Atanh{}};
   for (const Op& op : unary) {
     CAPTURE(op_name(op));
-    InputSpec spec = holds_any<ops::Log, ops::Reciprocal>(op) ? InputSpec{.lo = 0.1, .hi = 3.0} : InputSpec{.lo = -4, .hi = 4};
+    InputSpec spec = holds_any<ops::Log, ops::Reciprocal>(op)               ? InputSpec{.lo = 0.1, .hi = 3.0}
+                     : holds_any<ops::Asin, ops::Acos, ops::Atanh>(op)      ? InputSpec{.lo = -0.9, .hi = 0.9}
+                     : holds_any<ops::Acosh>(op)                            ? InputSpec{.lo = 1.1, .hi = 4.0}
+                     : holds_any<ops::Tan>(op)                              ? InputSpec{.lo = -1.2, .hi = 1.2}
+                                                                            : InputSpec{.lo = -4, .hi = 4};
     check_fast_vs_formula(op, {f32({3, 5})}, seed++, spec);
     auto [r, out] = resolve(op, {f32({2})});
     std::vector<Value<F31>> in{Tensor<F31>({2}, F31(1))};
@@ -196,6 +201,9 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
     return std::get<Tensor<float>>(evaluate_op<float>(r, in, out)[0]).vec();
   };
   CHECK(eval1(ops::Round{}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 0.6f}) == std::vector<float>{0, 2, 2, -0.f, -2, 1});
+  CHECK(eval1(ops::Sin{}, {0.f, float(M_PI / 2)}) == std::vector<float>{0.f, 1.f});
+  CHECK(eval1(ops::Cos{}, {0.f}) == std::vector<float>{1.f});
+  CHECK(std::isnan(eval1(ops::Asin{}, {2.f})[0]));  // outside the domain: NaN, as ONNX Runtime gives
   CHECK(eval1(ops::Floor{}, {-1.5f, 1.5f}) == std::vector<float>{-2, 1});
   CHECK(eval1(ops::Ceil{}, {-1.5f, 1.5f}) == std::vector<float>{-1, 2});
   CHECK(eval1(ops::Sign{}, {-3.f, 0.f, 2.f}) == std::vector<float>{-1, 0, 1});

@@ -177,7 +177,8 @@ class CpuExecutable final : public Executable {
     requires is_one_of<O, ops::Erf, ops::Where, ops::Cast, ops::BatchNormalization, ops::Gather, ops::ShapeOf, ops::Constant,
                       ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp,
                       ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Equal,
-                      ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod>
+                      ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
+                      ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan, ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh>
   bool lower_op(NodeId, const O&, const std::string&) {
     return false;
   }

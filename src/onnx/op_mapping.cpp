@@ -325,6 +325,17 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["Sqrt"] = unary(ops::Sqrt{});
   t["Erf"] = unary(ops::Erf{});
   t["Exp"] = unary(ops::Exp{});
+  t["Sin"] = unary(ops::Sin{});
+  t["Cos"] = unary(ops::Cos{});
+  t["Tan"] = unary(ops::Tan{});
+  t["Asin"] = unary(ops::Asin{});
+  t["Acos"] = unary(ops::Acos{});
+  t["Atan"] = unary(ops::Atan{});
+  t["Sinh"] = unary(ops::Sinh{});
+  t["Cosh"] = unary(ops::Cosh{});
+  t["Asinh"] = unary(ops::Asinh{});
+  t["Acosh"] = unary(ops::Acosh{});
+  t["Atanh"] = unary(ops::Atanh{});
   t["Neg"] = unary(ops::Neg{});
   t["Relu"] = unary(ops::Relu{});
   t["Sigmoid"] = unary(ops::Sigmoid{});

@@ -37,7 +37,9 @@ using Op = std::variant<
     ops::ReduceSumSquare, ops::ReduceLogSumExp, ops::ArgMax, ops::ArgMin,        //
     ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Resize,   //
     ops::Equal, ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual,  //
-    ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod>;
+    ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,                              //
+    ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan,               //
+    ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh>;
 
 /// Whether O is one of Ts (visitors list the ops each branch handles; a final
 /// static_assert(always_false<O>) makes a forgotten op a compile error).

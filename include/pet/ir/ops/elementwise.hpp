@@ -197,6 +197,20 @@ PET_UNARY_REAL(Softplus, std::max(x, E(0)) + std::log1p(std::exp(-std::abs(x))))
 PET_UNARY_REAL(Mish, x * std::tanh(std::max(x, E(0)) + std::log1p(std::exp(-std::abs(x)))))
 /// out = x * max(0, min(1, x / 6 + 1/2))
 PET_UNARY_REAL(HardSwish, x * std::max(E(0), std::min(E(1), x / E(6) + E(0.5))))
+/// Trigonometric and hyperbolic functions (ONNX Sin ... Atanh; positional encodings, rotary
+/// embeddings): out = f(x), NaN outside the domain (Asin, Acos: [-1, 1]; Acosh: >= 1;
+/// Atanh: (-1, 1)), as the C library gives it.
+PET_UNARY_REAL(Sin, std::sin(x))
+PET_UNARY_REAL(Cos, std::cos(x))
+PET_UNARY_REAL(Tan, std::tan(x))
+PET_UNARY_REAL(Asin, std::asin(x))
+PET_UNARY_REAL(Acos, std::acos(x))
+PET_UNARY_REAL(Atan, std::atan(x))
+PET_UNARY_REAL(Sinh, std::sinh(x))
+PET_UNARY_REAL(Cosh, std::cosh(x))
+PET_UNARY_REAL(Asinh, std::asinh(x))
+PET_UNARY_REAL(Acosh, std::acosh(x))
+PET_UNARY_REAL(Atanh, std::atanh(x))
 /// out = x >= 0 ? x : alpha (e^x - 1)
 PET_UNARY_REAL_ATTRS(Elu, x >= E(0) ? x : E(alpha) * (std::exp(x) - E(1)))
   PET_ATTRS(alpha);
