@@ -78,9 +78,9 @@ def export(name, d):
         y = m(x)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
     torch.onnx.export(m, (x,), os.path.join(d, "model.onnx"), opset_version=17, input_names=["x"], output_names=["y"])
-    for n, t in (("input_0", x), ("output_0", y)):
-        with open(os.path.join(d, "test_data_set_0", n + ".pb"), "wb") as f:
-            f.write(numpy_helper.from_array(t.numpy(), n.split("_")[0]).SerializeToString())
+    for file, name, t in (("input_0", "x", x), ("output_0", "y", y)):
+        with open(os.path.join(d, "test_data_set_0", file + ".pb"), "wb") as f:
+            f.write(numpy_helper.from_array(t.numpy(), name).SerializeToString())
 
 
 def run(cmd, timeout):
