@@ -142,10 +142,6 @@ class CudaContext {
     }
     return ws_.ptr;
   }
-  size_t workspace_bytes() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return ws_bytes_;
-  }
 
   const bool tf32;
   std::string version;

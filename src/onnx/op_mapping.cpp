@@ -246,18 +246,19 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
       if (d > 0 && n > kMaxMadeConstant / d) throw Unsupported(cat("output shape ", Shape(shape), " holds over 2^28 elements: too large a constant"));
       n *= d;
     }
-    ops::Constant o;
-    o.value = Tensor<float>(Shape(shape), 0.f);
+    // The fill: attribute 'value' (one element of any type), else float 0.
+    std::pair<DType, ConstValue> fill{DType::Float32, Tensor<float>({1}, 0.f)};
     if (const auto* a = c.attr("value")) {
       expect_attr_type(*a, AttributeProto::TENSOR, "a tensor");
-      auto [dt, v] = tensor_from_proto(a->t(), ".", "value");
-      o.dtype = dt;
-      o.value = std::visit([&](const auto& t) -> ConstValue {
-        using T = std::decay_t<decltype(t)>;
-        if (t.size() != 1) throw InvalidInput(cat("attribute 'value' must hold one element, got shape ", t.shape()));
-        return T(Shape(shape), t[0]);
-      }, v);
+      fill = tensor_from_proto(a->t(), ".", "value");
     }
+    ops::Constant o;
+    o.dtype = fill.first;
+    o.value = std::visit([&](const auto& t) -> ConstValue {
+      using T = std::decay_t<decltype(t)>;
+      if (t.size() != 1) throw InvalidInput(cat("attribute 'value' must hold one element, got shape ", t.shape()));
+      return T(Shape(shape), t[0]);
+    }, fill.second);
     return Mapped{o, {}};
   };
   t["Range"] = [](const NodeCtx& c) {

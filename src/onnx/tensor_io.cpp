@@ -102,22 +102,23 @@ std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::
   if (raw) {
     if (raw->size() != size_t(n) * esize)
       throw InvalidInput(cat(who, " of shape ", shape, " needs ", size_t(n) * esize, " bytes of data but has ", raw->size()));
+    // Straight into the tensor's (aligned) storage: a weight is not copied twice.
     if (dt == DType::Float32) {
-      std::vector<float> v(static_cast<size_t>(n));
-      if (n) std::memcpy(v.data(), raw->data(), raw->size());
-      return {dt, Tensor<float>(shape, std::move(v))};
+      Tensor<float> t(shape);
+      if (n) std::memcpy(t.data(), raw->data(), raw->size());
+      return {dt, t};
     }
-    std::vector<int64_t> v(static_cast<size_t>(n));
+    Tensor<int64_t> t(shape);
     for (int64_t i = 0; i < n; ++i) {
       const char* b = raw->data() + size_t(i) * esize;
-      if (dt == DType::Int64) std::memcpy(&v[size_t(i)], b, 8);
+      if (dt == DType::Int64) std::memcpy(&t[i], b, 8);
       else if (dt == DType::Int32) {
         int32_t x;
         std::memcpy(&x, b, 4);
-        v[size_t(i)] = x;
-      } else v[size_t(i)] = *b != 0;
+        t[i] = x;
+      } else t[i] = *b != 0;
     }
-    return {dt, Tensor<int64_t>(shape, std::move(v))};
+    return {dt, t};
   }
   auto check = [&](int64_t have) {
     if (have != n) throw InvalidInput(cat(who, " of shape ", shape, " has ", have, " values instead of ", n));

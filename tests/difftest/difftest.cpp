@@ -1,9 +1,10 @@
 // Differential test of pet's backends: random programs (program_gen.hpp) run on the cpu
 // backend under every conv algorithm and layout choice, on 1 and 2 threads and two input
-// seeds (or, with --backend cuda, on the cuda backend), against the reference interpreter. Programs run in forked worker processes, so a
-// crash or a hang is recorded against its program and the run goes on. Failures are
-// shrunk to a minimal program (nodes bypassed or cut off one at a time while the failure
-// persists) and written as ONNX files with the command that replays them.
+// seeds (or, with --backend cuda, on the cuda backend), against the reference interpreter.
+// Programs run in forked worker processes, so a crash or a hang is recorded against its
+// program and the run goes on. Failures are shrunk to a minimal program (nodes bypassed or
+// cut off one at a time while the failure persists) and written as ONNX files with the
+// command that replays them.
 //
 //   difftest run [--count N] [--seed S] [--start I] [--workers W] [--out DIR] [--json FILE]
 //                [--emit DIR] [--emit-every K] [--min-ops A] [--max-ops B] [--timeout SEC]
@@ -599,34 +600,6 @@ int cmd_show(uint64_t seed, uint64_t index, const GenOptions& gen) {
   return o.failures.empty() ? 0 : 1;
 }
 
-/// "" when the backend under test can be made here, else why not (asked in a forked child).
-std::string backend_missing() {
-  int p[2];
-  if (pipe(p) != 0) throw InternalError("pipe failed");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    std::string why;
-    try {
-      backend::make_backend(g_backend);
-    } catch (const std::exception& e) {
-      why = e.what();
-      if (why.empty()) why = "unknown error";
-    }
-    if (!why.empty() && write(p[1], why.data(), why.size()) < 0) _exit(1);
-    _exit(0);
-  }
-  close(p[1]);
-  std::string why;
-  char buf[4096];
-  for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0;) why.append(buf, size_t(n));
-  close(p[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (why.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) why = cat("making the backend ", signal_text(status));
-  return why;
-}
-
 int usage() {
   std::fprintf(stderr,
                "usage: difftest run [--count N] [--seed S] [--start I] [--workers W] [--out DIR] [--json FILE] [--emit DIR]\n"
@@ -674,10 +647,20 @@ int main(int argc, char** argv) {
     if (g_backend != "cpu" && g_backend != "cuda") throw InvalidInput(cat("--backend '", g_backend, "': choose cpu or cuda"));
     // Whether the backend is here, asked in a child: this process must not hold a CUDA
     // context when it forks the workers.
-    if (const std::string why = backend_missing(); !why.empty()) {
-      std::fprintf(stderr, "difftest: skipped: backend %s is not here: %s\n", g_backend.c_str(), why.c_str());
-      return 3;
-    }
+    int code = 0;
+    const std::string st = in_child(
+        [] {
+          try {
+            backend::make_backend(g_backend);
+            return 0;
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "difftest: skipped: backend %s is not here: %s\n", g_backend.c_str(), e.what());
+            return 3;
+          }
+        },
+        60, &code);
+    if (code == 3) return 3;
+    if (!st.empty()) throw InternalError(cat("making backend ", g_backend, ": ", st));
     if (args[0] == "replay") return cmd_replay(pos);
     if (args[0] == "run") return cmd_run(ro);
     if (args[0] == "show" && pos.size() == 2) return cmd_show(std::stoull(pos[0]), std::stoull(pos[1]), ro.gen);
