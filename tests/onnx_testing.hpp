@@ -55,6 +55,14 @@ struct OnnxBuilder {
     for (int64_t x : v) t->add_int64_data(x);
     return *this;
   }
+  OnnxBuilder& ints(const std::string& name, const std::vector<int64_t>& dims, const std::vector<int64_t>& v) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t x : v) t->add_int64_data(x);
+    return *this;
+  }
   ::onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
                           const std::string& name = "") {
     auto* n = g().add_node();

@@ -330,8 +330,8 @@ TEST_CASE("ConstantOfShape and Range become constants when their inputs are know
     CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{3});
     const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({1}, 0.f)});
     CHECK(std::get<Tensor<float>>(y[0]).vec() == std::vector<float>{1.f, 1.5f, 2.f});
-    // a range that counts away from its limit is empty: pet has no empty tensors
-    CHECK_THROWS_WITH_AS(range_model(5, 1, 1).import(), doctest::Contains("would be empty (shape [0]): pet does not support empty tensors"),
+    // a range that counts away from its limit is empty: pet has no empty tensors as data
+    CHECK_THROWS_WITH_AS(range_model(5, 1, 1).import(), doctest::Contains("constant 'r' is empty: pet does not support empty tensors as data"),
                          Unsupported);
   }
   CHECK_THROWS_WITH_AS(range_model(0, 1, 0).import(), "m.onnx: node 'r' (Range, opset 17): delta is 0", InvalidInput);
@@ -347,6 +347,90 @@ TEST_CASE("ConstantOfShape and Range become constants when their inputs are know
     CHECK_THROWS_WITH_AS(b.import(opt), doctest::Contains("holds over 2^28 elements: too large a constant"), Unsupported);
     opt.input_values["shape"] = {DType::Int64, Tensor<int64_t>({2}, {2, -1})};
     CHECK_THROWS_WITH_AS(b.import(opt), doctest::Contains("has a negative dim"), InvalidInput);
+  }
+}
+
+TEST_CASE("shape arithmetic folds through empty values, and inputs an op must know are computed from constants at import") {
+  {
+    // Swin-T's pattern: a shape sliced down to nothing, concatenated back into a full shape.
+    OnnxBuilder b(17);
+    b.input("x", {"2", "3"}).ints("start", {0}).ints("end", {0}).ints("six", {6});
+    b.node("Shape", {"x"}, {"s"});
+    b.node("Slice", {"s", "start", "end"}, {"none"});  // shape [0]
+    b.node("Concat", {"six", "none"}, {"shape"});
+    b.attr(b.g().mutable_node(2), "axis", int64_t(0));
+    b.node("Reshape", {"x", "shape"}, {"y"});
+    b.output("y");
+    px::Model m = b.import();
+    REQUIRE(m.graph.num_nodes() == 1);
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{6});
+  }
+  {
+    // Range's limit from float arithmetic on a constant (not folded at import): computed.
+    OnnxBuilder b(17);
+    b.input("x", {"1"});
+    b.floats("half", {}, {2.f}).floats("two", {}, {2.f}).floats("zero", {}, {0.f}).floats("one", {}, {1.f});
+    b.node("Mul", {"half", "two"}, {"lim"});
+    b.node("Range", {"zero", "lim", "one"}, {"r"});
+    b.node("Add", {"x", "r"}, {"y"});
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{4});
+    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({1}, 1.f)});
+    CHECK(std::get<Tensor<float>>(y[0]).vec() == std::vector<float>{1, 2, 3, 4});
+  }
+  {
+    // a value given for an input used only as data does not bind it (pet run --inputs)
+    OnnxBuilder b(13);
+    b.input("x", {"3", "2"}).input("i", {"2"}, ::onnx::TensorProto::INT64);
+    b.node("Gather", {"x", "i"}, {"y"});
+    b.output("y");
+    px::ImportOptions opt;
+    opt.ordered_input_values = {{DType::Float32, Tensor<float>({3, 2}, 1.f)}, {DType::Int64, Tensor<int64_t>({2}, {0, 7})}};
+    px::Model m = b.import(opt);
+    CHECK(m.graph.inputs().size() == 2);
+    CHECK(m.graph.num_nodes() == 1);
+  }
+}
+
+TEST_CASE("ScatterND imports as the constant it computes (reductions, negative indices), and refuses data and bad indices") {
+  // data [4, 2] (from float arithmetic on constants), indices [2, 1], updates [2, 2]
+  auto model = [](const char* reduction, std::vector<int64_t> idx, bool data_is_input = false) {
+    OnnxBuilder b(18);
+    b.input("x", {"4", "2"});
+    if (!data_is_input) {
+      b.floats("base", {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}).floats("one", {}, {1.f});
+      b.node("Mul", {"base", "one"}, {"data"});
+    }
+    b.ints("idx", {int64_t(idx.size()), 1}, idx).floats("upd", {int64_t(idx.size()), 2}, std::vector<float>(idx.size() * 2, 10.f));
+    auto* s = b.node("ScatterND", {data_is_input ? "x" : "data", "idx", "upd"}, {"sc"});
+    if (reduction) b.attr(s, "reduction", reduction);
+    b.node("Add", {"x", "sc"}, {"y"});
+    b.output("y");
+    return b;
+  };
+  auto result = [](const OnnxBuilder& b) {
+    px::Model m = b.import();
+    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({4, 2}, 0.f)});
+    return std::get<Tensor<float>>(y[0]).vec();
+  };
+  CHECK(result(model(nullptr, {1, -1})) == std::vector<float>{1, 2, 10, 10, 5, 6, 10, 10});
+  CHECK(result(model("add", {0, 0})) == std::vector<float>{21, 22, 3, 4, 5, 6, 7, 8});
+  CHECK(result(model("mul", {2, 3})) == std::vector<float>{1, 2, 3, 4, 50, 60, 70, 80});
+  CHECK(result(model("max", {0, 3})) == std::vector<float>{10, 10, 3, 4, 5, 6, 10, 10});
+  CHECK(result(model("min", {0, 3})) == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK_THROWS_WITH_AS(model(nullptr, {4}).import(), doctest::Contains("(ScatterND, opset 18): index 4 (tuple 0, dim 0) is out of range for dim 4"),
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(model("sum", {0}).import(), doctest::Contains("reduction 'sum' is not one of none, add, mul, max, min"), InvalidInput);
+  CHECK_THROWS_WITH_AS(model(nullptr, {0}, true).import(),
+                       doctest::Contains("must be constants: pet computes ScatterND at import (a constant the model builds), not on data"), Unsupported);
+  {
+    OnnxBuilder b(18);
+    b.input("x", {"2"}).floats("d", {2}, {1, 2}).ints("idx", {1, 1}, {0}).floats("upd", {2}, {5, 5});
+    b.node("ScatterND", {"d", "idx", "upd"}, {"sc"});
+    b.node("Add", {"x", "sc"}, {"y"});
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("updates have shape [2]; indices [1,1] and data [2] need [1]"), InvalidInput);
   }
 }
 

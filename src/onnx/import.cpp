@@ -1,4 +1,4 @@
-// ONNX import: parse, bind shapes, order nodes, map ops, fold shape arithmetic.
+// ONNX import: parse, bind shapes, order nodes, map ops, fold constant arithmetic.
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,6 +27,7 @@ struct Importer {
   std::set<std::string> bound_inputs;
   std::set<std::string> dim_params;  // symbolic dimensions of the declared inputs
   std::map<std::string, std::pair<DType, ConstValue>> values;  // known input values by name
+  std::map<std::string, std::pair<DType, ConstValue>> evaluated;  // graph tensors computed from constants (computed())
 
   [[noreturn]] void fail_invalid(const std::string& msg) { throw InvalidInput(cat(label, ": ", msg)); }
 
@@ -124,6 +125,60 @@ struct Importer {
     return nullptr;
   }
 
+  /// Constant value of a name that needs no binding: an initializer, a folded value, or an
+  /// input already bound (a given input's value is used only where an op needs it constant).
+  const std::pair<DType, ConstValue>* folded(const std::string& name) {
+    if (auto it = consts.find(name); it != consts.end()) return &it->second;
+    if (auto it = values.find(name); it != values.end() && bound_inputs.count(name)) return &it->second;
+    return nullptr;
+  }
+
+  /// Value of a name an op needs constant: constant(), else the value of a graph tensor
+  /// computed from constants only (float arithmetic, which import does not fold: Swin-T's
+  /// window masks, scattered with ScatterND), evaluated here; null when it reads a graph input
+  /// whose value was not given (a given one is bound, as constant() binds).
+  const std::pair<DType, ConstValue>* computed(const std::string& name) {
+    if (const auto* c = constant(name)) return c;
+    if (auto it = evaluated.find(name); it != evaluated.end()) return &it->second;
+    auto id = ids.find(name);
+    if (id == ids.end()) return nullptr;
+    const Graph& g = m.graph;
+    std::vector<NodeId> cone;  // producers, found depth-first; evaluated in node order
+    std::set<NodeId> seen;
+    std::vector<TensorId> todo{id->second};
+    std::set<TensorId> leaves;  // graph inputs with given values
+    int64_t total = 0;
+    while (!todo.empty()) {
+      const TensorId t = todo.back();
+      todo.pop_back();
+      const auto& info = g.tensor(t);
+      if (info.is_constant()) continue;
+      if (info.producer < 0) {  // a graph input: known only where the user gave its value
+        if (!values.count(info.name)) return nullptr;
+        leaves.insert(t);
+        continue;
+      }
+      if (!seen.insert(info.producer).second) continue;
+      for (TensorId o : g.node(info.producer).outputs) total += numel(g.type(o).shape);
+      if (total > kMaxFoldElements) return nullptr;
+      cone.push_back(info.producer);
+      for (TensorId in : g.node(info.producer).inputs) todo.push_back(in);
+    }
+    std::sort(cone.begin(), cone.end());  // nodes are added in dependency order
+    std::map<TensorId, Value<float>> val;
+    auto as_value = [](const ConstValue& c) { return std::visit([](const auto& v) { return Value<float>(v); }, c); };
+    for (TensorId t : leaves) val.emplace(t, as_value(constant(g.tensor(t).name)->second));  // binds them
+    for (NodeId n : cone) {
+      const Node& node = g.node(n);
+      std::vector<Value<float>> in;
+      for (TensorId t : node.inputs) in.push_back(g.tensor(t).is_constant() ? as_value(*g.tensor(t).value) : val.at(t));
+      auto outs = evaluate_op<float>(node.op, in, g.output_types(n));
+      for (size_t k = 0; k < outs.size(); ++k) val.emplace(node.outputs[k], std::move(outs[k]));
+    }
+    auto& v = val.at(id->second);
+    return &(evaluated[name] = {g.type(id->second).dtype, std::visit([](const auto& x) { return ConstValue(x); }, v)});
+  }
+
   TensorId tensor_id(const std::string& name) {
     if (auto it = ids.find(name); it != ids.end()) {
       if (bound_inputs.count(name)) return constant_id(name);
@@ -185,6 +240,7 @@ struct Importer {
       throw Unsupported(cat(who, "op '", node.op_type(), "' is not supported"));
     NodeCtx ctx{node, m.opset,
                 [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? constant(node.input(i)) : nullptr; },
+                [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? computed(node.input(i)) : nullptr; },
                 [&](int i) -> std::optional<TensorType> {
                   if (!ctx_present(node, i)) return std::nullopt;
                   if (const auto* c = constant(node.input(i)))
@@ -194,6 +250,7 @@ struct Importer {
                 }};
     try {
       Mapped mp = it->second(ctx);
+      if (try_fold_constants(node, ctx, mp)) return;
       std::vector<TensorId> inputs;
       for (int i : mp.data_inputs) {
         if (!ctx.present(i)) throw InvalidInput(cat("required input ", i, " is missing"));
@@ -221,7 +278,6 @@ struct Importer {
       for (int k = int(out_types.size()); k < node.output_size(); ++k)
         if (!node.output(k).empty())
           throw Unsupported(cat("output ", k, " ('", node.output(k), "') is not produced by pet's ", node.op_type()));
-      if (try_fold(node, mp.op, inputs, out_types)) return;
       std::vector<std::string> out_names;
       for (size_t k = 0; k < out_types.size(); ++k) {
         std::string o = int(k) < node.output_size() ? node.output(int(k)) : "";
@@ -238,30 +294,44 @@ struct Importer {
   }
   static bool ctx_present(const ::onnx::NodeProto& n, int i) { return i < n.input_size() && !n.input(i).empty(); }
 
-  /// Folds shape arithmetic: Shape of a static tensor, Constant, and integer-typed nodes
-  /// whose inputs are all constant.
-  bool try_fold(const ::onnx::NodeProto& node, const Op& op, const std::vector<TensorId>& inputs, const Types& out_types) {
+  /// Folds shape arithmetic: Shape of a static tensor, and Constant and integer-typed nodes
+  /// whose inputs are all constant, evaluated on the constants' values before any of them
+  /// becomes a graph tensor. Such values may be empty (a shape sliced down to nothing, as
+  /// Swin-T's window masks do): only a graph tensor may not.
+  bool try_fold_constants(const ::onnx::NodeProto& node, const NodeCtx& ctx, Mapped& mp) {
     if (!opt.fold_constants) return false;
-    if (const auto* shape = std::get_if<ops::ShapeOf>(&op)) {  // reads only the static shape
-      const Shape& s = m.graph.type(inputs[0]).shape;
-      std::vector<int64_t> part(s.begin() + shape->start, s.begin() + std::max(shape->start, shape->end));
-      store(node, 0, DType::Int64, Tensor<int64_t>({int64_t(part.size())}, part));
-      return true;
+    std::vector<const std::pair<DType, ConstValue>*> cv;
+    Types in_types;
+    for (int i : mp.data_inputs) {
+      if (!ctx.present(i)) return false;
+      const auto* c = folded(node.input(i));
+      if (std::holds_alternative<ops::ShapeOf>(mp.op)) {  // reads only the static shape
+        const auto t = ctx.type(i);
+        if (!t) return false;
+        Op op = mp.op;
+        const Types one{*t};
+        infer_types(op, one);  // clamps start and end to the rank
+        const auto& shape = std::get<ops::ShapeOf>(op);
+        std::vector<int64_t> part(t->shape.begin() + shape.start, t->shape.begin() + std::max(shape.start, shape.end));
+        store(node, 0, DType::Int64, Tensor<int64_t>({int64_t(part.size())}, part));
+        return true;
+      }
+      if (!c) return false;
+      cv.push_back(c);
+      in_types.push_back(TensorType{c->first, std::visit([](const auto& t) { return t.shape(); }, c->second)});
     }
-    bool all_const = true, any_int = false;
-    for (TensorId t : inputs) {
-      all_const = all_const && m.graph.tensor(t).is_constant();
-      any_int = any_int || !is_float(m.graph.type(t).dtype);
-    }
+    if (cv.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) return false;  // variadic: a chain below
+    bool any_int = false;
+    for (const auto& t : in_types) any_int = any_int || !is_float(t.dtype);
+    const Types out_types = infer_types(mp.op, in_types);
     for (const auto& t : out_types) any_int = any_int || !is_float(t.dtype);
-    if (!(all_const && (any_int || std::holds_alternative<ops::Constant>(op)))) return false;
+    if (!(any_int || std::holds_alternative<ops::Constant>(mp.op))) return false;
     int64_t total = 0;
     for (const auto& t : out_types) total += numel(t.shape);
     if (total > kMaxFoldElements) return false;
     std::vector<Value<float>> vals;
-    for (TensorId t : inputs)
-      vals.push_back(std::visit([](const auto& v) { return Value<float>(v); }, *m.graph.tensor(t).value));
-    auto outs = evaluate_op<float>(op, vals, out_types);
+    for (const auto* c : cv) vals.push_back(std::visit([](const auto& v) { return Value<float>(v); }, c->second));
+    auto outs = evaluate_op<float>(mp.op, vals, out_types);
     for (size_t k = 0; k < outs.size(); ++k)
       store(node, int(k), out_types[k].dtype, std::visit([](const auto& v) { return ConstValue(v); }, outs[k]));
     return true;

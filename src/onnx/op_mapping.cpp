@@ -59,7 +59,7 @@ std::vector<int64_t> NodeCtx::ints(std::string_view name, std::vector<int64_t> d
 }
 std::vector<int64_t> NodeCtx::const_ints(int idx, std::string_view what) const {
   if (!present(idx)) throw InvalidInput(cat(what, " (input ", idx, ") is missing"));
-  const auto* c = constant(idx);
+  const auto* c = computed(idx);
   if (!c)
     throw Unsupported(cat(what, " (input ", idx, " '", node.input(idx),
                           "') must be a constant: pet needs static shapes and attributes"));
@@ -70,7 +70,7 @@ std::vector<int64_t> NodeCtx::const_ints(int idx, std::string_view what) const {
 }
 double NodeCtx::const_scalar(int idx, std::string_view what) const {
   if (!present(idx)) throw InvalidInput(cat(what, " (input ", idx, ") is missing"));
-  const auto* c = constant(idx);
+  const auto* c = computed(idx);
   if (!c)
     throw Unsupported(cat(what, " (input ", idx, " '", node.input(idx), "') must be a constant"));
   return std::visit([&](const auto& t) -> double {
@@ -262,7 +262,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     return Mapped{o, {}};
   };
   t["Range"] = [](const NodeCtx& c) {
-    const auto *start = c.constant(0), *limit = c.constant(1), *delta = c.constant(2);
+    const auto *start = c.computed(0), *limit = c.computed(1), *delta = c.computed(2);
     for (int i = 0; i < 3; ++i)
       if (!c.present(i)) throw InvalidInput(cat("input ", i, " is missing (start, limit and delta are all required)"));
     if (!start || !limit || !delta) throw Unsupported("start, limit and delta must be constants: the output's length depends on them and pet needs static shapes");
@@ -286,6 +286,64 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
       for (int64_t i = 0; i < n; ++i) v[i] = si + i * di;
       o.value = v;
     }
+    return Mapped{o, {}};
+  };
+  // ScatterND writes updates into a copy of data at the given index tuples. Exporters emit it
+  // where Python code assigns into a slice of a tensor it built (Swin-T's shifted-window
+  // masks): there all three inputs are constants and so is the result. On data it is refused.
+  t["ScatterND"] = [](const NodeCtx& c) {
+    for (int i = 0; i < 3; ++i)
+      if (!c.present(i)) throw InvalidInput(cat("input ", i, " is missing (data, indices and updates are all required)"));
+    const auto *data = c.computed(0), *indices = c.computed(1), *updates = c.computed(2);
+    if (!data || !indices || !updates)
+      throw Unsupported("data, indices and updates must be constants: pet computes ScatterND at import (a constant the model builds), not on data");
+    if (is_float(indices->first)) throw InvalidInput("indices (input 1) must be an integer tensor");
+    if (data->first != updates->first)
+      throw InvalidInput(cat("data and updates must have one type, got ", dtype_name(data->first), " and ", dtype_name(updates->first)));
+    const std::string reduction = c.s("reduction", "none");
+    if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
+      throw InvalidInput(cat("reduction '", reduction, "' is not one of none, add, mul, max, min"));
+    const auto& idx = std::get<Tensor<int64_t>>(indices->second);
+    const Shape ds = std::visit([](const auto& t) { return t.shape(); }, data->second);
+    const Shape us = std::visit([](const auto& t) { return t.shape(); }, updates->second);
+    const Shape& is = idx.shape();
+    if (is.empty()) throw InvalidInput("indices must have rank 1 or more");
+    const int64_t r = int64_t(ds.size()), k = is.back();
+    if (k < 1 || k > r) throw InvalidInput(cat("indices' last dim ", k, " must be in [1, data's rank ", r, "]"));
+    Shape want(is.begin(), is.end() - 1);
+    want.insert(want.end(), ds.begin() + k, ds.end());
+    if (us != want) throw InvalidInput(cat("updates have shape ", us, "; indices ", is, " and data ", ds, " need ", want));
+    int64_t slice = 1;
+    for (int64_t d = k; d < r; ++d) slice *= ds[size_t(d)];
+    const int64_t tuples = numel(is) / k;
+    ops::Constant o;
+    o.dtype = data->first;
+    o.value = std::visit([&](const auto& d) -> ConstValue {
+      using T = std::decay_t<decltype(d)>;
+      using E = std::decay_t<decltype(d[0])>;
+      const T& u = std::get<T>(updates->second);
+      T out = d.clone();  // copies share storage: never write into the input constant
+      for (int64_t j = 0; j < tuples; ++j) {
+        int64_t off = 0;
+        for (int64_t a = 0; a < k; ++a) {
+          int64_t v = idx[j * k + a];
+          const int64_t n = ds[size_t(a)];
+          if (v < -n || v >= n) throw InvalidInput(cat("index ", v, " (tuple ", j, ", dim ", a, ") is out of range for dim ", n));
+          off = off * n + (v < 0 ? v + n : v);
+        }
+        off *= slice;
+        for (int64_t e = 0; e < slice; ++e) {
+          E& y = out[off + e];
+          const E x = u[j * slice + e];
+          if (reduction == "add") y = E(y + x);
+          else if (reduction == "mul") y = E(y * x);
+          else if (reduction == "max") y = std::max(y, x);
+          else if (reduction == "min") y = std::min(y, x);
+          else y = x;
+        }
+      }
+      return out;
+    }, data->second);
     return Mapped{o, {}};
   };
   // DepthToSpace and SpaceToDepth are reshape-transpose-reshape: pet's R/T op.

@@ -16,6 +16,9 @@ struct NodeCtx {
   int64_t opset;
   /// Constant value of ONNX input i (initializer, folded value or bound input), or null.
   std::function<const std::pair<DType, ConstValue>*(int)> constant;
+  /// The same, or the value of a tensor the model computes from constants alone (evaluated at
+  /// import), or null: for inputs an op must know (shapes, scatter targets).
+  std::function<const std::pair<DType, ConstValue>*(int)> computed;
   /// Type (dtype and static shape) of ONNX input i, or nullopt when it is missing.
   std::function<std::optional<TensorType>(int)> type;
 
