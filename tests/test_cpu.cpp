@@ -286,6 +286,44 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
                     "batch norm alone");
 }
 
+TEST_CASE("cpu binary broadcasts oneDNN's binary does not take, on pet's broadcasting kernel") {
+  // Swin's window-mask add: an operand broadcast over a middle dim (oneDNN 2.6 runs it with its
+  // reference kernel on some ISAs, which pet replaces; the result must match either way)
+  for (const auto& [op, a, b] : std::vector<std::tuple<Op, Shape, Shape>>{
+           {ops::Add{}, {1, 64, 3, 49, 49}, {1, 64, 1, 49, 49}},
+           {ops::Mul{}, {4, 3, 5, 6}, {4, 1, 5, 1}},
+           {ops::Max{}, {2, 3, 4}, {2, 1, 4}},
+           {ops::Min{}, {2, 3, 4}, {1, 3, 1}}}) {
+    CAPTURE(a);
+    same_as_reference(one_op(op, {{DType::Float32, a}, {DType::Float32, b}}), 31, cat(op_name(op), " ", a, " ", b));
+  }
+  // a broadcast first operand of a non-commutative op (1 - x, 1 / x), and both operands
+  // broadcast: pet's kernel always (oneDNN's binary reads a full first operand)
+  for (const auto& [op, a, b] : std::vector<std::tuple<Op, Shape, Shape>>{
+           {ops::Sub{}, {1}, {3, 7}},
+           {ops::Div{}, {7}, {2, 3, 7}},
+           {ops::Sub{}, {3, 1, 5}, {1, 4, 1}},
+           {ops::Add{}, {3, 1}, {1, 9}}}) {
+    CAPTURE(a);
+    same_as_reference(one_op(op, {{DType::Float32, a}, {DType::Float32, b}}), 32, cat(op_name(op), " ", a, " ", b), {},
+                      "pet broadcasting kernel");
+  }
+  // NaN wins in Max and Min, as in the ops' formula (oneDNN's binary max returns the other operand)
+  for (const Op& op : {Op(ops::Max{}), Op(ops::Min{})})
+    for (const Shape& b : {Shape{1, 2}, Shape{2, 2}}) {
+      CAPTURE(b);
+      Graph g = one_op(op, {{DType::Float32, {2, 2}}, {DType::Float32, b}});
+      std::vector<float> bv{0, NAN, 0, NAN};
+      bv.resize(size_t(numel(b)));
+      std::vector<Value<float>> in{Tensor<float>({2, 2}, {NAN, 1, 2, 3}), Tensor<float>(b, bv)};
+      auto got = std::get<Tensor<float>>(backend::make_backend("cpu")->compile(g)->run(in)[0]).vec();
+      CHECK(std::isnan(got[0]));
+      CHECK(std::isnan(got[1]));
+      CHECK(got[2] == (std::holds_alternative<ops::Max>(op) ? 2 : 0));
+      CHECK(std::isnan(got[3]));
+    }
+}
+
 TEST_CASE("cpu layout ops: R/T, transpose, reshape views, slice, pad, split, concat, patch, expand") {
   same_as_reference(one_op(ops::RT{.split_shape = {1, 4, 3, 2, 3, 2}, .perm = {3, 5, 0, 1, 2, 4}, .out_shape = {4, 4, 3, 3}}, {f32({1, 4, 6, 6})}), 50,
                     "R/T");

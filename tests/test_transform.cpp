@@ -119,7 +119,7 @@ TEST_CASE("pipeline: passes in order, left out by name, graphs printed after a p
   CHECK_THROWS_WITH_AS(transform::Pipeline({"dead-code"}).run(h, po),
                        "--disable-pass: no pass named 'no-such-pass' in this pipeline (it has [dead-code])", InvalidInput);
   CHECK_THROWS_AS(transform::make_pass("constant-fold"), InvalidInput);
-  CHECK(transform::pass_catalog().size() == 9);
+  CHECK(transform::pass_catalog().size() == 10);
   CHECK(transform::pass_list("a,b,,c") == std::set<std::string, std::less<>>{"a", "b", "c"});
 }
 
@@ -158,13 +158,16 @@ TEST_CASE("constant-folding keeps output names and skips results much larger tha
   Graph g;
   Builder b(g);
   TensorId c = b.constant("c", Tensor<float>({1}, 1.f));
-  TensorId big = b.add(ops::Expand{.shape = {512, 512}}, {c}, "big");  // 1 -> 262144 elements: kept
-  TensorId n = b.add(ops::Neg{}, {c}, "negated");                    // folded, keeps its name
+  TensorId big = b.add(ops::Expand{.shape = {1024, 512}}, {c}, "big");   // 1 -> 2^19 elements: kept
+  TensorId mask = b.add(ops::Expand{.shape = {400, 400}}, {c}, "mask");  // 160,000 (under 2^18): folded
+  TensorId n = b.add(ops::Neg{}, {c}, "negated");                      // folded, keeps its name
   b.output(big);
   b.output(n);
+  b.output(mask);
   auto s = run_pass(g, "constant-folding");
-  CHECK(s.changed == 1);
+  CHECK(s.changed == 2);
   CHECK(count_op(g, "Expand") == 1);
+  CHECK(g.tensor(g.outputs()[2]).is_constant());
   CHECK(g.tensor(g.outputs()[1]).name == "negated");
   CHECK(g.tensor(g.outputs()[1]).is_constant());
 }
@@ -295,4 +298,57 @@ TEST_CASE("Gelu: formula, shapes, ONNX-style float-only") {
   CHECK(y[0] == doctest::Approx(-0.158655254).epsilon(1e-6));
   CHECK(y[1] == 0.f);
   CHECK(y[2] == doctest::Approx(1.954499736).epsilon(1e-6));
+}
+
+TEST_CASE("gather-to-slice: constant, evenly stepping indices become a strided Slice (and Reshape), others stay Gathers") {
+  struct Case {
+    std::vector<int64_t> idx_shape, idx;
+    int64_t axis;
+    bool rewritten;
+  };
+  for (const Case& c : std::vector<Case>{{{}, {1}, 0, true},               // qkv[1]
+                                         {{}, {-1}, 2, true},              // the last, by a negative index
+                                         {{3}, {0, 2, 4}, 2, true},        // step 2
+                                         {{2}, {4, 1}, 2, true},           // step -3, down to index 1
+                                         {{3}, {4, 3, 2}, 2, true},        // reversed, down to index 2
+                                         {{3}, {2, 1, 0}, 2, true},        // reversed down to 0 (end before the start)
+                                         {{2, 2}, {0, 1, 2, 3}, 2, true},  // 2-D indices: a Reshape after the Slice
+                                         {{3}, {0, 1, 3}, 2, false},       // uneven
+                                         {{2}, {1, 1}, 2, false},          // repeated (step 0)
+                                         {{1}, {5}, 2, false}}) {          // out of range: the run reports it
+    CAPTURE(c.idx);
+    CAPTURE(c.axis);
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {3, 2, 5});
+    TensorId i = g.add_constant("i", DType::Int64, Tensor<int64_t>(Shape(c.idx_shape), c.idx));
+    b.output(b.add(ops::Gather{.axis = c.axis}, {x, i}, "y"));
+    Graph orig = g;
+    auto s = run_pass(g, "gather-to-slice");
+    CHECK(s.changed == int(c.rewritten));
+    CHECK(count_op(g, "Gather") == int(!c.rewritten));
+    if (c.rewritten) {
+      CHECK(count_op(g, "Slice") == 1);
+      same_results(orig, g, 7, 0);
+    }
+  }
+}
+
+TEST_CASE("dead-code drops a Dropout mask nobody reads (the data output becomes a plain view), keeps one that is read") {
+  for (bool mask_read : {false, true}) {
+    CAPTURE(mask_read);
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {2, 3});
+    auto outs = b.add_multi(ops::Dropout{.ratio = 0.f, .training_mode = true, .num_outputs = 2}, {x}, "drop");
+    b.output(b.add(ops::Relu{}, {outs[0]}, "y"));
+    if (mask_read) b.output(outs[1]);
+    Graph orig = g;
+    auto s = run_pass(g, "dead-code");
+    CHECK(s.changed == int(!mask_read));
+    for (NodeId n : g.topo_order())
+      if (const auto* d = std::get_if<ops::Dropout>(&g.node(n).op)) CHECK(d->num_outputs == (mask_read ? 2 : 1));
+    CHECK(g.tensor(g.outputs()[0]).name == "y");
+    if (!mask_read) same_results(orig, g, 3, 0);
+  }
 }

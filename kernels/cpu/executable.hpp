@@ -291,13 +291,17 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const O&, const std::string& who) {
     return lower_eltwise(n, who);
   }
-  bool lower_op(NodeId n, const ops::Max&, const std::string& who) { return lower_binary(n, algorithm::binary_max, true, who); }
-  bool lower_op(NodeId n, const ops::Min&, const std::string& who) { return lower_binary(n, algorithm::binary_min, true, who); }
+  // Max and Min propagate a NaN from either operand (the ops' formula); oneDNN's binary max
+  // and min return the other operand, so pet's kernel does them.
+  bool lower_op(NodeId n, const ops::Max&, const std::string& who) { return lower_pet_binary(n, algorithm::binary_max, who, "NaN-propagating max"); }
+  bool lower_op(NodeId n, const ops::Min&, const std::string& who) { return lower_pet_binary(n, algorithm::binary_min, who, "NaN-propagating min"); }
   /// x ^ c for a scalar constant c: oneDNN's eltwise pow.
   bool lower_op(NodeId n, const ops::Pow&, const std::string& who);
   /// Add/Sub/Mul/Div: same shapes keep the first operand's layout; broadcasts run plain with
   /// the broadcast operand second (operands of Add and Mul swap when needed).
   bool lower_binary(NodeId n, algorithm alg, bool commutative, const std::string& who);
+  /// pet's broadcasting kernel (cpu/broadcast.hpp), where oneDNN's binary does not serve.
+  bool lower_pet_binary(NodeId n, algorithm alg, const std::string& who, const std::string& why);
   bool lower_op(NodeId n, const ops::Add&, const std::string& who);
   bool lower_op(NodeId n, const ops::Mul&, const std::string& who);
   bool lower_op(NodeId n, const ops::Sub&, const std::string& who);

@@ -7,6 +7,7 @@
 
 #include "executable.hpp"
 #include "algorithm_cache.hpp"
+#include "broadcast.hpp"
 #include "copy.hpp"
 #include "norm.hpp"
 #include "pet/core/parallel.hpp"
@@ -88,10 +89,8 @@ bool CpuExecutable::lower_binary(NodeId n, algorithm alg, bool commutative, cons
   const Node& node = g_.node(n);
   TensorId a = node.inputs[0], b = node.inputs[1];
   const Shape& ys = g_.type(node.outputs[0]).shape;
-  if (g_.type(a).shape != ys) {
-    if (!commutative || g_.type(b).shape != ys) return false;
-    std::swap(a, b);
-  }
+  if (g_.type(a).shape != ys && commutative && g_.type(b).shape == ys) std::swap(a, b);
+  if (g_.type(a).shape != ys) return lower_pet_binary(n, alg, who, "the first operand is broadcast");
   int as, bs;
   md_t amd, bmd;
   if (g_.type(b).shape == ys) {
@@ -110,6 +109,10 @@ bool CpuExecutable::lower_binary(NodeId n, algorithm alg, bool commutative, cons
     bs = int(slots_.size()) - 1;
     bmd = slots_[size_t(bs)].md;
   }
+  if (amd == plain_md(ys) && g_.type(b).shape != ys) {  // oneDNN 2.6 has only its reference kernel for some broadcasts
+    auto probe = dnnl_call(who, [&] { return binary::primitive_desc(binary::desc(alg, amd, bmd, md_t(amd.dims(), dt::f32, memory::format_tag::any)), eng_); });
+    if (std::string(probe.impl_info_str()).rfind("ref", 0) == 0) return lower_pet_binary(n, alg, who, "oneDNN has only its reference kernel for this broadcast");
+  }
   // Activations and scalings fuse into the binary primitive on plain layouts only: on
   // blocked ones (nChw8c from pet's Winograd, nChw4c from a grouped conv) oneDNN 2.6's
   // binary kernel with post-ops computed wrong values and wrote past its buffers.
@@ -125,6 +128,28 @@ bool CpuExecutable::lower_binary(NodeId n, algorithm alg, bool commutative, cons
   Step& st = add_step(cat(who, ": oneDNN binary ", pd.impl_info_str(), text), {as, bs}, {int(out)});
   st.prim = primitive(binary(pd));
   st.args = {{DNNL_ARG_SRC_0, as}, {DNNL_ARG_SRC_1, bs}, {DNNL_ARG_DST, int(out)}};
+  return true;
+}
+
+bool CpuExecutable::lower_pet_binary(NodeId n, algorithm alg, const std::string& who, const std::string& why) {
+  const Node& node = g_.node(n);
+  const TensorId a = node.inputs[0], b = node.inputs[1], y = node.outputs[0];
+  const Shape& ys = g_.type(y).shape;
+  cpu::BinaryKind kind;
+  switch (alg) {
+    case algorithm::binary_add: kind = cpu::BinaryKind::Add; break;
+    case algorithm::binary_sub: kind = cpu::BinaryKind::Sub; break;
+    case algorithm::binary_mul: kind = cpu::BinaryKind::Mul; break;
+    case algorithm::binary_div: kind = cpu::BinaryKind::Div; break;
+    case algorithm::binary_max: kind = cpu::BinaryKind::Max; break;
+    case algorithm::binary_min: kind = cpu::BinaryKind::Min; break;
+    default: return false;
+  }
+  const int as = plain_slot(int(a)), bs = plain_slot(int(b));
+  define(y, plain_md(ys));
+  auto sa = cpu::broadcast_strides(g_.type(a).shape, ys), sb = cpu::broadcast_strides(g_.type(b).shape, ys);
+  Step& st = add_step(cat(who, ": pet broadcasting kernel (", why, ")"), {as, bs}, {int(y)});
+  st.fn = [this, kind, as, bs, sa, sb, ys, y] { cpu::broadcast_binary(kind, ptr(as), sa, ptr(bs), sb, ptr(int(y)), ys); };
   return true;
 }
 

@@ -20,7 +20,7 @@
 namespace pet::optimize {
 
 transform::Pipeline canonicalization_pipeline() {
-  return transform::Pipeline({"constant-folding", "bn-folding", "pad-folding", "layer-norm-canonicalization", "gelu-canonicalization", "dead-code"});
+  return transform::Pipeline({"constant-folding", "gather-to-slice", "bn-folding", "pad-folding", "layer-norm-canonicalization", "gelu-canonicalization", "dead-code"});
 }
 
 namespace {

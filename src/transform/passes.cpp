@@ -4,6 +4,7 @@
 #include "passes.hpp"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -66,7 +67,7 @@ bool is_const(const Graph& g, TensorId t) { return g.tensor(t).is_constant(); }
 class DeadCode final : public Pass {
  public:
   std::string_view name() const override { return "dead-code"; }
-  std::string_view description() const override { return "removes nodes whose results reach no graph output"; }
+  std::string_view description() const override { return "removes nodes whose results reach no graph output, and Dropout masks nobody reads"; }
   PassStats run(Graph& g) override {
     std::vector<bool> live(size_t(g.num_tensors()), false);
     for (TensorId t : g.outputs()) live[size_t(t)] = true;
@@ -83,7 +84,22 @@ class DeadCode final : public Pass {
       }
       for (TensorId t : n.inputs) live[size_t(t)] = true;
     }
-    return {removed, cat(removed, " nodes removed")};
+    // A Dropout whose mask nobody reads (PyTorch exports one with every dropout) keeps only
+    // its data output, which backends take as a view.
+    int masks = 0;
+    for (NodeId n : order) {
+      if (g.erased(n)) continue;
+      const Node node = g.node(n);
+      const auto* d = std::get_if<ops::Dropout>(&node.op);
+      if (!d || node.outputs.size() != 2 || live[size_t(node.outputs[1])]) continue;
+      ops::Dropout one = *d;
+      one.num_outputs = 1;
+      const TensorId y = g.add_node(g.unique_name(node.name + "_nomask"), one, {node.inputs[0]})[0];
+      redirect(g, node.outputs[0], y);
+      g.erase_node(n);
+      ++masks;
+    }
+    return {removed + masks, cat(removed, " nodes removed", masks ? cat(", ", masks, " unused dropout masks dropped") : "")};
   }
 };
 
@@ -103,7 +119,9 @@ class ConstantFolding final : public Pass {
       int64_t in_elems = 0, out_elems = 0;
       for (TensorId t : node.inputs) all = all && is_const(g, t), in_elems += numel(g.type(t).shape);
       for (TensorId t : node.outputs) out_elems += numel(g.type(t).shape);
-      if (!all || out_elems > 4 * in_elems + 65536) continue;  // an Expand of a constant stays an Expand
+      // an Expand of a constant to a large tensor stays an Expand; up to 2^18 elements (1 MB
+      // of floats, Swin-T's shifted-window mask) anything folds
+      if (!all || out_elems > std::max<int64_t>(4 * in_elems + 65536, int64_t(1) << 18)) continue;
       std::vector<Value<float>> vals;
       for (TensorId t : node.inputs) vals.push_back(*g.tensor(t).value);
       std::vector<Value<float>> outs;
@@ -163,6 +181,52 @@ class BnFolding final : public Pass {
       ++folded;
     }
     return {folded, cat(folded, " batch norms folded")};
+  }
+};
+
+// ------------------------------------------------------------------ gather-to-slice
+/// Gather with constant indices that step evenly through the axis (one index, as in
+/// `q, k, v = qkv[0], qkv[1], qkv[2]`, or i0, i0 + s, ..., all in range) is a strided Slice,
+/// reshaped to the indices' dims: a copy the backends do as one, where a Gather reads an
+/// index per element. Indices out of range stay a Gather (the run reports them).
+class GatherToSlice final : public Pass {
+ public:
+  std::string_view name() const override { return "gather-to-slice"; }
+  std::string_view description() const override {
+    return "turns a Gather with constant, evenly stepping indices into a strided Slice (and a Reshape)";
+  }
+  PassStats run(Graph& g) override {
+    int rewritten = 0;
+    for (NodeId n : g.topo_order()) {
+      const Node node = g.node(n);
+      const auto* gather = std::get_if<ops::Gather>(&node.op);
+      if (!gather || !is_float(g.type(node.inputs[0]).dtype) || !g.tensor(node.inputs[1]).is_constant()) continue;
+      const std::vector<int64_t> idx = std::get<Tensor<int64_t>>(*g.tensor(node.inputs[1]).value).vec();
+      const int64_t axis = gather->axis, extent = g.type(node.inputs[0]).shape[size_t(axis)];
+      std::vector<int64_t> at;
+      for (int64_t i : idx) at.push_back(i < 0 ? i + extent : i);
+      const int64_t step = at.size() > 1 ? at[1] - at[0] : 1;
+      bool even = !at.empty() && step != 0;
+      for (size_t i = 0; i < at.size() && even; ++i) even = at[i] >= 0 && at[i] < extent && at[i] == at[0] + int64_t(i) * step;
+      if (!even) continue;
+      const int64_t last = at.back() + step;  // one past the last index, in the step's direction
+      ops::Slice sl;
+      sl.starts = {at[0]};
+      sl.ends = {last < 0 ? std::numeric_limits<int64_t>::min() : last};
+      sl.axes = {axis};
+      sl.steps = {step};
+      TensorId y = g.add_node(g.unique_name(node.name + "_slice"), sl, {node.inputs[0]})[0];
+      const Shape& want = g.type(node.outputs[0]).shape;
+      if (g.type(y).shape != want) {
+        ops::Reshape r;
+        r.shape = want;
+        y = g.add_node(g.unique_name(node.name + "_reshape"), r, {y})[0];
+      }
+      redirect(g, node.outputs[0], y);
+      erase_all(g, {n});
+      ++rewritten;
+    }
+    return {rewritten, cat(rewritten, " gathers rewritten")};
   }
 };
 
@@ -656,6 +720,7 @@ const std::vector<std::function<std::unique_ptr<Pass>()>>& builtin_passes() {
       [] { return std::make_unique<RtFolding>(); },
       [] { return std::make_unique<ConvMerging>(); },
       [] { return std::make_unique<EinsumLowering>(); },
+      [] { return std::make_unique<GatherToSlice>(); },
   };
   return v;
 }

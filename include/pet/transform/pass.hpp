@@ -15,6 +15,7 @@
 ///   conv-merging                  convs sharing weights merged into one over concatenated inputs
 ///                                 (correction fusion, paper Fig. 6)
 ///   einsum-lowering               Einsum as ReduceSum, Transpose, Reshape and MatMul where it maps
+///   gather-to-slice               Gather with constant, evenly stepping indices as a strided Slice (+ Reshape)
 #include <functional>
 #include <memory>
 #include <set>
@@ -72,7 +73,7 @@ std::unique_ptr<Pass> make_pass(std::string_view name);
 /// Names and descriptions of the built-in passes.
 std::vector<std::pair<std::string, std::string>> pass_catalog();
 
-/// What every backend runs before lowering: einsum-lowering, constant-folding, bn-folding, pad-folding,
+/// What every backend runs before lowering: einsum-lowering, constant-folding, gather-to-slice, bn-folding, pad-folding,
 /// layer-norm-canonicalization, gelu-canonicalization, dead-code.
 Pipeline backend_pipeline();
 

@@ -1,0 +1,98 @@
+#include "broadcast.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "pet/core/parallel.hpp"
+
+namespace pet::cpu {
+
+std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& out) {
+  std::vector<int64_t> s(out.size(), 0);
+  int64_t step = 1;
+  for (size_t k = 0; k < operand.size(); ++k) {
+    const size_t i = operand.size() - 1 - k, o = out.size() - 1 - k;
+    s[o] = operand[i] == 1 && out[o] != 1 ? 0 : step;
+    step *= operand[i];
+  }
+  return s;
+}
+
+namespace {
+
+template <BinaryKind K>
+inline float apply(float x, float y) {
+  if constexpr (K == BinaryKind::Add) return x + y;
+  else if constexpr (K == BinaryKind::Sub) return x - y;
+  else if constexpr (K == BinaryKind::Mul) return x * y;
+  else if constexpr (K == BinaryKind::Div) return x / y;
+  else if constexpr (K == BinaryKind::Max) return std::isnan(x) || x > y ? x : y;  // NaN wins, as ops::Max
+  else return std::isnan(x) || x < y ? x : y;
+}
+
+/// One innermost run of n elements: the common stride patterns as plain loops.
+template <BinaryKind K>
+inline void run(const float* a, int64_t sa, const float* b, int64_t sb, float* y, int64_t n) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) y[i] = apply<K>(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const float v = *b;
+    for (int64_t i = 0; i < n; ++i) y[i] = apply<K>(a[i], v);
+  } else if (sa == 0 && sb == 1) {
+    const float v = *a;
+    for (int64_t i = 0; i < n; ++i) y[i] = apply<K>(v, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = apply<K>(a[i * sa], b[i * sb]);
+  }
+}
+
+template <BinaryKind K>
+void kernel(const float* a, const std::vector<int64_t>& sa, const float* b, const std::vector<int64_t>& sb, float* y, const Shape& shape) {
+  const size_t r = shape.size();
+  const int64_t inner = shape[r - 1], rows = numel(shape) / inner;
+  // rows in parallel, each an innermost run; a row's offsets from its index over the outer dims
+  parallel_chunks(rows, std::max<int64_t>(1, (int64_t(1) << 14) / inner), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      int64_t rem = row, oa = 0, ob = 0;
+      for (size_t d = r - 1; d-- > 0;) {
+        const int64_t i = rem % shape[d];
+        rem /= shape[d];
+        oa += i * sa[d];
+        ob += i * sb[d];
+      }
+      run<K>(a + oa, sa[r - 1], b + ob, sb[r - 1], y + row * inner, inner);
+    }
+  });
+}
+
+}  // namespace
+
+void broadcast_binary(BinaryKind op, const float* a, std::vector<int64_t> sa, const float* b, std::vector<int64_t> sb, float* y, Shape shape) {
+  // drop unit dims; merge a dim into the one before it where both operands (and y, which is
+  // contiguous) continue without a jump
+  Shape s;
+  std::vector<int64_t> ma, mb;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    if (!s.empty() && ma.back() == sa[i] * shape[i] && mb.back() == sb[i] * shape[i]) {
+      s.back() *= shape[i];
+      ma.back() = sa[i];
+      mb.back() = sb[i];
+      continue;
+    }
+    s.push_back(shape[i]);
+    ma.push_back(sa[i]);
+    mb.push_back(sb[i]);
+  }
+  if (s.empty()) s = {1}, ma = {1}, mb = {1};
+  switch (op) {
+    case BinaryKind::Add: return kernel<BinaryKind::Add>(a, ma, b, mb, y, s);
+    case BinaryKind::Sub: return kernel<BinaryKind::Sub>(a, ma, b, mb, y, s);
+    case BinaryKind::Mul: return kernel<BinaryKind::Mul>(a, ma, b, mb, y, s);
+    case BinaryKind::Div: return kernel<BinaryKind::Div>(a, ma, b, mb, y, s);
+    case BinaryKind::Max: return kernel<BinaryKind::Max>(a, ma, b, mb, y, s);
+    case BinaryKind::Min: return kernel<BinaryKind::Min>(a, ma, b, mb, y, s);
+  }
+}
+
+}  // namespace pet::cpu
