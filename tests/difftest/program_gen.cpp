@@ -440,7 +440,7 @@ class Generator {
   void binary_bcast() {
     TensorId x = pick();
     Shape bs = broadcast_shape_for(shape(x));
-    const int which = int(r_.below(5));
+    const int which = int(r_.below(7));
     TensorId c;
     if (which == 3) c = constant(away_from_zero(bs, 0.5, 2));
     else if (which == 4) {
@@ -448,7 +448,7 @@ class Generator {
       for (int64_t i = 0; i < e.size(); ++i) e[i] = float(r_.range(1, 3));
       c = constant(e);
     } else c = chance(0.15) ? new_input(bs) : constant(values(bs, -1.5, 1.5));
-    const bool swap = chance(0.4) && which < 3;
+    const bool swap = chance(0.4) && (which < 3 || which > 4);
     std::vector<TensorId> in = swap ? std::vector{c, x} : std::vector{x, c};
     std::optional<TensorId> out;
     switch (which) {
@@ -456,7 +456,9 @@ class Generator {
       case 1: out = add1(ops::Sub{}, in); break;
       case 2: out = add1(ops::Mul{}, in); break;
       case 3: out = add1(ops::Div{}, in); break;
-      default: out = add1(ops::Pow{}, in);
+      case 4: out = add1(ops::Pow{}, in); break;
+      case 5: out = add1(ops::Max{}, in); break;
+      default: out = add1(ops::Min{}, in);
     }
     if (out && chance(0.3)) add1(random_activation(), {*out});
   }
