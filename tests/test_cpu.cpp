@@ -716,6 +716,36 @@ void on_every_path(const Graph& g, uint64_t seed, const std::string& what, const
 }
 }  // namespace
 
+TEST_CASE("cpu batch norm that no conv absorbs: pet's kernel on plain layouts, oneDNN's on blocked ones, a following Relu fused") {
+  auto bn_graph = [](const Shape& xs, bool relu, bool after_concat) {
+    Graph g;
+    Builder b(g);
+    Rng rng(9);
+    auto w = [&](Shape s) { return b.constant(cat("w", g.num_tensors()), lab::random_weight(s, rng)); };
+    const int64_t c = xs[1];
+    TensorId x = b.input("x", xs);
+    if (after_concat) {  // DenseNet: conv outputs (blocked where the backend chooses) joined, then BN
+      TensorId a = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, w({8, c, 3, 3})});
+      TensorId d = b.add(ops::Conv{}, {x, w({8, c, 1, 1})});
+      x = b.add(ops::Concat{.axis = 1}, {a, d});
+    }
+    const int64_t ch = after_concat ? 16 : c;
+    Tensor<float> var = lab::random_weight({ch}, rng);
+    for (int64_t i = 0; i < ch; ++i) var[i] = std::abs(var[i]) + 0.25f;
+    TensorId y = b.add(ops::BatchNormalization{.epsilon = 1e-3f}, {x, w({ch}), w({ch}), w({ch}), b.constant("var", var)});
+    if (relu) y = b.add(ops::Relu{}, {y});
+    if (after_concat) y = b.add(ops::Conv{}, {y, w({4, 16, 1, 1})});
+    b.output(y);
+    return g;
+  };
+  for (const Shape& xs : {Shape{2, 3, 4, 4}, Shape{4, 5}, Shape{2, 3, 7}, Shape{1, 2, 3, 4, 5}})
+    for (bool relu : {false, true}) {
+      CAPTURE(xs);
+      same_as_reference(bn_graph(xs, relu, false), 51, cat("batch norm ", xs), {}, relu ? "pet batch norm (plain) + Relu" : "pet batch norm (plain)");
+    }
+  on_every_path(bn_graph({1, 8, 9, 9}, true, true), 52, "concat -> batch norm -> relu -> conv");
+}
+
 // Regressions of the defects the differential test found (tests/difftest): each program here
 // gave wrong answers or crashed before the fix.
 TEST_CASE("fusion defect A: two post-ops of one kind keep their own parameters") {

@@ -174,7 +174,7 @@ class CpuExecutable final : public Executable {
   /// Ops the reference kernels run (named in the plan). Every other op has its lowering
   /// below; an op in neither place does not compile.
   template <class O>
-    requires is_one_of<O, ops::Erf, ops::Where, ops::Cast, ops::BatchNormalization, ops::Gather, ops::ShapeOf, ops::Constant,
+    requires is_one_of<O, ops::Erf, ops::Where, ops::Cast, ops::Gather, ops::ShapeOf, ops::Constant,
                       ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp,
                       ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Equal,
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
@@ -183,6 +183,9 @@ class CpuExecutable final : public Executable {
     return false;
   }
   bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);
+  /// Inference BatchNormalization that no conv absorbed (DenseNet's, after a Concat) on
+  /// oneDNN's batch norm, in the input's layout, with a following Relu fused.
+  bool lower_op(NodeId n, const ops::BatchNormalization& bn, const std::string& who);
   /// Whether some output position of the conv reads only padding along a spatial dim (its
   /// window lies wholly in the pads).
   static bool sees_only_padding(const ops::Conv& c, const Shape& xs);

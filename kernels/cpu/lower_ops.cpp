@@ -186,6 +186,58 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Softmax& s, const std::string&
 
 bool CpuExecutable::lower_op(NodeId n, const ops::ReduceMean& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_mean, who); }
 
+bool CpuExecutable::lower_op(NodeId n, const ops::BatchNormalization& bn, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  if (bn.training_mode || node.outputs.size() != 1 || xs.size() < 2 || xs.size() > 5) return false;
+  for (size_t i = 1; i < 5; ++i)
+    if (!g_.tensor(node.inputs[i]).is_constant()) return false;
+  const int x = int(node.inputs[0]);
+  auto flags = normalization_flags::use_global_stats | normalization_flags::use_scale | normalization_flags::use_shift;
+  TensorId out = node.outputs[0];
+  std::string text;
+  if (const NodeId c = sole_consumer(out); c >= 0 && std::holds_alternative<ops::Relu>(g_.node(c).op)) {
+    flags = flags | normalization_flags::fuse_norm_relu;
+    absorbed_.insert(c);
+    out = g_.node(c).outputs[0];
+    text = " + Relu";
+  }
+  const md_t md = slots_[size_t(x)].md;
+  if (md == plain_md(xs)) {  // pet's kernel (norm.hpp says why)
+    auto owned = [&](auto f) {
+      Slot s;
+      s.type = {DType::Float32, {xs[1]}};
+      s.md = plain_md({xs[1]});
+      s.owned = aligned_floats(size_t(xs[1]));
+      for (int64_t c = 0; c < xs[1]; ++c) s.owned[size_t(c)] = float(f(c));
+      slots_.push_back(s);
+      return int(slots_.size()) - 1;
+    };
+    auto v = [&](size_t i, int64_t c) { return double(std::get<Tensor<float>>(*g_.tensor(node.inputs[i]).value)[c]); };
+    const int mean = owned([&](int64_t c) { return v(3, c); });
+    const int mul = owned([&](int64_t c) { return v(1, c) / std::sqrt(v(4, c) + double(bn.epsilon)); });
+    const int add = owned([&](int64_t c) { return v(2, c); });
+    define(out, plain_md(g_.type(out).shape));
+    const bool relu = !text.empty();
+    const int64_t inner = numel(xs) / (xs[0] * xs[1]);
+    Step& st = add_step(cat(who, ": pet batch norm (plain)", text), {x, mean, mul, add}, {int(out)});
+    st.fn = [this, x, y = int(out), mean, mul, add, relu, n0 = xs[0], c = xs[1], inner] {
+      cpu::batch_norm_plain(ptr(x), ptr(y), n0, c, inner, ptr(mean), ptr(mul), ptr(add), relu);
+    };
+    return true;
+  }
+  std::vector<int> p;  // scale, bias, mean, variance: [C] each
+  for (size_t i = 1; i < 5; ++i) p.push_back(as_layout(int(node.inputs[i]), plain_md({xs[1]}), who));
+  auto pd = dnnl_call(who, [&] {
+    return batch_normalization_forward::primitive_desc(batch_normalization_forward::desc(prop_kind::forward_inference, md, bn.epsilon, flags), eng_);
+  });
+  define(out, pd.dst_desc());
+  Step& st = add_step(cat(who, ": oneDNN batch norm ", pd.impl_info_str(), " (", layout_name(md), ")", text), {x, p[0], p[1], p[2], p[3]}, {int(out)});
+  st.prim = primitive(batch_normalization_forward(pd));
+  st.args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_SCALE, p[0]}, {DNNL_ARG_SHIFT, p[1]}, {DNNL_ARG_MEAN, p[2]}, {DNNL_ARG_VARIANCE, p[3]}, {DNNL_ARG_DST, int(out)}};
+  return true;
+}
+
 bool CpuExecutable::lower_op(NodeId n, const ops::LayerNormalization& ln, const std::string& who) {
   const Node& node = g_.node(n);
   if (node.outputs.size() != 1) return false;

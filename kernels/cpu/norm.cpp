@@ -1,5 +1,6 @@
 #include "norm.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "pet/core/parallel.hpp"
@@ -22,6 +23,25 @@ void layer_norm_rows(const float* x, float* y, int64_t rows, int64_t len, const 
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) dst[j] = float((double(src[j]) - mean) * inv) * scale[j] + shift[j];
   }, rows > 1 && rows * len > 16384);
+}
+
+void batch_norm_plain(const float* x, float* y, int64_t outer, int64_t channels, int64_t inner, const float* mean, const float* mul, const float* add,
+                      bool relu) {
+  parallel_chunks(outer * channels, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t c = r % channels;
+      const float m = mean[c], k = mul[c], b = add[c];
+      const float* src = x + r * inner;
+      float* dst = y + r * inner;
+      if (relu) {
+#pragma omp simd
+        for (int64_t j = 0; j < inner; ++j) dst[j] = std::max((src[j] - m) * k + b, 0.f);
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < inner; ++j) dst[j] = (src[j] - m) * k + b;
+      }
+    }
+  });
 }
 
 }  // namespace pet::cpu
