@@ -325,6 +325,14 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& 
            std::equal(m.data.format_desc.blocking.inner_blks, m.data.format_desc.blocking.inner_blks + m.data.format_desc.blocking.inner_nblks,
                       first.data.format_desc.blocking.inner_blks);
   }
+  // (Layouts without inner blocks may still differ in the order of their dims, plain and
+  // channels-last: oneDNN joins such a mix only with its reference kernel, so they go plain.)
+  if (same) {
+    std::vector<md_t> mds;
+    for (TensorId t : node.inputs) mds.push_back(slots_[size_t(t)].md);
+    auto probe = dnnl_call(who, [&] { return concat::primitive_desc(int(c.axis), mds, eng_); });
+    same = std::string(probe.impl_info_str()).rfind("ref", 0) != 0;
+  }
   std::vector<int> ins;
   std::vector<md_t> mds;
   for (TensorId t : node.inputs) {
