@@ -47,14 +47,7 @@ struct OnnxBuilder {
     for (float x : v) t->add_float_data(x);
     return *this;
   }
-  OnnxBuilder& ints(const std::string& name, const std::vector<int64_t>& v) {
-    auto* t = g().add_initializer();
-    t->set_name(name);
-    t->set_data_type(::onnx::TensorProto::INT64);
-    t->add_dims(int64_t(v.size()));
-    for (int64_t x : v) t->add_int64_data(x);
-    return *this;
-  }
+  OnnxBuilder& ints(const std::string& name, const std::vector<int64_t>& v) { return ints(name, {int64_t(v.size())}, v); }
   OnnxBuilder& ints(const std::string& name, const std::vector<int64_t>& dims, const std::vector<int64_t>& v) {
     auto* t = g().add_initializer();
     t->set_name(name);

@@ -1,5 +1,7 @@
 #include "broadcast.hpp"
 
+#include "copy.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -68,30 +70,15 @@ void kernel(const float* a, const std::vector<int64_t>& sa, const float* b, cons
 }  // namespace
 
 void broadcast_binary(BinaryKind op, const float* a, std::vector<int64_t> sa, const float* b, std::vector<int64_t> sb, float* y, Shape shape) {
-  // drop unit dims; merge a dim into the one before it where both operands (and y, which is
-  // contiguous) continue without a jump
-  Shape s;
-  std::vector<int64_t> ma, mb;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    if (!s.empty() && ma.back() == sa[i] * shape[i] && mb.back() == sb[i] * shape[i]) {
-      s.back() *= shape[i];
-      ma.back() = sa[i];
-      mb.back() = sb[i];
-      continue;
-    }
-    s.push_back(shape[i]);
-    ma.push_back(sa[i]);
-    mb.push_back(sb[i]);
-  }
-  if (s.empty()) s = {1}, ma = {1}, mb = {1};
+  // y is contiguous: dims that a and b both continue without a jump merge
+  simplify(shape, sa, sb);
   switch (op) {
-    case BinaryKind::Add: return kernel<BinaryKind::Add>(a, ma, b, mb, y, s);
-    case BinaryKind::Sub: return kernel<BinaryKind::Sub>(a, ma, b, mb, y, s);
-    case BinaryKind::Mul: return kernel<BinaryKind::Mul>(a, ma, b, mb, y, s);
-    case BinaryKind::Div: return kernel<BinaryKind::Div>(a, ma, b, mb, y, s);
-    case BinaryKind::Max: return kernel<BinaryKind::Max>(a, ma, b, mb, y, s);
-    case BinaryKind::Min: return kernel<BinaryKind::Min>(a, ma, b, mb, y, s);
+    case BinaryKind::Add: return kernel<BinaryKind::Add>(a, sa, b, sb, y, shape);
+    case BinaryKind::Sub: return kernel<BinaryKind::Sub>(a, sa, b, sb, y, shape);
+    case BinaryKind::Mul: return kernel<BinaryKind::Mul>(a, sa, b, sb, y, shape);
+    case BinaryKind::Div: return kernel<BinaryKind::Div>(a, sa, b, sb, y, shape);
+    case BinaryKind::Max: return kernel<BinaryKind::Max>(a, sa, b, sb, y, shape);
+    case BinaryKind::Min: return kernel<BinaryKind::Min>(a, sa, b, sb, y, shape);
   }
 }
 

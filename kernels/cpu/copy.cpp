@@ -12,9 +12,6 @@
 
 namespace pet::cpu {
 
-namespace {
-/// Drops unit dims and merges dims that are contiguous in both views, so that copies run
-/// over as few and as long rows as possible.
 void simplify(Shape& shape, std::vector<int64_t>& a, std::vector<int64_t>& b) {
   Shape s;
   std::vector<int64_t> sa, sb;
@@ -35,6 +32,8 @@ void simplify(Shape& shape, std::vector<int64_t>& a, std::vector<int64_t>& b) {
   a = sa;
   b = sb;
 }
+
+namespace {
 
 #ifdef __AVX2__
 /// dst[r*dsi + c] = src[r + c*ssj] for an 8x8 block (rows of the source are contiguous).

@@ -18,6 +18,10 @@ void strided_copy(const float* src, const std::vector<int64_t>& src_strides, flo
 void box_copy(const float* src, const std::vector<int64_t>& src_strides, float* dst, const std::vector<int64_t>& dst_strides,
               const Shape& shape);
 
+/// Drops unit dims and merges dims that are contiguous in both strided views a and b, so that
+/// loops run over as few and as long rows as possible (a dim of stride 0 in both merges too).
+void simplify(Shape& shape, std::vector<int64_t>& a, std::vector<int64_t>& b);
+
 /// Fills n floats with v (multi-threaded).
 void fill(float* dst, int64_t n, float v);
 
