@@ -391,6 +391,19 @@ TEST_CASE("shape arithmetic folds through empty values, and inputs an op must kn
     CHECK(m.graph.inputs().size() == 2);
     CHECK(m.graph.num_nodes() == 1);
   }
+  {
+    // nor does reading its shape (Shape folds from the static type)
+    OnnxBuilder b(13);
+    b.input("x", {"3", "2"});
+    b.node("Shape", {"x"}, {"s"});
+    b.node("Reshape", {"x", "s"}, {"y"});
+    b.output("y");
+    px::ImportOptions opt;
+    opt.ordered_input_values = {{DType::Float32, Tensor<float>({3, 2}, 1.f)}};
+    px::Model m = b.import(opt);
+    CHECK(m.graph.inputs().size() == 1);
+    CHECK(m.graph.num_nodes() == 1);
+  }
 }
 
 TEST_CASE("ScatterND imports as the constant it computes (reductions, negative indices), and refuses data and bad indices") {

@@ -194,14 +194,13 @@ bool CpuExecutable::lower_op(NodeId n, const ops::BatchNormalization& bn, const 
     if (!g_.tensor(node.inputs[i]).is_constant()) return false;
   const int x = int(node.inputs[0]);
   auto flags = normalization_flags::use_global_stats | normalization_flags::use_scale | normalization_flags::use_shift;
-  TensorId out = node.outputs[0];
-  std::string text;
-  if (const NodeId c = sole_consumer(out); c >= 0 && std::holds_alternative<ops::Relu>(g_.node(c).op)) {
-    flags = flags | normalization_flags::fuse_norm_relu;
-    absorbed_.insert(c);
-    out = g_.node(c).outputs[0];
-    text = " + Relu";
-  }
+  // a following Relu is fused (marked absorbed only once the BN is lowered: a primitive
+  // oneDNN refuses leaves both nodes to the reference kernel)
+  const NodeId next = sole_consumer(node.outputs[0]);
+  const NodeId relu = next >= 0 && std::holds_alternative<ops::Relu>(g_.node(next).op) ? next : -1;
+  const TensorId out = relu >= 0 ? g_.node(relu).outputs[0] : node.outputs[0];
+  const std::string text = relu >= 0 ? " + Relu" : "";
+  if (relu >= 0) flags = flags | normalization_flags::fuse_norm_relu;
   const md_t md = slots_[size_t(x)].md;
   if (md == plain_md(xs)) {  // pet's kernel (norm.hpp says why)
     auto owned = [&](auto f) {
@@ -218,12 +217,12 @@ bool CpuExecutable::lower_op(NodeId n, const ops::BatchNormalization& bn, const 
     const int mul = owned([&](int64_t c) { return v(1, c) / std::sqrt(v(4, c) + double(bn.epsilon)); });
     const int add = owned([&](int64_t c) { return v(2, c); });
     define(out, plain_md(g_.type(out).shape));
-    const bool relu = !text.empty();
     const int64_t inner = numel(xs) / (xs[0] * xs[1]);
     Step& st = add_step(cat(who, ": pet batch norm (plain)", text), {x, mean, mul, add}, {int(out)});
-    st.fn = [this, x, y = int(out), mean, mul, add, relu, n0 = xs[0], c = xs[1], inner] {
-      cpu::batch_norm_plain(ptr(x), ptr(y), n0, c, inner, ptr(mean), ptr(mul), ptr(add), relu);
+    st.fn = [this, x, y = int(out), mean, mul, add, fuse = relu >= 0, n0 = xs[0], ch = xs[1], inner] {
+      cpu::batch_norm_plain(ptr(x), ptr(y), n0, ch, inner, ptr(mean), ptr(mul), ptr(add), fuse);
     };
+    if (relu >= 0) absorbed_.insert(relu);
     return true;
   }
   std::vector<int> p;  // scale, bias, mean, variance: [C] each
@@ -235,6 +234,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::BatchNormalization& bn, const 
   Step& st = add_step(cat(who, ": oneDNN batch norm ", pd.impl_info_str(), " (", layout_name(md), ")", text), {x, p[0], p[1], p[2], p[3]}, {int(out)});
   st.prim = primitive(batch_normalization_forward(pd));
   st.args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_SCALE, p[0]}, {DNNL_ARG_SHIFT, p[1]}, {DNNL_ARG_MEAN, p[2]}, {DNNL_ARG_VARIANCE, p[3]}, {DNNL_ARG_DST, int(out)}};
+  if (relu >= 0) absorbed_.insert(relu);
   return true;
 }
 

@@ -243,7 +243,7 @@ struct Importer {
                 [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? computed(node.input(i)) : nullptr; },
                 [&](int i) -> std::optional<TensorType> {
                   if (!ctx_present(node, i)) return std::nullopt;
-                  if (const auto* c = constant(node.input(i)))
+                  if (const auto* c = folded(node.input(i)))  // a type never binds a given input
                     return TensorType{c->first, std::visit([](const auto& t) { return t.shape(); }, c->second)};
                   if (auto it = ids.find(node.input(i)); it != ids.end()) return m.graph.type(it->second);
                   return std::nullopt;
@@ -300,22 +300,20 @@ struct Importer {
   /// Swin-T's window masks do): only a graph tensor may not.
   bool try_fold_constants(const ::onnx::NodeProto& node, const NodeCtx& ctx, Mapped& mp) {
     if (!opt.fold_constants) return false;
+    if (std::holds_alternative<ops::ShapeOf>(mp.op)) {  // reads only the static shape
+      const auto t = mp.data_inputs.size() == 1 ? ctx.type(mp.data_inputs[0]) : std::nullopt;
+      if (!t) return false;
+      const Types one{*t};
+      infer_types(mp.op, one);  // clamps start and end to the rank
+      const auto& shape = std::get<ops::ShapeOf>(mp.op);
+      std::vector<int64_t> part(t->shape.begin() + shape.start, t->shape.begin() + std::max(shape.start, shape.end));
+      store(node, 0, DType::Int64, Tensor<int64_t>({int64_t(part.size())}, part));
+      return true;
+    }
     std::vector<const std::pair<DType, ConstValue>*> cv;
     Types in_types;
     for (int i : mp.data_inputs) {
-      if (!ctx.present(i)) return false;
-      const auto* c = folded(node.input(i));
-      if (std::holds_alternative<ops::ShapeOf>(mp.op)) {  // reads only the static shape
-        const auto t = ctx.type(i);
-        if (!t) return false;
-        Op op = mp.op;
-        const Types one{*t};
-        infer_types(op, one);  // clamps start and end to the rank
-        const auto& shape = std::get<ops::ShapeOf>(op);
-        std::vector<int64_t> part(t->shape.begin() + shape.start, t->shape.begin() + std::max(shape.start, shape.end));
-        store(node, 0, DType::Int64, Tensor<int64_t>({int64_t(part.size())}, part));
-        return true;
-      }
+      const auto* c = ctx.present(i) ? folded(node.input(i)) : nullptr;
       if (!c) return false;
       cv.push_back(c);
       in_types.push_back(TensorType{c->first, std::visit([](const auto& t) { return t.shape(); }, c->second)});
