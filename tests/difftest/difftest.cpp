@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -33,6 +34,7 @@
 #include "pet/backend/backend.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/eval/compare.hpp"
+#include "pet/eval/interpreter.hpp"
 #include "pet/onnx/onnx.hpp"
 #include "program_gen.hpp"
 
@@ -136,6 +138,28 @@ struct Outcome {
   std::vector<Failure> failures;
 };
 
+/// The reference interpreter's outputs computed in double, rounded to float.
+std::vector<Value<float>> exact_outputs(const Graph& g, const std::vector<Value<float>>& in) {
+  auto widen = [](const auto& v, auto to) {
+    using To = decltype(to);
+    return std::visit([](const auto& t) -> Value<To> {
+      using E = std::decay_t<decltype(t[0])>;
+      if constexpr (std::is_same_v<E, int64_t>) {
+        return t;
+      } else {
+        Tensor<To> r(t.shape());
+        for (int64_t i = 0; i < t.size(); ++i) r[i] = To(t[i]);
+        return r;
+      }
+    }, v);
+  };
+  std::vector<Value<double>> wide;
+  for (const auto& v : in) wide.push_back(widen(v, 0.0));
+  std::vector<Value<float>> out;
+  for (const auto& v : Interpreter<double>(g).run(wide)) out.push_back(widen(v, 0.f));
+  return out;
+}
+
 Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
   Outcome out;
   std::vector<std::vector<Value<float>>> ins, refs;
@@ -153,6 +177,7 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
     out.invalid_reason = e.what();
     return out;
   }
+  std::vector<std::optional<std::vector<Value<float>>>> exact(ins.size());  // double-precision references, when needed
   backend::Backend& be = backend_under_test();
   for (const Config& c : configs) {
     backend::CompileOptions opt;
@@ -174,6 +199,12 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
           for (size_t k = 0; k < got.size(); ++k) {
             Comparison cmp = compare_outputs(got[k], refs[s][k]);
             if (cmp.pass) continue;
+            // An output whose exact value is far smaller than the terms it sums (a row's
+            // deviations from its mean, added up: 0 exactly) is float rounding noise in the
+            // reference too; a result within tolerance of the exact value, computed in
+            // double, is right (seed 44000 program 879: reference 1.4e-4, cpu -6e-6, exact 0).
+            if (!exact[s]) exact[s] = exact_outputs(g, ins[s]);
+            if (compare_outputs(got[k], (*exact[s])[k]).pass) continue;
             out.failures.push_back({"mismatch", config_label(c),
                                     cat("output ", k, " ('", g.tensor(g.outputs()[k]).name, "'), input seed ", kInputSeeds[s], ": ",
                                         cmp.problem.empty() ? "" : cmp.problem + "; ", "max|out-ref| ", cmp.max_abs_err, " max|ref| ",
