@@ -746,6 +746,65 @@ TEST_CASE("cpu batch norm that no conv absorbs: pet's kernel on plain layouts, o
   on_every_path(bn_graph({1, 8, 9, 9}, true, true), 52, "concat -> batch norm -> relu -> conv");
 }
 
+TEST_CASE("cpu concat: every input reordered into its slice, the output in the layout of the most input bytes") {
+  // DenseNet's pattern: a block's input and the growing list of conv outputs, joined again
+  // for every layer, each join read by a batch norm and a 1x1 conv; the convs' outputs take
+  // blocked layouts (8 or 16 channels a block) or channels-last, the joins mix them.
+  auto dense_block = [](int64_t n, int64_t c0, int64_t growth, int layers, int64_t axis) {
+    Graph g;
+    Builder b(g);
+    Rng rng(11);
+    auto w = [&](Shape s) { return b.constant(cat("w", g.num_tensors()), lab::random_weight(s, rng)); };
+    std::vector<TensorId> feats = {b.add(ops::MaxPool{{.kernel_shape = {3, 3}, .pads = {1, 1, 1, 1}}}, {b.input("x", {n, c0, 7, 6})})};
+    int64_t c = c0;
+    for (int l = 0; l < layers; ++l) {
+      TensorId x = feats.size() == 1 ? feats[0] : b.add(ops::Concat{.axis = 1}, feats);
+      x = b.add(ops::Relu{}, {b.add(ops::Mul{}, {x, b.constant(cat("s", l), Tensor<float>({}, 0.5f))})});
+      x = b.add(ops::Relu{}, {b.add(ops::Conv{}, {x, w({16, c, 1, 1})})});
+      feats.push_back(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, w({growth, 16, 3, 3})}));
+      c += growth;
+    }
+    // a last join along another axis (spatial, or the batch), then a graph output
+    std::vector<TensorId> same;
+    for (size_t i = 1; i < feats.size(); ++i) same.push_back(feats[i]);
+    TensorId joined = b.add(ops::Concat{.axis = axis}, same);
+    b.output(b.add(ops::Concat{.axis = 1}, feats));
+    b.output(b.add(ops::Relu{}, {joined}));
+    return g;
+  };
+  for (auto [n, c0, growth, axis] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 16, 16, 2}, {2, 8, 8, 0}, {1, 5, 3, 3}, {3, 12, 20, 1}}) {
+    CAPTURE(n);
+    CAPTURE(axis);
+    on_every_path(dense_block(n, c0, growth, 4, axis), 53, cat("dense block ", n, "x", c0, " +", growth, " axis ", axis), "reorders into slices");
+  }
+  // a concat of blocked conv outputs keeps their layout when the slices fall on whole blocks
+  Graph g;
+  {
+    Builder b(g);
+    Rng rng(12);
+    TensorId x = b.input("x", {1, 16, 8, 8});
+    TensorId a = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, b.constant("wa", lab::random_weight({32, 16, 3, 3}, rng))});
+    TensorId c = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, b.constant("wc", lab::random_weight({32, 16, 3, 3}, rng))});
+    TensorId y = b.add(ops::Concat{.axis = 1}, {a, c});
+    b.output(b.add(ops::Conv{}, {y, b.constant("wy", lab::random_weight({8, 64, 1, 1}, rng))}));
+  }
+  for (const char* layout : {"blocked", "plain"}) {
+    backend::CompileOptions opt;
+    opt.conv_algorithm = "direct";
+    opt.conv_layout = layout;
+    same_as_reference(g, 54, cat("concat of two conv outputs, ", layout), opt);
+    // whichever layout this CPU's convs chose, the join is in it: no reorder changes it
+    const std::string plan = backend::make_backend("cpu")->compile(g, opt)->describe();
+    INFO(plan);
+    const size_t at = plan.find("Concat 'Concat': 2 oneDNN reorders into slices (");
+    REQUIRE(at != std::string::npos);
+    const std::string layouts = plan.substr(at, plan.find(')', at) - at);
+    const size_t arrow = layouts.find(" -> ");
+    REQUIRE(arrow != std::string::npos);
+    CHECK(layouts.substr(layouts.find('(') + 1, arrow - layouts.find('(') - 1) == layouts.substr(arrow + 4));
+  }
+}
+
 // Regressions of the defects the differential test found (tests/difftest): each program here
 // gave wrong answers or crashed before the fix.
 TEST_CASE("fusion defect A: two post-ops of one kind keep their own parameters") {

@@ -34,7 +34,7 @@ n = 100000
 nodes = [helper.make_node("Neg", ["x" if i == 0 else f"t{i}"], [f"t{i+1}" if i + 1 < n else "y"], name=f"neg{i}") for i in range(n)]
 save("deep_neg", nodes, [vi("x", [2, 3])], [vi("y", [2, 3])])
 
-# Concat of 4,000 inputs (oneDNN's concat refuses that many).
+# Concat of 4,000 inputs (oneDNN 2.6's concat primitive fails to run that many).
 save("concat4000", [helper.make_node("Concat", ["x"] * 4000, ["y"], axis=0, name="cat")], [vi("x", [1, 4])], [vi("y", [4000, 4])])
 
 # Declared shapes far beyond memory.
