@@ -746,6 +746,61 @@ TEST_CASE("cpu batch norm that no conv absorbs: pet's kernel on plain layouts, o
   on_every_path(bn_graph({1, 8, 9, 9}, true, true), 52, "concat -> batch norm -> relu -> conv");
 }
 
+TEST_CASE("cpu SiLU (x * sigmoid(x)) as oneDNN swish: fused into convs, matmuls and binaries, alone as one eltwise") {
+  // EfficientNet's blocks: conv -> SiLU, depthwise conv -> SiLU, then the squeeze-and-
+  // excitation scaling: x * sigmoid(fc(pool(x))) broadcast per channel over x's own layout.
+  auto block = [](int64_t n, int64_t c, bool swap_mul, bool silu_output) {
+    Graph g;
+    Builder b(g);
+    Rng rng(21);
+    auto w = [&](Shape s) { return b.constant(cat("w", g.num_tensors()), lab::random_weight(s, rng)); };
+    auto silu = [&](TensorId t) {
+      TensorId s = b.add(ops::Sigmoid{}, {t});
+      return b.add(ops::Mul{}, swap_mul ? std::vector{s, t} : std::vector{t, s});
+    };
+    TensorId x = b.input("x", {n, c, 9, 8});
+    TensorId y = silu(b.add(ops::Conv{}, {x, w({2 * c, c, 1, 1}), w({2 * c})}));
+    TensorId d = b.add(ops::Conv{.pads = {1, 1, 1, 1}, .group = 2 * c}, {y, w({2 * c, 1, 3, 3})});
+    if (silu_output) b.output(d);  // read by the graph too: not fused
+    y = silu(d);
+    TensorId se = b.add(ops::GlobalAveragePool{}, {y});
+    se = silu(b.add(ops::Conv{}, {se, w({4, 2 * c, 1, 1}), w({4})}));
+    se = b.add(ops::Sigmoid{}, {b.add(ops::Conv{}, {se, w({2 * c, 4, 1, 1}), w({2 * c})})});
+    y = b.add(ops::Mul{}, swap_mul ? std::vector{se, y} : std::vector{y, se});
+    y = b.add(ops::Conv{}, {y, w({c, 2 * c, 1, 1})});
+    // alone (after an eltwise, which takes no post-ops), and after a matmul
+    y = silu(b.add(ops::Abs{}, {b.add(ops::Add{}, {y, x})}));
+    b.output(silu(b.add(ops::MatMul{}, {y, w({8, 5})})));
+    return g;
+  };
+  for (bool swap_mul : {false, true})
+    for (bool silu_output : {false, true}) {
+      CAPTURE(swap_mul);
+      CAPTURE(silu_output);
+      on_every_path(block(1, 8, swap_mul, silu_output), 55, cat("SiLU block, swap ", swap_mul, ", output ", silu_output), "+ SiLU (Sigmoid, Mul)");
+      same_as_reference(block(2, 3, swap_mul, silu_output), 56, "SiLU block, 2x3", {}, "as SiLU (with Mul");
+    }
+  // a per-channel scaling of a channels-last or blocked tensor, and of a plain one, computed alike
+  for (const char* layout : {"auto", "blocked", "plain"}) {
+    Graph g;
+    Builder b(g);
+    Rng rng(22);
+    TensorId x = b.add(ops::Conv{.pads = {1, 1, 1, 1}, .group = 16}, {b.input("x", {2, 16, 7, 7}), b.constant("w", lab::random_weight({16, 1, 3, 3}, rng))});
+    TensorId s = b.input("s", {1, 16, 1, 1});
+    b.output(b.add(ops::Mul{}, {x, s}));
+    b.output(b.add(ops::Add{}, {b.constant("k", lab::random_weight({16, 1, 1}, rng)), x}));
+    backend::CompileOptions opt;
+    opt.conv_layout = layout;
+    same_as_reference(g, 57, cat("per-channel binary over a ", layout, " conv output"), opt);
+    // in the conv's own layout: no reorder between the conv and the two binaries
+    const std::string plan = backend::make_backend("cpu")->compile(g, opt)->describe();
+    INFO(plan);
+    const size_t conv = plan.find("Conv 'Conv'"), add = plan.find("Add 'Add'");
+    REQUIRE(add != std::string::npos);
+    CHECK(plan.substr(conv, add - conv).find("reorder") == std::string::npos);
+  }
+}
+
 TEST_CASE("cpu concat: every input reordered into its slice, the output in the layout of the most input bytes") {
   // DenseNet's pattern: a block's input and the growing list of conv outputs, joined again
   // for every layer, each join read by a batch norm and a 1x1 conv; the convs' outputs take

@@ -264,12 +264,14 @@ void CpuExecutable::lower(NodeId n) {
   bool done = false;
   std::string why;
   if (all_float) {
+    const auto absorbed_before = absorbed_;
     try {
       done = std::visit([&](const auto& op) { return lower_op(n, op, who); }, node.op);
     } catch (const Unsupported& e) {
       done = false;  // a configuration oneDNN does not implement: the reference kernel does it
       why = e.what();
     }
+    if (!done) absorbed_ = absorbed_before;  // what it meant to fuse runs as its own steps
   }
   if (!done) fallback(n, who, why);
   lowered_.insert(n);

@@ -117,6 +117,9 @@ class CpuExecutable final : public Executable {
   // ------------------------------------------------------------ fusion helpers
   bool single_use(TensorId t) const;
   NodeId sole_consumer(TensorId t) const;
+  /// The Sigmoid and Mul of `t * sigmoid(t)` (SiLU, as PyTorch exports it: t read by exactly
+  /// those two, the Sigmoid's result by the Mul alone), run as one oneDNN swish.
+  std::optional<std::pair<NodeId, NodeId>> silu_after(TensorId t) const;
   /// An activation node's oneDNN eltwise form, if any.
   static std::optional<std::tuple<algorithm, float, float>> eltwise_of(const Op& op);
   static bool fusable_activation(const Op& op);

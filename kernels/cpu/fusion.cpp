@@ -50,9 +50,35 @@ std::string CpuExecutable::split_note(const Op& op) {
   return cat(" (", op_name(op), " not fused: oneDNN 2.6 keeps one set of parameters per post-op kind in a primitive)");
 }
 
+std::optional<std::pair<NodeId, NodeId>> CpuExecutable::silu_after(TensorId t) const {
+  if (is_output_.count(t) || consumers_[size_t(t)].size() != 2 || !is_float(g_.type(t).dtype)) return std::nullopt;
+  NodeId s = -1, m = -1;
+  for (NodeId c : consumers_[size_t(t)]) {
+    if (std::holds_alternative<ops::Sigmoid>(g_.node(c).op)) s = c;
+    else if (std::holds_alternative<ops::Mul>(g_.node(c).op)) m = c;
+  }
+  if (s < 0 || m < 0 || sole_consumer(g_.node(s).outputs[0]) != m) return std::nullopt;
+  const auto& in = g_.node(m).inputs;
+  const TensorId st = g_.node(s).outputs[0];
+  if (!((in[0] == t && in[1] == st) || (in[0] == st && in[1] == t))) return std::nullopt;
+  return std::pair{s, m};
+}
+
 std::pair<TensorId, TensorId> CpuExecutable::absorb_post_ops(TensorId t, PostOpChain& po, std::string& text, bool allow_sum) {
   TensorId residual = -1;
   while (true) {
+    if (auto silu = silu_after(t)) {  // t * sigmoid(t): oneDNN's swish with alpha 1
+      if (!po.accepts(algorithm::eltwise_swish)) {
+        text += split_note(ops::Sigmoid{});
+        break;
+      }
+      po.eltwise(algorithm::eltwise_swish, 1.f, 0.f);
+      text += " + SiLU (Sigmoid, Mul)";
+      absorbed_.insert(silu->first);
+      absorbed_.insert(silu->second);
+      t = g_.node(silu->second).outputs[0];
+      continue;
+    }
     NodeId c = sole_consumer(t);
     if (c < 0) break;
     if (auto k = transform::scalar_operand(g_, c, t)) {  // scaling and shifting by constants

@@ -131,9 +131,16 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
   // timing all of CSRNet's convs again at batch 16 took 100 s, and with only the boundary
   // shared, compiling the original program once before its first trial in place still took
   // 16 s (every conv with its ReLU). Neither the reorders nor an element-wise epilogue
-  // change the choice often; the optimizer times the whole program in place anyway.
+  // change the choice often; the optimizer times the whole program in place anyway. Except
+  // transcendental activations (sigmoid, SiLU, tanh, GELU, ...): some oneDNN kernels apply
+  // them element by element in reference code (its gemm conv took 8.3 ms for a SiLU that
+  // brgconv fuses for free), so those stay in the key.
+  std::string costly;
+  for (const auto& e : chain.entries)
+    if (!e.sum && e.alg != algorithm::eltwise_relu && e.alg != algorithm::eltwise_linear && e.alg != algorithm::eltwise_clip)
+      costly += cat("+", int(e.alg));
   const std::string any_boundary_key = cat("cpu@", cpu_backend_version(), "|", num_threads(), "|", op_signature(node.op), "|", xs, wdims,
-                                           ys, bias ? "b" : "", "|any-boundary-any-epilogue");
+                                           ys, bias ? "b" : "", "|any-boundary-any-epilogue", costly);
   std::string decision = cands.front();
   std::optional<std::string> chosen;
   bool other_boundary = false;

@@ -38,13 +38,21 @@ bool CpuExecutable::lower_eltwise(NodeId n, const std::string& who) {
   if (!e) return false;
   auto [alg, a, b] = *e;
   const TensorId x = node.inputs[0];
+  TensorId y = node.outputs[0];
+  std::string text;
+  if (auto silu = silu_after(x); silu && silu->first == n) {  // x * sigmoid(x) that no producer absorbed
+    std::tie(alg, a, b) = std::tuple{algorithm::eltwise_swish, 1.f, 0.f};
+    absorbed_.insert(silu->second);
+    y = g_.node(silu->second).outputs[0];
+    text = " as SiLU (with Mul '" + g_.node(silu->second).name + "')";
+  }
   auto pd = dnnl_call(who, [&] {
     return eltwise_forward::primitive_desc(eltwise_forward::desc(prop_kind::forward_inference, alg, slots_[size_t(x)].md, a, b), eng_);
   });
-  define(node.outputs[0], pd.dst_desc());
-  Step& st = add_step(cat(who, ": oneDNN eltwise ", pd.impl_info_str()), {int(x)}, {int(node.outputs[0])});
+  define(y, pd.dst_desc());
+  Step& st = add_step(cat(who, ": oneDNN eltwise ", pd.impl_info_str(), text), {int(x)}, {int(y)});
   st.prim = primitive(eltwise_forward(pd));
-  st.args = {{DNNL_ARG_SRC, int(x)}, {DNNL_ARG_DST, int(node.outputs[0])}};
+  st.args = {{DNNL_ARG_SRC, int(x)}, {DNNL_ARG_DST, int(y)}};
   return true;
 }
 
@@ -99,8 +107,6 @@ bool CpuExecutable::lower_binary(NodeId n, algorithm alg, bool commutative, cons
     bs = as_layout(int(b), amd, who);
     bmd = amd;
   } else {
-    as = plain_slot(int(a));
-    amd = plain_md(ys);
     int p = plain_slot(int(b));
     Slot v = slots_[size_t(p)];
     v.md = plain_md(with_rank(g_.type(b).shape, ys.size()));
@@ -108,6 +114,30 @@ bool CpuExecutable::lower_binary(NodeId n, algorithm alg, bool commutative, cons
     slots_.push_back(v);
     bs = int(slots_.size()) - 1;
     bmd = slots_[size_t(bs)].md;
+    as = int(a);
+    amd = slots_[size_t(a)].md;
+    // A per-channel (or per-sample-and-channel, or scalar) operand over a channels-last or
+    // blocked tensor (the squeeze-and-excitation scaling after a depthwise conv) is applied
+    // in that layout when oneDNN has a jit kernel for it; otherwise both go plain.
+    const Shape bs_full = with_rank(g_.type(b).shape, ys.size());
+    bool per_channel = ys.size() >= 2;
+    for (size_t d = 0; d < ys.size(); ++d) per_channel = per_channel && (bs_full[d] == 1 || d < 2);
+    if (amd != plain_md(ys) && per_channel) {
+      // On a channel-blocked layout oneDNN's jit kernel wants the operand blocked alike; with
+      // whole blocks and no spatial extent that is the same memory as the plain operand.
+      const auto& blk = amd.data.format_desc.blocking;
+      const int64_t block = blk.inner_nblks == 1 && blk.inner_idxs[0] == 1 ? blk.inner_blks[0] : 0;
+      using tag = memory::format_tag;
+      const std::map<std::pair<size_t, int64_t>, tag> blocked_tags = {{{3, 8}, tag::nCw8c},   {{4, 8}, tag::nChw8c},   {{5, 8}, tag::nCdhw8c},
+                                                                       {{3, 16}, tag::nCw16c}, {{4, 16}, tag::nChw16c}, {{5, 16}, tag::nCdhw16c}};
+      if (auto it = blocked_tags.find({ys.size(), block}); it != blocked_tags.end() && bs_full[1] % block == 0 && amd == md_t(amd.dims(), dt::f32, it->second))
+        bmd = md_t(dims_of(bs_full), dt::f32, it->second), slots_[size_t(bs)].md = bmd;
+      auto probe = dnnl_call(who, [&] { return binary::primitive_desc(binary::desc(alg, amd, bmd, md_t(amd.dims(), dt::f32, memory::format_tag::any)), eng_); });
+      if (std::string(probe.impl_info_str()).rfind("ref", 0) == 0) amd = plain_md(ys), bmd = plain_md(bs_full), slots_[size_t(bs)].md = bmd;
+    } else {
+      amd = plain_md(ys);
+    }
+    if (amd == plain_md(ys)) as = plain_slot(int(a));
   }
   if (amd == plain_md(ys) && g_.type(b).shape != ys) {  // oneDNN 2.6 has only its reference kernel for some broadcasts
     auto probe = dnnl_call(who, [&] { return binary::primitive_desc(binary::desc(alg, amd, bmd, md_t(amd.dims(), dt::f32, memory::format_tag::any)), eng_); });

@@ -340,6 +340,9 @@ class Generator {
       case 1:  // sqrt of a positive value
         if (auto t = add1(ops::Sigmoid{}, {x})) add1(ops::Sqrt{}, {*t});
         return;
+      case 2:  // SiLU as PyTorch exports it: x * sigmoid(x), either operand order
+        if (auto t = add1(ops::Sigmoid{}, {x})) add1(ops::Mul{}, chance(0.5) ? std::vector{x, *t} : std::vector{*t, x});
+        return;
       default: {
         auto y = add1(random_activation(), {x});
         // repeated activations of one kind (oneDNN's post-op chains)
