@@ -22,7 +22,11 @@
 #ifdef PET_WITH_DNNL
 #include "pet/backend/cpu.hpp"
 #endif
-#ifdef PET_WITH_CUDA
+#ifdef PET_CUDA_MODULE
+#include <dlfcn.h>
+
+#include <mutex>
+
 #include "pet/backend/cuda.hpp"
 #endif
 
@@ -55,6 +59,57 @@ class ReferenceBackend final : public Backend {
 };
 }  // namespace
 
+#ifdef PET_CUDA_MODULE
+namespace {
+/// The cuda backend lives in a module, libpet_cuda.so, loaded on first use: linking the CUDA
+/// runtime, cuBLAS and cuDNN into pet cost every process 215 MB of memory and 80 ms before
+/// its first step (their load-time relocations and initializers), GPU or not, and pet would
+/// not start at all where those libraries are missing. Looked for where PET_CUDA_MODULE
+/// says, else beside the executable (and one folder up: tests), where the build wrote it,
+/// and where it is installed.
+std::unique_ptr<Backend> load_cuda_backend(const BackendOptions& opt) {
+  using Make = Backend* (*)(const BackendOptions*);
+  using Abi = long (*)();
+  static std::mutex mu;
+  static Make make = nullptr;
+  std::lock_guard lock(mu);
+  if (!make) {
+    std::vector<std::string> where;
+    if (const char* env = std::getenv("PET_CUDA_MODULE"); env && *env) {
+      where.push_back(env);
+    } else {
+      std::error_code ec;
+      const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+      if (!ec) where.push_back((exe / "libpet_cuda.so").string()), where.push_back((exe.parent_path() / "libpet_cuda.so").string());
+      where.push_back(PET_CUDA_MODULE);
+      where.push_back(PET_CUDA_MODULE_INSTALLED);
+    }
+    std::string looked;
+    for (const std::string& path : where) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(path, ec)) {
+        looked += cat(looked.empty() ? "" : ", ", path);
+        continue;
+      }
+      void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h)
+        throw Unsupported(cat("backend 'cuda': its module '", path, "' does not load (", ::dlerror(),
+                              "): the CUDA runtime, cuBLAS and cuDNN libraries must be installed"));
+      auto abi = reinterpret_cast<Abi>(::dlsym(h, "pet_cuda_module_abi"));
+      auto m = reinterpret_cast<Make>(::dlsym(h, "pet_make_cuda_backend"));
+      if (!abi || !m) throw Unsupported(cat("backend 'cuda': '", path, "' is not a pet cuda module"));
+      if (abi() != cuda_module_abi())
+        throw Unsupported(cat("backend 'cuda': the module '", path, "' was built from another version of pet (rebuild it, or set PET_CUDA_MODULE)"));
+      make = m;
+      break;
+    }
+    if (!make) throw Unsupported(cat("backend 'cuda': its module libpet_cuda.so was not found (looked for ", looked, "; PET_CUDA_MODULE names it)"));
+  }
+  return std::unique_ptr<Backend>(make(&opt));
+}
+}  // namespace
+#endif
+
 std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOptions& opt) {
   if (opt.tf32 && (name == "reference" || name == "cpu"))
     throw InvalidInput(cat("TF32 (--tf32) is an option of the cuda backend only, not of '", name, "'"));
@@ -67,8 +122,8 @@ std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOption
 #endif
   }
   if (name == "cuda") {
-#ifdef PET_WITH_CUDA
-    return make_cuda_backend(opt);
+#ifdef PET_CUDA_MODULE
+    return load_cuda_backend(opt);
 #else
     throw Unsupported("backend 'cuda' is not in this build (configure with -DPET_WITH_CUDA=ON, nvcc and cuDNN)");
 #endif
@@ -81,7 +136,7 @@ std::vector<std::string> available_backends() {
 #ifdef PET_WITH_DNNL
   v.insert(v.begin(), "cpu");
 #endif
-#ifdef PET_WITH_CUDA
+#ifdef PET_CUDA_MODULE
   v.push_back("cuda");
 #endif
   return v;
@@ -146,12 +201,6 @@ bool DisturbanceProbe::disturbed() const {
   // A thread that ended during the stretch takes its delay along: a drop reads as none.
   if (delay >= 0) return delay - delay_ns_ > allowed_delay_ns(s);
   return involuntary_switches() != switches_;  // no schedstat: any preemption counts
-}
-
-double Executable::timed_run(std::span<const Value<float>> inputs) {
-  const auto t0 = std::chrono::steady_clock::now();
-  run(inputs);
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::vector<double> time_runs(Executable& exe, std::span<const Value<float>> inputs, int repeats, double min_seconds, RunStats* stats,
