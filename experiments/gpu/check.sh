@@ -34,9 +34,9 @@ if [ "$mode" = --prepare ]; then
         -DPET_WITH_Z3=OFF -DPET_FUZZ_SANITIZE=OFF -DPET_BUILD_BENCH=OFF -DCMAKE_CUDA_RUNTIME_LIBRARY=Static
   cmake --build build-gpu -j"${PET_JOBS:-2}" --target pet test_cuda test_cuda_host difftest
   rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
-  cp build-gpu/pet build-gpu/tests/test_cuda build-gpu/tests/test_cuda_host build-gpu/tests/difftest "$BUNDLE/"
+  cp build-gpu/pet build-gpu/libpet_cuda.so build-gpu/tests/test_cuda build-gpu/tests/test_cuda_host build-gpu/tests/difftest "$BUNDLE/"
   # the shared libraries that are neither the C library's nor CUDA's (the device has those)
-  ldd "$BUNDLE/pet" "$BUNDLE/test_cuda" "$BUNDLE/difftest" | awk '/=> \//{print $3}' | sort -u |
+  ldd "$BUNDLE/pet" "$BUNDLE/libpet_cuda.so" "$BUNDLE/test_cuda" "$BUNDLE/difftest" | awk '/=> \//{print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux|libstdc\+\+|libgcc_s)[.-]|/libcu(dnn|blas|blasLt|dart)[._-]|/libnv' |
     xargs -r cp -L -t "$BUNDLE/lib/"
   du -sh "$BUNDLE"
