@@ -201,9 +201,9 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
       {ops::Clip{.min = -0.2, .max = 0.3}, {2, 8}},
       {ops::Neg{}, {5}},
       {ops::Erf{}, {6, 2}},
-      {ops::Softmax{.axis = 1}, {2, 5, 3}},
-      {ops::Softmax{.axis = -1}, {2, 3, 7}},
-      {ops::Softmax{.axis = 1, .flatten_tail = true}, {2, 3, 4}},
+      {ops::Softmax{{.axis = 1}}, {2, 5, 3}},
+      {ops::Softmax{{.axis = -1}}, {2, 3, 7}},
+      {ops::Softmax{{.axis = 1, .flatten_tail = true}}, {2, 3, 4}},
       {ops::ReduceMean{{.axes = {1}, .keepdims = true}}, {2, 3, 4}},
       {ops::ReduceSum{{.axes = {0, 2}, .keepdims = false}}, {2, 3, 4}},
       {ops::ReduceMax{{.axes = {2}}}, {2, 3, 4}},
@@ -238,6 +238,17 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
                     37, "ConvTranspose");
   same_as_reference(one_op(ops::Tile{.repeats = {1, 2, 2}}, {f32({2, 3, 4})}), 35, "Tile");
   same_as_reference(one_op(ops::InstanceNormalization{}, {f32({2, 3, 4, 5}), f32({3}), f32({3})}, {false, true, true}), 36, "InstanceNormalization");
+  same_as_reference(one_op(ops::LogSoftmax{{.axis = 1}}, {f32({2, 5, 3})}), 37, "LogSoftmax", {}, "oneDNN logsoftmax");
+  same_as_reference(one_op(ops::LogSoftmax{{.axis = 1, .flatten_tail = true}}, {f32({2, 3, 4})}), 38, "LogSoftmax, opset < 13", {}, "oneDNN logsoftmax");
+  same_as_reference(one_op(ops::LRN{.size = 5, .alpha = 1e-3f}, {f32({2, 7, 4, 4})}), 39, "LRN", {}, "oneDNN lrn");
+  same_as_reference(one_op(ops::LRN{.size = 4, .alpha = 1e-3f}, {f32({2, 7, 4, 4})}), 40, "LRN, even size", {}, "reference kernel");
+  same_as_reference(one_op(ops::Hardmax{{.axis = -1}}, {f32({2, 3, 4})}), 41, "Hardmax");
+  same_as_reference(one_op(ops::CumSum{.axis = 1, .reverse = true}, {f32({2, 3, 4})}), 42, "CumSum");
+  same_as_reference(one_op(ops::TopK{.k = 2, .axis = 1}, {f32({2, 5, 3})}), 43, "TopK");
+  same_as_reference(one_op(ops::GatherElements{.axis = 2}, {f32({2, 3, 4}), i64({2, 3, 5})}), 44, "GatherElements");
+  same_as_reference(one_op(ops::Trilu{.upper = false}, {f32({2, 4, 4})}), 45, "Trilu");
+  same_as_reference(one_op(ops::OneHot{.depth = 3}, {i64({2, 4}), f32({2})}), 46, "OneHot");
+  same_as_reference(one_op(ops::Celu{.alpha = 0.5f}, {f32({3, 4})}), 47, "Celu");
   // Einsum: lowered to ReduceSum / Transpose / Reshape / MatMul (einsum-lowering) or, for a
   // diagonal or a broadcast summed label, the reference kernel.
   struct E {

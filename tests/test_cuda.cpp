@@ -133,7 +133,7 @@ TEST_CASE("cuda: matrix products on cuBLAS, convolutions and softmax on cuDNN, t
   same_on_cuda(*be, ops::Conv{.strides = {2}, .pads = {3, 3}}, {f32({2, 4, 31}), f32({6, 4, 7})}, {false, true}, "1-D conv");
   same_on_cuda(*be, ops::Conv{.pads = {1, 1, 1, 1, 1, 1}}, {f32({1, 3, 4, 6, 5}), f32({5, 3, 3, 3, 3})}, {false, true}, "3-D conv");
   same_on_cuda(*be, ops::Conv{.pads = {0, 1, 2, 0}}, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}, {false, true}, "asymmetric pads: padded by pet's copy");
-  same_on_cuda(*be, ops::Softmax{.axis = 1}, {f32({4, 10, 6})}, {}, "softmax over a middle axis", 1e-6);
+  same_on_cuda(*be, ops::Softmax{{.axis = 1}}, {f32({4, 10, 6})}, {}, "softmax over a middle axis", 1e-6);
   ops::ReduceMean mean;
   mean.axes = {1};
   same_on_cuda(*be, mean, {f32({4, 10, 6})}, {}, "reduce mean: host fallback", 1e-6);

@@ -181,7 +181,8 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
   std::vector<Op> unary = {ops::Abs{}, ops::Log{}, ops::Reciprocal{}, ops::Floor{}, ops::Ceil{}, ops::Round{}, ops::Sign{},
                            ops::Softsign{}, ops::Softplus{}, ops::Mish{}, ops::HardSwish{}, ops::Elu{.alpha = 0.7f}, ops::Selu{},
                            ops::HardSigmoid{.alpha = 0.3f, .beta = 0.4f}, ops::Sin{}, ops::Cos{}, ops::Tan{}, ops::Asin{}, ops::Acos{},
-                           ops::Atan{}, ops::Sinh{}, ops::Cosh{}, ops::Asinh{}, ops::Acosh{}, ops::Atanh{}};
+                           ops::Atan{}, ops::Sinh{}, ops::Cosh{}, ops::Asinh{}, ops::Acosh{}, ops::Atanh{},
+                           ops::Celu{.alpha = 1.5f}, ops::ThresholdedRelu{.alpha = 0.5f}, ops::Shrink{.bias = 0.2f, .lambd = 0.7f}};
   for (const Op& op : unary) {
     CAPTURE(op_name(op));
     InputSpec spec = holds_any<ops::Log, ops::Reciprocal>(op)               ? InputSpec{.lo = 0.1, .hi = 3.0}
@@ -211,6 +212,13 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
   CHECK(eval1(ops::HardSigmoid{}, {-10.f, 0.f, 10.f}) == std::vector<float>{0, 0.5f, 1});
   CHECK(eval1(ops::HardSwish{}, {-4.f, 4.f}) == std::vector<float>{-0.f, 4});
   CHECK(eval1(ops::Selu{}, {1.f})[0] == doctest::Approx(1.0507009873554805));
+  {
+    auto celu = eval1(ops::Celu{.alpha = 2.f}, {-1.f, 1.f});
+    CHECK(celu[0] == doctest::Approx(2.0 * (std::exp(-0.5) - 1.0)));
+    CHECK(celu[1] == 1.f);
+  }
+  CHECK(eval1(ops::ThresholdedRelu{}, {0.5f, 1.f, 2.f}) == std::vector<float>{0, 0, 2});
+  CHECK(eval1(ops::Shrink{.bias = 1.f, .lambd = 1.5f}, {-2.f, 0.f, 1.5f, 2.f}) == std::vector<float>{-1, 0, 0, 1});
 
   for (Op op : {Op(ops::Max{}), Op(ops::Min{}), Op(ops::PRelu{})}) {
     CAPTURE(op_name(op));
@@ -486,10 +494,10 @@ TEST_CASE("BatchNormalization, LayerNormalization, Softmax") {
                        "LayerNormalization 'n': Scale of shape [3] does not broadcast to the normalised shape [4]", InvalidInput);
 
   for (int64_t axis : {-1, 0, 1, 2}) {
-    check_fast_vs_formula(ops::Softmax{.axis = axis}, {f32({2, 3, 4})}, 820 + uint64_t(axis + 1), {.lo = -5, .hi = 5});
-    check_fast_vs_formula(ops::Softmax{.axis = axis, .flatten_tail = true}, {f32({2, 3, 4})}, 830 + uint64_t(axis + 1));
+    check_fast_vs_formula(ops::Softmax{{.axis = axis}}, {f32({2, 3, 4})}, 820 + uint64_t(axis + 1), {.lo = -5, .hi = 5});
+    check_fast_vs_formula(ops::Softmax{{.axis = axis, .flatten_tail = true}}, {f32({2, 3, 4})}, 830 + uint64_t(axis + 1));
   }
-  CHECK_THROWS_WITH_AS(infer(ops::Softmax{.axis = 3}, {f32({2, 3, 4})}), "Softmax 'n': axis: axis 3 is out of range for rank 3",
+  CHECK_THROWS_WITH_AS(infer(ops::Softmax{{.axis = 3}}, {f32({2, 3, 4})}), "Softmax 'n': axis: axis 3 is out of range for rank 3",
                        InvalidInput);
 }
 
@@ -792,4 +800,142 @@ TEST_CASE("comparisons, logical ops and Mod: exact values, broadcasting, errors,
   }
   check_fast_vs_formula(ops::Greater{}, {f32({3, 4}), f32({4})}, 700);
   check_fast_vs_formula(ops::Mod{.fmod = 1}, {f32({3, 4}), f32({1})}, 701, {.lo = 0.5, .hi = 2});
+}
+
+TEST_CASE("ONNX coverage, second batch: LogSoftmax, Hardmax, LRN, IsNaN, IsInf, ReduceLogSum, CumSum, TopK, GatherElements, GatherND, Trilu, OneHot") {
+  uint64_t seed = 3100;
+  auto run = [](Op op, std::vector<Value<float>> in) {
+    Types t;
+    for (const auto& v : in) t.push_back({std::holds_alternative<Tensor<float>>(v) ? DType::Float32 : DType::Int64, value_shape(v)});
+    auto [r, out] = resolve(op, t);
+    return evaluate_op<float>(r, in, out);
+  };
+  auto floats = [](const Value<float>& v) { return std::get<Tensor<float>>(v).vec(); };
+  auto ints = [](const Value<float>& v) { return std::get<Tensor<int64_t>>(v).vec(); };
+  using VF = std::vector<float>;
+  using VI = std::vector<int64_t>;
+
+  // LogSoftmax and Hardmax share Softmax's rows (one dim, or opset < 13's flattened tail).
+  for (int64_t axis = -3; axis < 3; ++axis) {
+    CAPTURE(axis);
+    check_fast_vs_formula(ops::LogSoftmax{{.axis = axis}}, {f32({2, 3, 4})}, seed++, {.lo = -5, .hi = 5});
+    check_fast_vs_formula(ops::LogSoftmax{{.axis = axis, .flatten_tail = true}}, {f32({2, 3, 4})}, seed++);
+    check_fast_vs_formula(ops::Hardmax{{.axis = axis}}, {f32({2, 3, 4})}, seed++);
+  }
+  {
+    auto y = floats(run(ops::LogSoftmax{}, {Tensor<float>({2}, VF{1000.f, 1000.f})})[0]);  // no overflow
+    CHECK(y[0] == doctest::Approx(-std::log(2.0)));
+    CHECK(floats(run(ops::Hardmax{}, {Tensor<float>({5}, VF{1.f, NAN, 3.f, 3.f, 2.f})})[0]) == VF{0, 0, 1, 0, 0});  // the first maximum
+    CHECK(floats(run(ops::Hardmax{{.axis = 1, .flatten_tail = true}}, {Tensor<float>({1, 2, 2}, VF{1.f, 5.f, 7.f, 2.f})})[0]) == VF{0, 0, 1, 0});
+  }
+  CHECK_THROWS_WITH_AS(infer(ops::LogSoftmax{}, {i64({2})}), "LogSoftmax 'n': input must be float32, got int64", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Hardmax{{.axis = 2}}, {f32({2, 3})}), doctest::Contains("axis 2 is out of range for rank 2"), InvalidInput);
+
+  // LRN: an odd window is centred, an even one reaches one further up.
+  {
+    Tensor<float> x({1, 3, 1, 1}, VF{1.f, 2.f, 3.f});
+    auto odd = floats(run(ops::LRN{.size = 3, .alpha = 3.f, .beta = 1.f, .bias = 1.f}, {x})[0]);  // alpha / size = 1
+    CHECK(odd[0] == doctest::Approx(1.0 / 6));   // 1 / (1 + 1 + 4)
+    CHECK(odd[1] == doctest::Approx(2.0 / 15));  // 2 / (1 + 1 + 4 + 9)
+    CHECK(odd[2] == doctest::Approx(3.0 / 14));  // 3 / (1 + 4 + 9)
+    auto even = floats(run(ops::LRN{.size = 2, .alpha = 2.f, .beta = 1.f, .bias = 1.f}, {x})[0]);
+    CHECK(even[0] == doctest::Approx(1.0 / 6));   // channels 0, 1
+    CHECK(even[1] == doctest::Approx(2.0 / 14));  // channels 1, 2
+    CHECK(even[2] == doctest::Approx(3.0 / 10));  // channel 2
+  }
+  check_fast_vs_formula(ops::LRN{.size = 5}, {f32({2, 7, 3, 3})}, seed++, {.lo = -3, .hi = 3});
+  CHECK_THROWS_WITH_AS(infer(ops::LRN{.size = 0}, {f32({1, 3, 2, 2})}), "LRN 'n': size must be at least 1, got 0", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::LRN{.size = 3}, {f32({3})}), doctest::Contains("input must be N x C x ..."), InvalidInput);
+
+  // IsNaN, IsInf: float in, bool out.
+  {
+    Tensor<float> x({4}, VF{NAN, INFINITY, -INFINITY, 1.f});
+    CHECK(ints(run(ops::IsNaN{}, {x})[0]) == VI{1, 0, 0, 0});
+    CHECK(ints(run(ops::IsInf{}, {x})[0]) == VI{0, 1, 1, 0});
+    CHECK(ints(run(ops::IsInf{.detect_negative = false}, {x})[0]) == VI{0, 1, 0, 0});
+    CHECK(ints(run(ops::IsInf{.detect_positive = false}, {x})[0]) == VI{0, 0, 1, 0});
+    CHECK(infer(ops::IsNaN{}, {f32({2, 3})})[0].dtype == DType::Bool);
+    CHECK_THROWS_WITH_AS(infer(ops::IsInf{}, {i64({2})}), "IsInf 'n': input must be float32, got int64", InvalidInput);
+  }
+
+  // ReduceLogSum = ln(ReduceSum).
+  check_fast_vs_formula(ops::ReduceLogSum{{.axes = {1}}}, {f32({2, 3, 4})}, seed++, {.lo = 0.1, .hi = 2});
+  CHECK(floats(run(ops::ReduceLogSum{}, {Tensor<float>({3}, VF{1.f, 2.f, 4.f})})[0])[0] == doctest::Approx(std::log(7.0)));
+
+  // CumSum: inclusive, exclusive, reversed; integers; the field agrees (it only adds).
+  {
+    Tensor<float> x({4}, VF{1.f, 2.f, 3.f, 4.f});
+    CHECK(floats(run(ops::CumSum{}, {x})[0]) == VF{1, 3, 6, 10});
+    CHECK(floats(run(ops::CumSum{.exclusive = true}, {x})[0]) == VF{0, 1, 3, 6});
+    CHECK(floats(run(ops::CumSum{.reverse = true}, {x})[0]) == VF{10, 9, 7, 4});
+    CHECK(floats(run(ops::CumSum{.exclusive = true, .reverse = true}, {x})[0]) == VF{9, 7, 4, 0});
+    CHECK(ints(run(ops::CumSum{.axis = -1}, {Tensor<int64_t>({2, 2}, VI{1, 2, 3, 4})})[0]) == VI{1, 3, 3, 7});
+  }
+  for (Op op : {Op(ops::CumSum{.axis = 1}), Op(ops::CumSum{.axis = 0, .exclusive = true, .reverse = true})}) {
+    check_fast_vs_formula(op, {f32({3, 4})}, seed++);
+    check_float_vs_field(op, {f32({3, 4})}, seed++);
+  }
+  CHECK_THROWS_WITH_AS(infer(ops::CumSum{.axis = 2}, {f32({3, 4})}), doctest::Contains("axis 2 is out of range for rank 2"), InvalidInput);
+
+  // TopK: sorted values and their indices; ties go to the lower index.
+  {
+    Tensor<float> x({5}, VF{1.f, 3.f, 3.f, 2.f, 0.f});
+    auto top = run(ops::TopK{.k = 3}, {x});
+    CHECK(floats(top[0]) == VF{3, 3, 2});
+    CHECK(ints(top[1]) == VI{1, 2, 3});
+    auto low = run(ops::TopK{.k = 2, .largest = false}, {x});
+    CHECK(floats(low[0]) == VF{0, 1});
+    CHECK(ints(low[1]) == VI{4, 0});
+    auto t = infer(ops::TopK{.k = 2, .axis = 1}, {f32({2, 3, 4})});
+    CHECK(t[0].shape == Shape{2, 2, 4});
+    CHECK(t[1].dtype == DType::Int64);
+  }
+  check_fast_vs_formula(ops::TopK{.k = 2, .axis = 1}, {f32({2, 5, 3})}, seed++);
+  CHECK_THROWS_WITH_AS(infer(ops::TopK{.k = 4, .axis = 1}, {f32({2, 3})}), "TopK 'n': k = 4 is not in [0, 3] (the size of axis 1)", InvalidInput);
+
+  // GatherElements and GatherND (ONNX's examples); the field agrees (they only move data).
+  {
+    Tensor<float> d({2, 2}, VF{1.f, 2.f, 3.f, 4.f});
+    CHECK(floats(run(ops::GatherElements{.axis = 1}, {d, Tensor<int64_t>({2, 2}, VI{0, 0, 1, 0})})[0]) == VF{1, 1, 4, 3});
+    CHECK(floats(run(ops::GatherElements{.axis = 0}, {d, Tensor<int64_t>({1, 2}, VI{-1, 0})})[0]) == VF{3, 2});
+    CHECK_THROWS_WITH_AS(run(ops::GatherElements{.axis = 1}, {d, Tensor<int64_t>({1, 1}, VI{2})}),
+                         "GatherElements: index 2 is out of range for axis 1 of size 2", InvalidInput);
+    CHECK_THROWS_WITH_AS(infer(ops::GatherElements{}, {f32({2, 2}), i64({3})}), doctest::Contains("must have the rank of data"), InvalidInput);
+    CHECK_THROWS_WITH_AS(infer(ops::GatherElements{.axis = 1}, {f32({2, 2}), i64({3, 1})}), doctest::Contains("larger than data"), InvalidInput);
+    Tensor<float> m({2, 2}, VF{0.f, 1.f, 2.f, 3.f});
+    CHECK(floats(run(ops::GatherND{}, {m, Tensor<int64_t>({2, 2}, VI{0, 0, 1, 1})})[0]) == VF{0, 3});
+    CHECK(floats(run(ops::GatherND{}, {m, Tensor<int64_t>({2, 1}, VI{1, 0})})[0]) == VF{2, 3, 0, 1});
+    Tensor<float> b({2, 2, 2}, VF{0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f});
+    CHECK(floats(run(ops::GatherND{.batch_dims = 1}, {b, Tensor<int64_t>({2, 1}, VI{1, 0})})[0]) == VF{2, 3, 4, 5});
+    CHECK(infer(ops::GatherND{}, {f32({2, 3, 4}), i64({5, 6, 2})})[0].shape == Shape{5, 6, 4});
+    CHECK_THROWS_WITH_AS(infer(ops::GatherND{}, {f32({2, 3}), i64({5, 3})}), doctest::Contains("indices' last dim 3 must be in [1, 2]"), InvalidInput);
+    CHECK_THROWS_WITH_AS(infer(ops::GatherND{.batch_dims = 1}, {f32({2, 3}), i64({3, 1})}), doctest::Contains("differ in batch dim 0"), InvalidInput);
+    CHECK_THROWS_WITH_AS(run(ops::GatherND{}, {m, Tensor<int64_t>({1, 2}, VI{0, 2})}), "GatherND: index 2 is out of range for data dim 1 of size 2", InvalidInput);
+  }
+  {
+    InputSpec idx{.ints = [](Rng& r) { return r.range(-3, 2); }};
+    check_fast_vs_formula(ops::GatherElements{.axis = 1}, {f32({3, 3, 2}), i64({3, 4, 2})}, seed++, idx);
+    check_float_vs_field(ops::GatherElements{.axis = 1}, {f32({3, 3, 2}), i64({3, 4, 2})}, seed++, idx);
+    check_float_vs_field(ops::GatherND{.batch_dims = 1}, {f32({3, 3, 2}), i64({3, 4, 1})}, seed++, idx);
+  }
+
+  // Trilu: the upper or lower triangle from diagonal k of each matrix.
+  {
+    Tensor<float> x({3, 3}, VF{1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f});
+    CHECK(floats(run(ops::Trilu{}, {x})[0]) == VF{1, 2, 3, 0, 5, 6, 0, 0, 9});
+    CHECK(floats(run(ops::Trilu{.upper = false, .k = -1}, {x})[0]) == VF{0, 0, 0, 4, 0, 0, 7, 8, 0});
+    CHECK(floats(run(ops::Trilu{.k = 1}, {x})[0]) == VF{0, 2, 3, 0, 0, 6, 0, 0, 0});
+    check_float_vs_field(ops::Trilu{.upper = false, .k = 1}, {f32({2, 3, 4})}, seed++);
+    CHECK_THROWS_WITH_AS(infer(ops::Trilu{}, {f32({3})}), doctest::Contains("input must have rank >= 2"), InvalidInput);
+  }
+
+  // OneHot: negative indices count from depth; outside [-depth, depth) is all off.
+  {
+    auto y = run(ops::OneHot{.depth = 3}, {Tensor<int64_t>({4}, VI{0, 2, -1, 5}), Tensor<float>({2}, VF{-1.f, 7.f})});
+    CHECK(floats(y[0]) == VF{7, -1, -1, -1, -1, 7, -1, -1, 7, -1, -1, -1});
+    CHECK(infer(ops::OneHot{.depth = 5, .axis = 0}, {i64({2, 3}), f32({2})})[0].shape == Shape{5, 2, 3});
+    CHECK(infer(ops::OneHot{.depth = 5, .axis = 1}, {f32({2, 3}), i64({2})})[0].dtype == DType::Int64);
+    CHECK_THROWS_WITH_AS(infer(ops::OneHot{.depth = 3}, {i64({2}), f32({3})}), "OneHot 'n': values must have shape [2] (off, on), got [3]", InvalidInput);
+    check_float_vs_field(ops::OneHot{.depth = 4, .axis = 0}, {i64({3}), f32({2})}, seed++, {.ints = [](Rng& r) { return r.range(-5, 5); }});
+  }
 }

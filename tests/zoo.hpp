@@ -22,8 +22,8 @@ inline Graph zoo() {
   TensorId p = b.add(ops::Pad{.pads = {0, 0, 1, 0, 0, 0, 0, 1}, .mode = ops::PadMode::Reflect}, {r});
   TensorId pc = b.add(ops::Pad{.pads = {0, 0, 0, 1, 0, 0, 1, 0}, .value = 2.0}, {r});
   TensorId s = b.add(ops::Slice{.starts = {-1, 0}, .ends = {INT64_MIN, 5}, .axes = {2, 3}, .steps = {-1, 2}}, {p});
-  TensorId sm = b.add(ops::Softmax{.axis = 1, .flatten_tail = true}, {s});
-  TensorId sm2 = b.add(ops::Softmax{.axis = 2}, {pc});
+  TensorId sm = b.add(ops::Softmax{{.axis = 1, .flatten_tail = true}}, {s});
+  TensorId sm2 = b.add(ops::Softmax{{.axis = 2}}, {pc});
   TensorId cl = b.add(ops::Clip{.min = -0.5}, {sm});
   TensorId mp = b.add(ops::MaxPool{{.kernel_shape = {2, 2}, .pads = {1, 1, 0, 0}, .dilations = {1, 2}, .ceil_mode = true}}, {sm2});
   TensorId ap = b.add(ops::AveragePool{{.kernel_shape = {3, 2}, .strides = {2, 1}, .pads = {1, 0, 1, 1}}, true}, {mp});

@@ -181,7 +181,9 @@ class CpuExecutable final : public Executable {
                       ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp,
                       ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Equal,
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
-                      ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan, ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh>
+                      ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan, ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,
+                      ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
+                      ops::CumSum, ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot>
   bool lower_op(NodeId, const O&, const std::string&) {
     return false;
   }
@@ -313,6 +315,10 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::Sub&, const std::string& who);
   bool lower_op(NodeId n, const ops::Div&, const std::string& who);
   bool lower_op(NodeId n, const ops::Softmax& s, const std::string& who);
+  /// LogSoftmax on oneDNN's logsoftmax primitive (the view Softmax uses).
+  bool lower_op(NodeId n, const ops::LogSoftmax& s, const std::string& who);
+  /// LRN on oneDNN's lrn_across_channels (odd sizes: an even window is not centred the same).
+  bool lower_op(NodeId n, const ops::LRN& l, const std::string& who);
   /// A plain view of slot s with another shape (same bytes).
   int reshaped(int s, const Shape& shape);
   bool lower_op(NodeId n, const ops::ReduceMean& r, const std::string& who);

@@ -191,17 +191,22 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Sub&, const std::string& who) 
 
 bool CpuExecutable::lower_op(NodeId n, const ops::Div&, const std::string& who) { return lower_binary(n, algorithm::binary_div, false, who); }
 
+namespace {
+/// The 2-D view softmax-like primitives see: opset < 13's one row over dims [axis, rank) as
+/// outer x row; else the tensor itself with its axis.
+template <class S>
+std::pair<Shape, int> row_view(const S& s, const Shape& xs) {
+  if (!s.flatten_tail || s.axis == int64_t(xs.size()) - 1) return {xs, int(s.axis)};
+  int64_t outer = 1, row = 1;
+  for (size_t i = 0; i < xs.size(); ++i) (int64_t(i) < s.axis ? outer : row) *= xs[i];
+  return {Shape{outer, row}, 1};
+}
+}  // namespace
+
 bool CpuExecutable::lower_op(NodeId n, const ops::Softmax& s, const std::string& who) {
   const Node& node = g_.node(n);
   const Shape& xs = g_.type(node.inputs[0]).shape;
-  Shape view = xs;
-  int axis = int(s.axis);
-  if (s.flatten_tail && axis != int(xs.size()) - 1) {
-    int64_t outer = 1, row = 1;
-    for (size_t i = 0; i < xs.size(); ++i) (int64_t(i) < s.axis ? outer : row) *= xs[i];
-    view = {outer, row};
-    axis = 1;
-  }
+  auto [view, axis] = row_view(s, xs);
   int x = plain_slot(int(node.inputs[0]));
   auto pd = dnnl_call(who, [&] {
     return softmax_forward::primitive_desc(softmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
@@ -211,6 +216,38 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Softmax& s, const std::string&
   st.prim = primitive(softmax_forward(pd));
   int xv = reshaped(x, view), ov = reshaped(int(node.outputs[0]), view);
   st.args = {{DNNL_ARG_SRC, xv}, {DNNL_ARG_DST, ov}};
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::LogSoftmax& s, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  auto [view, axis] = row_view(s, xs);
+  int x = plain_slot(int(node.inputs[0]));
+  auto pd = dnnl_call(who, [&] {
+    return logsoftmax_forward::primitive_desc(logsoftmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
+  });
+  define(node.outputs[0], plain_md(xs));
+  Step& st = add_step(cat(who, ": oneDNN logsoftmax ", pd.impl_info_str()), {x}, {int(node.outputs[0])});
+  st.prim = primitive(logsoftmax_forward(pd));
+  int xv = reshaped(x, view), ov = reshaped(int(node.outputs[0]), view);
+  st.args = {{DNNL_ARG_SRC, xv}, {DNNL_ARG_DST, ov}};
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::LRN& l, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  if (l.size % 2 == 0 || xs.size() < 3 || xs.size() > 5) return false;
+  int x = plain_slot(int(node.inputs[0]));
+  auto pd = dnnl_call(who, [&] {
+    return lrn_forward::primitive_desc(lrn_forward::desc(prop_kind::forward_inference, algorithm::lrn_across_channels, plain_md(xs), l.size,
+                                                         l.alpha, l.beta, l.bias), eng_);
+  });
+  define(node.outputs[0], plain_md(xs));
+  Step& st = add_step(cat(who, ": oneDNN lrn ", pd.impl_info_str()), {x}, {int(node.outputs[0])});
+  st.prim = primitive(lrn_forward(pd));
+  st.args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, int(node.outputs[0])}};
   return true;
 }
 

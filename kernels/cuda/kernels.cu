@@ -94,7 +94,7 @@ template <class F>
 bool with_unary(const Op& op, F&& f) {
   using namespace ops;
   return with_op<Neg, Relu, LeakyRelu, Clip, Sqrt, Erf, Exp, Sigmoid, Tanh, Gelu, Abs, Log, Reciprocal, Floor, Ceil, Round, Sign, Softsign,
-                 Softplus, Mish, HardSwish, Elu, Selu, HardSigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh>(op, f);
+                 Softplus, Mish, HardSwish, Elu, Selu, HardSigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Celu, ThresholdedRelu, Shrink>(op, f);
 }
 }  // namespace
 

@@ -116,7 +116,18 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
     if (!is_float(out_types[0].dtype)) return std::nullopt;
     if constexpr (!real && !OpT::multilinear) detail::require_ordered<T>(OpT::name);
     return V{kernels::unary(data(in, 0), [&](T v) { return op.template apply<T>(v); })};
-  } else if constexpr (std::is_same_v<OpT, ops::Softmax> && real) {
+  } else if constexpr (std::is_same_v<OpT, ops::CumSum>) {
+    return V{std::visit([&](const auto& t) { return Value<T>(kernels::cumsum(op, t)); }, in[0])};
+  } else if constexpr (std::is_same_v<OpT, ops::TopK>) {
+    if constexpr (!real) {
+      return std::nullopt;  // the formula refuses the field
+    } else {
+      return std::visit([&](const auto& t) {
+        auto [v, i] = kernels::topk(op, t, os);
+        return V{Value<T>(std::move(v)), Value<T>(std::move(i))};
+      }, in[0]);
+    }
+  } else if constexpr ((std::is_same_v<OpT, ops::Softmax> || std::is_same_v<OpT, ops::LogSoftmax>) && real) {
     return V{kernels::softmax(op, data(in, 0))};
   } else if constexpr (std::is_same_v<OpT, ops::LayerNormalization> && real) {
     auto outs = kernels::layer_norm(op, data(in, 0), data(in, 1), in.size() == 3 ? &data(in, 2) : nullptr, out_types);

@@ -2,7 +2,9 @@
 // Fast whole-tensor kernels of the reference interpreter (private to src/eval). Each is
 // checked against the op's element formula in tests/test_ops.cpp.
 #include <Eigen/Core>
+
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "pet/core/parallel.hpp"
@@ -252,9 +254,63 @@ Tensor<E> unary(const Tensor<E>& x, F&& f) {
   return out;
 }
 
-/// Softmax over the contiguous dims [axis, end) (rows of length L with stride `inner`).
-template <class T>
-Tensor<T> softmax(const ops::Softmax& op, const Tensor<T>& x) {
+/// Rows along `axis` of a tensor of shape s: outer x len x inner, row (o, i) starting at
+/// o * len * inner + i with stride inner.
+inline std::array<int64_t, 3> rows_along(const Shape& s, int64_t axis) {
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int i = 0; i < int(s.size()); ++i) (i < axis ? outer : i == axis ? len : inner) *= s[size_t(i)];
+  return {outer, len, inner};
+}
+
+/// CumSum in one pass per row (any element type).
+template <class E>
+Tensor<E> cumsum(const ops::CumSum& op, const Tensor<E>& x) {
+  const auto [outer, len, inner] = rows_along(x.shape(), op.axis);
+  Tensor<E> out(x.shape());
+  parallel_for(outer * inner, [&](int64_t oi) {
+    const int64_t base = (oi / inner) * len * inner + oi % inner;
+    E acc(0);
+    for (int64_t t = 0; t < len; ++t) {
+      const int64_t j = base + (op.reverse ? len - 1 - t : t) * inner;
+      if (op.exclusive) out[j] = acc, acc += x[j];
+      else acc += x[j], out[j] = acc;
+    }
+  }, x.size() > 16384);
+  return out;
+}
+
+/// TopK with one sort per row (values as E, indices as int64), in the formula's order.
+template <class E>
+std::pair<Tensor<E>, Tensor<int64_t>> topk(const ops::TopK& op, const Tensor<E>& x, const Shape& out_shape) {
+  const auto [outer, len, inner] = rows_along(x.shape(), op.axis);
+  Tensor<E> vals(out_shape);
+  Tensor<int64_t> idx(out_shape);
+  const int64_t k = op.k;
+  parallel_for(outer * inner, [&](int64_t oi) {
+    const int64_t o = oi / inner, in = oi % inner, base = o * len * inner + in, obase = o * k * inner + in;
+    std::vector<int64_t> order(static_cast<size_t>(len));
+    for (int64_t j = 0; j < len; ++j) order[size_t(j)] = j;
+    auto v = [&](int64_t j) { return double(x[base + j * inner]); };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t p, int64_t q) {
+      const double a = v(p), b = v(q);
+      const bool an = std::isnan(a), bn = std::isnan(b);
+      if (an || bn) return an && bn ? p < q : op.largest ? an : bn;
+      if (a != b) return op.largest ? a > b : a < b;
+      return p < q;
+    });
+    for (int64_t r = 0; r < k; ++r) {
+      vals[obase + r * inner] = x[base + order[size_t(r)] * inner];
+      idx[obase + r * inner] = order[size_t(r)];
+    }
+  }, x.size() > 16384);
+  return {vals, idx};
+}
+
+/// Softmax or LogSoftmax (O) over the contiguous dims [axis, end) (rows of length L with
+/// stride `inner`).
+template <class O, class T>
+Tensor<T> softmax(const O& op, const Tensor<T>& x) {
+  constexpr bool log = std::is_same_v<O, ops::LogSoftmax>;
   const Shape& s = x.shape();
   const int end = op.row_end(int(s.size()));
   int64_t outer = 1, len = 1, inner = 1;
@@ -268,7 +324,12 @@ Tensor<T> softmax(const ops::Softmax& op, const Tensor<T>& x) {
     for (int64_t j = 0; j < len; ++j) mx = std::max(mx, src[j * inner]);
     T sum = 0;
     for (int64_t j = 0; j < len; ++j) sum += dst[j * inner] = std::exp(src[j * inner] - mx);
-    for (int64_t j = 0; j < len; ++j) dst[j * inner] /= sum;
+    if constexpr (log) {
+      const T ls = std::log(sum);
+      for (int64_t j = 0; j < len; ++j) dst[j * inner] = src[j * inner] - mx - ls;
+    } else {
+      for (int64_t j = 0; j < len; ++j) dst[j * inner] /= sum;
+    }
   }, outer * inner * len > 16384);
   return out;
 }

@@ -264,6 +264,15 @@ struct Importer {
         inputs.erase(inputs.begin(), inputs.begin() + 2);
         mp.data_inputs.erase(mp.data_inputs.begin() + 1);
       }
+      // Mean of n > 1 inputs: their sum (the chain above), divided by n.
+      if (node.op_type() == "Mean" && inputs.size() == 2) {
+        const int64_t count = int64_t(all_count(node));
+        std::string sum = m.graph.unique_name(cat(name, ":sum"));
+        TensorId s = m.graph.add_node(m.graph.unique_name(cat(name, "_sum")), mp.op, inputs, {sum})[0];
+        TensorId n = m.graph.add_constant(m.graph.unique_name(cat(name, ":count")), Tensor<float>(Shape{}, std::vector<float>{float(count)}));
+        inputs = {s, n};
+        mp.op = ops::Div{};
+      }
       Types in_types;
       for (TensorId t : inputs) in_types.push_back(m.graph.type(t));
       for (size_t k = 0; k < inputs.size(); ++k)
@@ -293,6 +302,11 @@ struct Importer {
     }
   }
   static bool ctx_present(const ::onnx::NodeProto& n, int i) { return i < n.input_size() && !n.input(i).empty(); }
+  static int all_count(const ::onnx::NodeProto& n) {
+    int k = 0;
+    for (const auto& i : n.input()) k += !i.empty();
+    return k;
+  }
 
   /// Folds shape arithmetic: Shape of a static tensor, and Constant and integer-typed nodes
   /// whose inputs are all constant, evaluated on the constants' values before any of them
@@ -319,6 +333,7 @@ struct Importer {
       in_types.push_back(TensorType{c->first, std::visit([](const auto& t) { return t.shape(); }, c->second)});
     }
     if (cv.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) return false;  // variadic: a chain below
+    if (node.op_type() == "Mean") return false;                                          // a chain and a Div below
     bool any_int = false;
     for (const auto& t : in_types) any_int = any_int || !is_float(t.dtype);
     const Types out_types = infer_types(mp.op, in_types);

@@ -417,6 +417,30 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["Mish"] = unary(ops::Mish{});
   t["HardSwish"] = unary(ops::HardSwish{});
   t["Elu"] = [](const NodeCtx& c) { return Mapped{ops::Elu{.alpha = c.f("alpha", 1.0f)}, {0}}; };
+  t["Celu"] = [](const NodeCtx& c) {
+    ops::Celu o;
+    o.alpha = c.f("alpha", 1.0f);
+    if (o.alpha == 0) throw InvalidInput("alpha must not be 0");
+    return Mapped{o, {0}};
+  };
+  t["ThresholdedRelu"] = [](const NodeCtx& c) {
+    ops::ThresholdedRelu o;
+    o.alpha = c.f("alpha", 1.0f);
+    return Mapped{o, {0}};
+  };
+  t["Shrink"] = [](const NodeCtx& c) {
+    ops::Shrink o;
+    o.bias = c.f("bias", 0.0f);
+    o.lambd = c.f("lambd", 0.5f);
+    return Mapped{o, {0}};
+  };
+  t["IsNaN"] = [](const NodeCtx&) { return Mapped{ops::IsNaN{}, {0}}; };
+  t["IsInf"] = [](const NodeCtx& c) {
+    ops::IsInf o;
+    o.detect_negative = c.i("detect_negative", 1) != 0;
+    o.detect_positive = c.i("detect_positive", 1) != 0;
+    return Mapped{o, {0}};
+  };
   t["Selu"] = [](const NodeCtx& c) {
     ops::Selu o;
     o.alpha = c.f("alpha", o.alpha);
@@ -438,6 +462,12 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["Max"] = variadic(ops::Max{}, "Max");
   t["Min"] = variadic(ops::Min{}, "Min");
   t["Sum"] = variadic(ops::Add{}, "Sum");
+  // Mean: the chain of Adds, then one Div by the count (the importer adds it); floats only.
+  t["Mean"] = [variadic](const NodeCtx& c) {
+    for (int i : all_inputs(c))
+      if (auto t = c.type(i); t && !is_float(t->dtype)) throw InvalidInput(cat("input ", i, " must be float32, got ", dtype_name(t->dtype)));
+    return variadic(ops::Add{}, "Mean")(c);
+  };
   t["LeakyRelu"] = [](const NodeCtx& c) { return Mapped{ops::LeakyRelu{.alpha = c.f("alpha", 0.01f)}, {0}}; };
   t["Clip"] = [](const NodeCtx& c) {
     ops::Clip o;
@@ -467,11 +497,93 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     }
     return Mapped{o, {0}};
   };
-  t["Softmax"] = [](const NodeCtx& c) {
-    ops::Softmax o;
-    o.flatten_tail = c.opset < 13;
-    o.axis = c.i("axis", c.opset < 13 ? 1 : -1);
+  // Softmax, LogSoftmax, Hardmax: before opset 13 one row over dims [axis, rank), axis 1 by
+  // default; from 13 the single dim axis, -1 by default.
+  auto row_op = [](auto op) {
+    return [op](const NodeCtx& c) {
+      auto o = op;
+      o.flatten_tail = c.opset < 13;
+      o.axis = c.i("axis", c.opset < 13 ? 1 : -1);
+      return Mapped{o, {0}};
+    };
+  };
+  t["Softmax"] = row_op(ops::Softmax{});
+  t["LogSoftmax"] = row_op(ops::LogSoftmax{});
+  t["Hardmax"] = row_op(ops::Hardmax{});
+  t["LRN"] = [](const NodeCtx& c) {
+    if (!c.attr("size")) throw InvalidInput("attribute 'size' is required");
+    return Mapped{ops::LRN{.size = c.i("size", 0), .alpha = c.f("alpha", 1e-4f), .beta = c.f("beta", 0.75f), .bias = c.f("bias", 1.0f)}, {0}};
+  };
+  // GlobalMaxPool is the maximum over every spatial dim: ReduceMax over dims [2, rank).
+  t["GlobalMaxPool"] = [](const NodeCtx& c) {
+    const auto t = c.type(0);
+    if (!t) throw InvalidInput("input 0 is missing");
+    if (t->shape.size() < 3) throw InvalidInput(cat("input must be N x C x D1 x ..., got ", t->shape));
+    ops::ReduceMax o;
+    for (size_t d = 2; d < t->shape.size(); ++d) o.axes.push_back(int64_t(d));
     return Mapped{o, {0}};
+  };
+  t["CumSum"] = [](const NodeCtx& c) {
+    ops::CumSum o;
+    o.axis = int64_t(c.const_scalar(1, "axis"));
+    o.exclusive = c.i("exclusive", 0) != 0;
+    o.reverse = c.i("reverse", 0) != 0;
+    return Mapped{o, {0}};
+  };
+  t["TopK"] = [](const NodeCtx& c) {
+    ops::TopK o;
+    o.k = c.opset < 10 ? c.i("k", -1) : int64_t(c.const_scalar(1, "K"));
+    if (c.opset < 10 && !c.attr("k")) throw InvalidInput("attribute 'k' is required");
+    o.axis = c.i("axis", -1);
+    o.largest = c.i("largest", 1) != 0;
+    o.sorted = c.i("sorted", 1) != 0;
+    return Mapped{o, {0}};
+  };
+  t["GatherElements"] = [](const NodeCtx& c) { return Mapped{ops::GatherElements{.axis = c.i("axis", 0)}, {0, 1}}; };
+  t["GatherND"] = [](const NodeCtx& c) { return Mapped{ops::GatherND{.batch_dims = c.i("batch_dims", 0)}, {0, 1}}; };
+  t["Trilu"] = [](const NodeCtx& c) {
+    ops::Trilu o;
+    o.upper = c.i("upper", 1) != 0;
+    if (c.present(1)) o.k = int64_t(c.const_scalar(1, "k"));
+    return Mapped{o, {0}};
+  };
+  t["OneHot"] = [](const NodeCtx& c) {
+    ops::OneHot o;
+    const double depth = c.const_scalar(1, "depth");
+    if (!(depth >= 1 && depth <= double(kMaxMadeConstant))) throw InvalidInput(cat("depth ", depth, " must be in [1, 2^28]"));
+    o.depth = int64_t(depth);
+    o.axis = c.i("axis", -1);
+    return Mapped{o, {0, 2}};
+  };
+  // Size and EyeLike depend only on the input's static shape and type: constants.
+  t["Size"] = [](const NodeCtx& c) {
+    const auto t = c.type(0);
+    if (!t) throw InvalidInput("input 0 is missing");
+    return Mapped{ops::Constant{.dtype = DType::Int64, .value = Tensor<int64_t>(Shape{}, std::vector<int64_t>{numel(t->shape)})}, {}};
+  };
+  t["EyeLike"] = [](const NodeCtx& c) {
+    const auto t = c.type(0);
+    if (!t) throw InvalidInput("input 0 is missing");
+    if (t->shape.size() != 2) throw InvalidInput(cat("input must be 2-D, got shape ", t->shape));
+    if (numel(t->shape) > kMaxMadeConstant) throw Unsupported(cat("output shape ", t->shape, " holds over 2^28 elements: too large a constant"));
+    const DType dt = c.attr("dtype") ? cast_target(c.i("dtype", 0)) : t->dtype;
+    const int64_t k = c.i("k", 0), rows = t->shape[0], cols = t->shape[1];
+    auto fill = [&](auto v) {
+      for (int64_t i = 0; i < rows; ++i)
+        if (i + k >= 0 && i + k < cols) v[i * cols + i + k] = 1;
+      return v;
+    };
+    ops::Constant o;
+    o.dtype = dt;
+    if (is_float(dt)) o.value = fill(Tensor<float>(t->shape, 0.f));
+    else o.value = fill(Tensor<int64_t>(t->shape, int64_t(0)));
+    return Mapped{o, {}};
+  };
+  // CastLike casts to the second input's type.
+  t["CastLike"] = [](const NodeCtx& c) {
+    const auto t = c.type(1);
+    if (!t) throw InvalidInput("input 1 (target_type) is missing");
+    return Mapped{ops::Cast{.to = t->dtype}, {0}};
   };
   t["BatchNormalization"] = [](const NodeCtx& c) {
     ops::BatchNormalization o;
@@ -570,6 +682,33 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     }
     return Mapped{o, {0}};
   };
+  // Upsample (opsets 7 to 9; Resize's predecessor): asymmetric coordinates and, for nearest,
+  // truncation when enlarging and rounding up when shrinking, as ONNX Runtime runs it.
+  t["Upsample"] = [](const NodeCtx& c) {
+    if (c.opset < 7) throw Unsupported("Upsample before opset 7 (height_scale and width_scale attributes)");
+    ops::Resize o;
+    const std::string mode = c.s("mode", "nearest");
+    if (mode == "linear" || mode == "bilinear") o.mode = ops::Resize::Mode::Linear;
+    else if (mode != "nearest") throw InvalidInput(cat("mode '", mode, "' is not nearest or linear"));
+    o.coord = ops::Resize::Coord::Asymmetric;
+    if (c.opset < 9) {
+      const auto* a = c.attr("scales");
+      if (!a) throw InvalidInput("attribute 'scales' is required");
+      for (float f : a->floats()) o.scales.push_back(double(f));
+    } else {
+      const auto* v = c.constant(1);
+      if (!c.present(1)) throw InvalidInput("scales (input 1) is missing");
+      if (!v) throw Unsupported(cat("scales (input 1 '", c.node.input(1), "') must be a constant"));
+      if (!is_float(v->first)) throw InvalidInput("scales (input 1) must be a float tensor");
+      for (float f : std::get<Tensor<float>>(v->second).vec()) o.scales.push_back(double(f));
+    }
+    bool up = false, down = false;
+    for (double f : o.scales) up = up || f > 1, down = down || f < 1;
+    if (up && down && o.mode == ops::Resize::Mode::Nearest)
+      throw Unsupported(cat("nearest Upsample that enlarges some dims and shrinks others (scales ", o.scales, ")"));
+    o.nearest_mode = down ? ops::Resize::Round::Ceil : ops::Resize::Round::Floor;
+    return Mapped{o, {0}};
+  };
   t["InstanceNormalization"] = [](const NodeCtx& c) {
     return Mapped{ops::InstanceNormalization{.epsilon = c.f("epsilon", 1e-5f)}, {0, 1, 2}};
   };
@@ -579,6 +718,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["ReduceL2"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceL2>(c, c.opset >= 18); };
   t["ReduceSumSquare"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceSumSquare>(c, c.opset >= 18); };
   t["ReduceLogSumExp"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceLogSumExp>(c, c.opset >= 18); };
+  t["ReduceLogSum"] = [](const NodeCtx& c) { return import_reduce<ops::ReduceLogSum>(c, c.opset >= 18); };
   t["Transpose"] = [](const NodeCtx& c) { return Mapped{ops::Transpose{.perm = c.ints("perm")}, {0}}; };
   t["Reshape"] = [](const NodeCtx& c) {
     if (c.opset < 5) throw Unsupported("Reshape before opset 5 (shape as an attribute)");
@@ -792,19 +932,67 @@ struct Exporter {
       extra.push_back(ctx.initializer(n.name + "_training", DType::Bool, Tensor<int64_t>(Shape{}, std::vector<int64_t>{1})));
     with_inputs("Dropout", extra);
   }
-  void operator()(const ops::Softmax& o) {
+  /// Softmax, LogSoftmax, Hardmax at opset 17.
+  template <class O>
+  void row_op(const char* type, const O& o) {
     const Shape& s = g.type(n.inputs[0]).shape;
     if (!o.flatten_tail || o.axis == int64_t(s.size()) - 1) {
-      set(simple("Softmax"), "axis", o.axis);
+      set(simple(type), "axis", o.axis);
       return;
     }
-    // Opset < 13 semantics (one row over dims [axis, rank)) as Reshape -> Softmax -> Reshape.
+    // Opset < 13 semantics (one row over dims [axis, rank)) as Reshape -> op -> Reshape.
     int64_t outer = 1, row = 1;
     for (size_t i = 0; i < s.size(); ++i) (int64_t(i) < o.axis ? outer : row) *= s[i];
     std::string a = ctx.unique(n.name + "_2d"), b = ctx.unique(n.name + "_sm");
     ctx.add("Reshape", ctx.unique(n.name + "_flat"), {in()[0], ints("rows", {outer, row})}, {a});
-    set(ctx.add("Softmax", ctx.unique(n.name + "_rows"), {a}, {b}), "axis", int64_t(1));
+    set(ctx.add(type, ctx.unique(n.name + "_rows"), {a}, {b}), "axis", int64_t(1));
     ctx.add("Reshape", n.name, {b, ints("shape", s)}, out());
+  }
+  void operator()(const ops::Softmax& o) { row_op("Softmax", o); }
+  void operator()(const ops::LogSoftmax& o) { row_op("LogSoftmax", o); }
+  void operator()(const ops::Hardmax& o) { row_op("Hardmax", o); }
+  void operator()(const ops::LRN& o) {
+    auto* p = simple("LRN");
+    set(p, "size", o.size);
+    set(p, "alpha", o.alpha);
+    set(p, "beta", o.beta);
+    set(p, "bias", o.bias);
+  }
+  void operator()(const ops::Celu& o) { set(simple("Celu"), "alpha", o.alpha); }
+  void operator()(const ops::ThresholdedRelu& o) { set(simple("ThresholdedRelu"), "alpha", o.alpha); }
+  void operator()(const ops::Shrink& o) {
+    auto* p = simple("Shrink");
+    set(p, "bias", o.bias);
+    set(p, "lambd", o.lambd);
+  }
+  void operator()(const ops::IsNaN&) { simple("IsNaN"); }
+  void operator()(const ops::IsInf& o) {
+    auto* p = simple("IsInf");
+    set(p, "detect_negative", int64_t(o.detect_negative));
+    set(p, "detect_positive", int64_t(o.detect_positive));
+  }
+  void operator()(const ops::CumSum& o) {
+    auto* p = with_inputs("CumSum", {ctx.initializer(n.name + "_axis", DType::Int64, Tensor<int64_t>(Shape{}, std::vector<int64_t>{o.axis}))});
+    set(p, "exclusive", int64_t(o.exclusive));
+    set(p, "reverse", int64_t(o.reverse));
+  }
+  void operator()(const ops::TopK& o) {
+    auto* p = with_inputs("TopK", {ints("k", {o.k})});
+    set(p, "axis", o.axis);
+    set(p, "largest", int64_t(o.largest));
+    set(p, "sorted", int64_t(o.sorted));
+  }
+  void operator()(const ops::GatherElements& o) { set(simple("GatherElements"), "axis", o.axis); }
+  void operator()(const ops::GatherND& o) { set(simple("GatherND"), "batch_dims", o.batch_dims); }
+  void operator()(const ops::Trilu& o) {
+    auto* p = with_inputs("Trilu", {ctx.initializer(n.name + "_k", DType::Int64, Tensor<int64_t>(Shape{}, std::vector<int64_t>{o.k}))});
+    set(p, "upper", int64_t(o.upper));
+  }
+  void operator()(const ops::OneHot& o) {
+    const auto v = in();
+    auto* p = ctx.add("OneHot", n.name, {v[0], ctx.initializer(n.name + "_depth", DType::Int64, Tensor<int64_t>(Shape{}, std::vector<int64_t>{o.depth})), v[1]},
+                      out());
+    set(p, "axis", o.axis);
   }
   void operator()(const ops::BatchNormalization& o) {
     auto* p = simple("BatchNormalization");
@@ -917,6 +1105,7 @@ struct Exporter {
   void operator()(const ops::ReduceL2& o) { reduce17("ReduceL2", o); }
   void operator()(const ops::ReduceSumSquare& o) { reduce17("ReduceSumSquare", o); }
   void operator()(const ops::ReduceLogSumExp& o) { reduce17("ReduceLogSumExp", o); }
+  void operator()(const ops::ReduceLogSum& o) { reduce17("ReduceLogSum", o); }
   void operator()(const ops::Transpose& o) { set(simple("Transpose"), "perm", o.perm); }
   void operator()(const ops::Reshape& o) { with_inputs("Reshape", {ints("shape", o.shape)}); }
   void operator()(const ops::Flatten& o) { set(simple("Flatten"), "axis", o.axis); }

@@ -721,9 +721,20 @@ class Generator {
     if (p.mode == ops::PadMode::Constant && chance(0.4)) p.value = r_.uniform(-1, 1);
     add1(p, {x});
   }
+  /// Softmax, LogSoftmax (both over one dim or, as before opset 13, the flattened tail) or,
+  /// on N x C x H x W tensors, LRN across channels.
   void softmax() {
     TensorId x = pick();
-    add1(ops::Softmax{.axis = r_.range(-rank(x), rank(x) - 1)}, {x});
+    if (rank(x) == 4 && chance(0.25)) {  // 4-D and odd sizes: what ONNX Runtime runs
+      add1(ops::LRN{.size = one_of<int64_t>({1, 3, 5, 7}), .alpha = float(r_.uniform(1e-4, 1.0)), .beta = float(one_of<double>({0.5, 0.75, 1.0})),
+                    .bias = float(one_of<double>({1.0, 2.0}))},
+           {x});
+      return;
+    }
+    const int64_t axis = r_.range(-rank(x), rank(x) - 1);
+    const bool tail = chance(0.2);
+    if (chance(0.35)) add1(ops::LogSoftmax{{.axis = axis, .flatten_tail = tail}}, {x});
+    else add1(ops::Softmax{{.axis = axis, .flatten_tail = tail}}, {x});
   }
   void reduce() {
     TensorId x = pick();

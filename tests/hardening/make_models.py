@@ -148,3 +148,49 @@ save("convtranspose_implicit13", [
     helper.make_node("ConvTranspose", ["x", "wt"], ["valid"], strides=[2, 1], auto_pad="VALID", name="valid"),
     helper.make_node("ConvTranspose", ["x", "wt"], ["shaped"], strides=[3, 2], output_shape=[14, 10], name="shaped"),
 ], [vi("x", [1, 2, 4, 4])], [vi(o, None) for o in ["same_upper", "same_lower", "valid", "shaped"]], [const("wt", wt)], opset=13)
+
+# The second batch of ONNX coverage ops, on one input (indices made by TopK from it).
+I64, B = TensorProto.INT64, TensorProto.BOOL
+save("coverage17c", [
+    helper.make_node("LogSoftmax", ["x"], ["logsm"], axis=1, name="logsoftmax"),
+    helper.make_node("Hardmax", ["x"], ["hmax"], axis=-1, name="hardmax"),
+    helper.make_node("Unsqueeze", ["x", "ax3"], ["x4"], name="to4d"),
+    helper.make_node("LRN", ["x4"], ["lrn"], size=3, alpha=0.5, beta=0.75, bias=2.0, name="lrn_odd"),
+    helper.make_node("GlobalMaxPool", ["x"], ["gmp"], name="gmp"),
+    helper.make_node("Celu", ["x"], ["celu"], alpha=0.8, name="celu"),
+    helper.make_node("ThresholdedRelu", ["x"], ["thr"], alpha=0.3, name="thr"),
+    helper.make_node("Shrink", ["x"], ["shr"], bias=0.1, lambd=0.4, name="shrink"),
+    helper.make_node("Abs", ["x"], ["ax"], name="abs"),
+    helper.make_node("ReduceLogSum", ["ax"], ["rls"], axes=[2], keepdims=0, name="reducelogsum"),
+    helper.make_node("CumSum", ["x", "axis1"], ["cs"], exclusive=1, reverse=1, name="cumsum"),
+    helper.make_node("TopK", ["x", "k2"], ["topv", "topi"], axis=2, name="topk"),
+    helper.make_node("TopK", ["x", "k1"], ["minv", "mini"], axis=2, largest=0, name="bottom1"),
+    helper.make_node("GatherElements", ["x", "topi"], ["ge"], axis=2, name="gatherelements"),
+    helper.make_node("GatherND", ["x", "mini"], ["gnd"], batch_dims=2, name="gathernd"),
+    helper.make_node("Trilu", ["x", "kdiag"], ["tri"], upper=0, name="trilu"),
+    helper.make_node("OneHot", ["mini", "depth", "onoff"], ["oh"], axis=-1, name="onehot"),
+    helper.make_node("Log", ["x"], ["lg"], name="log"),
+    helper.make_node("IsNaN", ["lg"], ["nan"], name="isnan"),
+    helper.make_node("Floor", ["x"], ["fl"], name="floor"),
+    helper.make_node("Reciprocal", ["fl"], ["rf"], name="reciprocal"),
+    helper.make_node("IsInf", ["rf"], ["inf"], detect_negative=0, name="isinf"),
+    helper.make_node("Size", ["x"], ["size"], name="size"),
+    helper.make_node("Reshape", ["x", "rows"], ["x2"], name="to2d"),
+    helper.make_node("EyeLike", ["x2"], ["eye"], k=1, name="eyelike"),
+    helper.make_node("Add", ["x2", "eye"], ["x2eye"], name="plus_eye"),
+    helper.make_node("CastLike", ["topi", "x"], ["topif"], name="castlike"),
+    helper.make_node("Mean", ["x", "celu", "thr"], ["mean3"], name="mean3"),
+    helper.make_node("Mean", ["x", "shr"], ["mean2"], name="mean2"),
+], [vi("x", [2, 3, 4])],
+   [vi(o, None) for o in ["logsm", "hmax", "lrn", "gmp", "celu", "thr", "shr", "rls", "cs", "topv"]] +
+   [vi("topi", None, I64), vi("mini", None, I64)] + [vi(o, None) for o in ["ge", "gnd", "tri", "oh"]] +
+   [vi("nan", None, B), vi("inf", None, B), vi("size", None, I64), vi("x2eye", None), vi("topif", None), vi("mean3", None), vi("mean2", None)],
+   [const("axis1", np.array(1, dtype=np.int64)), const("k2", np.array([2], dtype=np.int64)), const("k1", np.array([1], dtype=np.int64)),
+    const("kdiag", np.array(1, dtype=np.int64)), const("depth", np.array(4, dtype=np.int64)),
+    const("onoff", np.array([0.5, 5.0], dtype=np.float32)), const("rows", np.array([6, 4], dtype=np.int64)),
+    const("ax3", np.array([3], dtype=np.int64))], opset=17)
+# Upsample (opset 9, before Resize): nearest and linear, scales as an input.
+save("upsample9", [
+    helper.make_node("Upsample", ["img", "sc"], ["near"], mode="nearest", name="up_nearest"),
+    helper.make_node("Upsample", ["img", "sc"], ["lin"], mode="linear", name="up_linear"),
+], [vi("img", [1, 2, 3, 3])], [vi("near", None), vi("lin", None)], [const("sc", np.array([1, 1, 2, 1.5], dtype=np.float32))], opset=9)

@@ -39,7 +39,10 @@ using Op = std::variant<
     ops::Equal, ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual,  //
     ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,                              //
     ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan,               //
-    ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh>;
+    ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,                    //
+    ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf,        //
+    ops::LogSoftmax, ops::Hardmax, ops::LRN, ops::ReduceLogSum, ops::CumSum,     //
+    ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot>;
 
 /// Whether O is one of Ts (visitors list the ops each branch handles; a final
 /// static_assert(always_false<O>) makes a forgotten op a compile error).

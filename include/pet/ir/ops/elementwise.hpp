@@ -228,8 +228,62 @@ PET_UNARY_REAL_ATTRS(HardSigmoid, std::max(E(0), std::min(E(1), E(alpha) * x + E
   float alpha = 0.2f;
   float beta = 0.5f;
 };
+/// out = max(0, x) + min(0, alpha (e^(x / alpha) - 1))
+PET_UNARY_REAL_ATTRS(Celu, std::max(E(0), x) + std::min(E(0), E(alpha) * (std::exp(x / E(alpha)) - E(1))))
+  PET_ATTRS(alpha);
+  float alpha = 1.0f;
+};
+/// out = x > alpha ? x : 0
+PET_UNARY_REAL_ATTRS(ThresholdedRelu, x > E(alpha) ? x : E(0))
+  PET_ATTRS(alpha);
+  float alpha = 1.0f;
+};
+/// out = x < -lambd ? x + bias : x > lambd ? x - bias : 0
+PET_UNARY_REAL_ATTRS(Shrink, x < E(-lambd) ? x + E(bias) : x > E(lambd) ? x - E(bias) : E(0))
+  PET_ATTRS(bias, lambd);
+  float bias = 0.0f;
+  float lambd = 0.5f;
+};
 #undef PET_UNARY_REAL_ATTRS
 #undef PET_UNARY_REAL
+
+namespace detail {
+/// Float -> bool tests of each element (IsNaN, IsInf).
+template <class D>
+struct FloatTest {
+  static constexpr bool multilinear = false;
+  Types infer(InTypes in) const {
+    expect_arity(in, 1, 1);
+    expect_float(in, 0, "input");
+    return {{DType::Bool, in[0].shape}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(D::name);
+    return E(static_cast<const D&>(*this).holds(read.real(0, o)) ? 1 : 0);
+  }
+  Splits propagate(InSplits in, InTypes, InTypes) const { return {in[0]}; }
+  std::vector<Box> input_boxes(const Box& out, int, InTypes, InTypes) const { return {out}; }
+  bool operator==(const FloatTest&) const = default;
+};
+}  // namespace detail
+
+/// out (bool) = x is NaN
+struct IsNaN : detail::FloatTest<IsNaN> {
+  static constexpr std::string_view name = "IsNaN";
+  PET_ATTRS();
+  static bool holds(double x) { return std::isnan(x); }
+  bool operator==(const IsNaN&) const = default;
+};
+/// out (bool) = x is +infinity (when detect_positive) or -infinity (when detect_negative)
+struct IsInf : detail::FloatTest<IsInf> {
+  static constexpr std::string_view name = "IsInf";
+  PET_ATTRS(detect_negative, detect_positive);
+  bool detect_negative = true;
+  bool detect_positive = true;
+  bool holds(double x) const { return std::isinf(x) && (x > 0 ? detect_positive : detect_negative); }
+  bool operator==(const IsInf&) const = default;
+};
 
 /// out = max(a, b) (ONNX Max with two inputs; more are imported as a chain)
 struct Max : detail::Binary<Max> {

@@ -132,9 +132,6 @@ struct LayerNormalization {
   bool operator==(const LayerNormalization&) const = default;
 };
 
-/// Softmax over dims [axis, axis+1) (opset 13+) or, for opset < 13 (`flatten_tail`), over
-/// all dims [axis, rank) as one row.
-///   out[v] = exp(x[v] - max_row) / sum_row exp(x - max_row)
 /// out[n, c, ...] = scale[c] (x - mean) / sqrt(var + epsilon) + B[c], mean and (biased)
 /// variance over the spatial dims of (n, c).
 struct InstanceNormalization {
@@ -179,13 +176,14 @@ struct InstanceNormalization {
   bool operator==(const InstanceNormalization&) const = default;
 };
 
-struct Softmax {
-  static constexpr std::string_view name = "Softmax";
-  PET_ATTRS(axis, flatten_tail);
-  static constexpr bool multilinear = false;
+namespace detail {
+/// Softmax, LogSoftmax and Hardmax: one row per output element, over dims [axis, axis+1)
+/// (opset 13+) or, for opset < 13 (`flatten_tail`), over all dims [axis, rank) as one row.
+template <class D>
+struct RowOp {
   int64_t axis = -1;
   bool flatten_tail = false;
-
+  static constexpr bool multilinear = false;
   Types infer(InTypes in) {
     pet::detail::expect_arity(in, 1, 1);
     pet::detail::expect_float(in, 0, "input");
@@ -195,26 +193,111 @@ struct Softmax {
   }
   /// The row (dims [axis, end)) containing o.
   int row_end(int rank) const { return flatten_tail ? rank : int(axis) + 1; }
-  template <class E, class R>
-  E at(const Index& o, const R& read) const {
-    pet::detail::require_ordered<E>(name);
+  /// Calls f(index, value) for every element of o's row, in row order.
+  template <class R, class F>
+  void for_row(const Index& o, const R& read, F&& f) const {
     const Shape& xs = read.shape(0);
     const int end = row_end(int(xs.size()));
     Shape row(xs.begin() + axis, xs.begin() + end);
     Index r(int(row.size())), xi = o;
+    do {
+      for (int i = 0; i < r.rank; ++i) xi[int(axis) + i] = r[i];
+      f(xi, read.real(0, xi));
+    } while (next_index(r, row));
+  }
+  /// The row's maximum and sum of exp(x - maximum).
+  template <class R>
+  std::pair<double, double> exp_sum(const Index& o, const R& read) const {
     double mx = -INFINITY, sum = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      do {
-        for (int i = 0; i < r.rank; ++i) xi[int(axis) + i] = r[i];
-        double v = read.real(0, xi);
-        if (pass == 0) mx = std::max(mx, v);
-        else sum += std::exp(v - mx);
-      } while (next_index(r, row));
-    }
-    return E(std::exp(read.real(0, o) - mx) / sum);
+    for_row(o, read, [&](const Index&, double v) { mx = std::max(mx, v); });
+    for_row(o, read, [&](const Index&, double v) { sum += std::exp(v - mx); });
+    return {mx, sum};
   }
   int64_t flops(InTypes in, InTypes) const { return 5 * numel(in[0].shape); }
+  bool operator==(const RowOp&) const = default;
+};
+}  // namespace detail
+
+///   out[v] = exp(x[v] - max_row) / sum_row exp(x - max_row)
+struct Softmax : detail::RowOp<Softmax> {
+  static constexpr std::string_view name = "Softmax";
+  PET_ATTRS(axis, flatten_tail);
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(name);
+    auto [mx, sum] = exp_sum(o, read);
+    return E(std::exp(read.real(0, o) - mx) / sum);
+  }
   bool operator==(const Softmax&) const = default;
+};
+
+///   out[v] = x[v] - max_row - ln(sum_row exp(x - max_row))
+struct LogSoftmax : detail::RowOp<LogSoftmax> {
+  static constexpr std::string_view name = "LogSoftmax";
+  PET_ATTRS(axis, flatten_tail);
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(name);
+    auto [mx, sum] = exp_sum(o, read);
+    return E(read.real(0, o) - mx - std::log(sum));
+  }
+  bool operator==(const LogSoftmax&) const = default;
+};
+
+///   out[v] = 1 if v is the first maximum of its row (NaN never wins), else 0
+struct Hardmax : detail::RowOp<Hardmax> {
+  static constexpr std::string_view name = "Hardmax";
+  PET_ATTRS(axis, flatten_tail);
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(name);
+    Index best = o;
+    double bv = 0;
+    bool any = false;
+    for_row(o, read, [&](const Index& xi, double v) {
+      if (!any || v > bv || (std::isnan(bv) && !std::isnan(v))) best = xi, bv = v, any = true;
+    });
+    for (int i = 0; i < o.rank; ++i)
+      if (best[i] != o[i]) return E(0);
+    return E(1);
+  }
+  bool operator==(const Hardmax&) const = default;
+};
+
+/// Local response normalization across channels (AlexNet, GoogLeNet):
+///   out[n, c, ...] = x[n, c, ...] / (bias + alpha / size * sum of x[n, c', ...]^2)^beta
+/// over c' in [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] inside [0, C).
+struct LRN {
+  static constexpr std::string_view name = "LRN";
+  PET_ATTRS(size, alpha, beta, bias);
+  static constexpr bool multilinear = false;
+  int64_t size = 0;
+  float alpha = 1e-4f;
+  float beta = 0.75f;
+  float bias = 1.0f;
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 1, 1);
+    pet::detail::expect_float(in, 0, "input");
+    if (in[0].shape.size() < 2) throw InvalidInput(cat("input must be N x C x ..., got ", in[0].shape));
+    if (size < 1) throw InvalidInput(cat("size must be at least 1, got ", size));
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(name);
+    const int64_t C = read.shape(0)[1];
+    const int64_t lo = std::max<int64_t>(0, o[1] - (size - 1) / 2), hi = std::min<int64_t>(C - 1, o[1] + size / 2);
+    Index xi = o;
+    double sq = 0;
+    for (int64_t c = lo; c <= hi; ++c) {
+      xi[1] = c;
+      const double v = read.real(0, xi);
+      sq += v * v;
+    }
+    return E(read.real(0, o) / std::pow(double(bias) + double(alpha) / double(size) * sq, double(beta)));
+  }
+  int64_t flops(InTypes in, InTypes) const { return (2 * size + 4) * numel(in[0].shape); }
+  bool operator==(const LRN&) const = default;
 };
 
 }  // namespace pet::ops

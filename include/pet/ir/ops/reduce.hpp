@@ -1,6 +1,7 @@
 #pragma once
 /// Reductions over a set of axes (empty axes: all, unless noop_with_empty_axes).
 ///   ReduceSum: sum, ReduceMean: sum / count (both linear), ReduceMax: max.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -166,6 +167,8 @@ PET_REDUCE_REAL(ReduceL1, E(0), acc += std::abs(x), acc)
 PET_REDUCE_REAL(ReduceL2, E(0), acc += x * x, std::sqrt(acc))
 /// out = sum of x^2
 PET_REDUCE_REAL(ReduceSumSquare, E(0), acc += x * x, acc)
+/// out = ln(sum of x)
+PET_REDUCE_REAL(ReduceLogSum, E(0), acc += x, std::log(acc))
 #undef PET_REDUCE_REAL
 
 namespace detail {
@@ -245,6 +248,93 @@ struct ReduceLogSumExp : detail::Reduce<ReduceLogSumExp> {
       throw Unsupported(cat(name, " takes float input only"));
     }
   }
+};
+
+namespace detail {
+/// The index of the input element on `axis` at position k with the other dims from o.
+inline Index along(const Index& o, int axis, int64_t k) {
+  Index xi = o;
+  xi[axis] = k;
+  return xi;
+}
+}  // namespace detail
+
+/// Cumulative sum along `axis` (ONNX takes it as a constant input; pet keeps it here):
+///   out[.., i, ..] = sum of x[.., j, ..] over j < i (exclusive) or j <= i (inclusive),
+/// counted from the end when `reverse`.
+struct CumSum {
+  static constexpr std::string_view name = "CumSum";
+  PET_ATTRS(axis, exclusive, reverse);
+  static constexpr bool multilinear = false;
+  int64_t axis = 0;
+  bool exclusive = false;
+  bool reverse = false;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    if (in[0].dtype == DType::Bool) throw InvalidInput("does not take bool input");
+    if (in[0].shape.empty()) throw InvalidInput("input must have rank >= 1");
+    axis = normalize_axis(axis, int64_t(in[0].shape.size()), "axis");
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const int a = int(axis);
+    const int64_t n = read.shape(0)[size_t(a)], i = o[a];
+    const int64_t lo = reverse ? i + (exclusive ? 1 : 0) : 0, hi = reverse ? n : i + (exclusive ? 0 : 1);
+    E acc(0);
+    for (int64_t j = lo; j < hi; ++j) acc += read(0, detail::along(o, a, j));
+    return acc;
+  }
+  int64_t flops(InTypes in, InTypes) const { return numel(in[0].shape); }
+  bool operator==(const CumSum&) const = default;
+};
+
+/// The k largest (or smallest) elements along `axis` and their indices (int64), sorted:
+///   values[.., r, ..] = the r-th element of the row in order (largest first, or smallest
+///   first), ties to the lower index; indices[.., r, ..] = its position in the row.
+/// NaN counts as larger than any number, as in PyTorch (ONNX leaves it open; ONNX Runtime
+/// 1.20 puts it last when smallest first and anywhere when largest first).
+struct TopK {
+  static constexpr std::string_view name = "TopK";
+  PET_ATTRS(k, axis, largest, sorted);
+  static constexpr bool multilinear = false;
+  int64_t k = 1;
+  int64_t axis = -1;
+  bool largest = true;
+  bool sorted = true;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 1, 1);
+    if (in[0].dtype == DType::Bool) throw InvalidInput("does not take bool input");
+    const Shape& x = in[0].shape;
+    if (x.empty()) throw InvalidInput("input must have rank >= 1");
+    axis = normalize_axis(axis, int64_t(x.size()), "axis");
+    if (k < 0 || k > x[size_t(axis)])
+      throw InvalidInput(cat("k = ", k, " is not in [0, ", x[size_t(axis)], "] (the size of axis ", axis, ")"));
+    Shape out = x;
+    out[size_t(axis)] = k;
+    return {{in[0].dtype, out}, {DType::Int64, out}};
+  }
+  template <class E, class R>
+  E at(int out, const Index& o, const R& read) const {
+    pet::detail::require_ordered<E>(name);
+    const int a = int(axis);
+    const int64_t n = read.shape(0)[size_t(a)], r = o[a];
+    std::vector<std::pair<double, int64_t>> row(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) row[size_t(j)] = {read.real(0, detail::along(o, a, j)), j};
+    auto before = [&](const std::pair<double, int64_t>& p, const std::pair<double, int64_t>& q) {
+      const bool pn = std::isnan(p.first), qn = std::isnan(q.first);
+      if (pn || qn) {
+        if (pn && qn) return p.second < q.second;
+        return largest ? pn : qn;
+      }
+      if (p.first != q.first) return largest ? p.first > q.first : p.first < q.first;
+      return p.second < q.second;
+    };
+    std::partial_sort(row.begin(), row.begin() + r + 1, row.end(), before);
+    const int64_t j = row[size_t(r)].second;
+    return out == 1 ? E(j) : read(0, detail::along(o, a, j));
+  }
+  bool operator==(const TopK&) const = default;
 };
 
 }  // namespace pet::ops

@@ -1,6 +1,7 @@
 #pragma once
 /// Operators that cut, join, pad and select (Concat, Split, Slice, Pad are linear).
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "pet/ir/op_base.hpp"
@@ -355,6 +356,142 @@ struct Gather {
     return read(0, xi);
   }
   bool operator==(const Gather&) const = default;
+};
+
+/// out[i] = data[i with dim axis replaced by indices[i]] (negative indices count from the
+/// end); out has the shape of indices.
+struct GatherElements {
+  static constexpr std::string_view name = "GatherElements";
+  PET_ATTRS(axis);
+  static constexpr bool multilinear = false, layout = true;
+  int64_t axis = 0;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 2, 2);
+    if (in[1].dtype != DType::Int64 && in[1].dtype != DType::Int32)
+      throw InvalidInput(cat("indices must be int64 or int32, got ", dtype_name(in[1].dtype)));
+    const Shape &x = in[0].shape, &ix = in[1].shape;
+    if (x.empty()) throw InvalidInput("data must have rank >= 1");
+    if (ix.size() != x.size()) throw InvalidInput(cat("indices ", ix, " must have the rank of data ", x));
+    axis = normalize_axis(axis, int64_t(x.size()), "axis");
+    for (size_t d = 0; d < x.size(); ++d)
+      if (int64_t(d) != axis && ix[d] > x[d])
+        throw InvalidInput(cat("indices ", ix, " are larger than data ", x, " in dim ", d));
+    return {{in[0].dtype, ix}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const int a = int(axis);
+    const int64_t n = read.shape(0)[size_t(a)], k = read.ints(1, o);
+    if (k < -n || k >= n) throw InvalidInput(cat("GatherElements: index ", k, " is out of range for axis ", a, " of size ", n));
+    Index xi = o;
+    xi[a] = k < 0 ? k + n : k;
+    return read(0, xi);
+  }
+  bool operator==(const GatherElements&) const = default;
+};
+
+/// data (rank r) read at index tuples: indices (rank q) holds, for each of its first q - 1
+/// positions, m = indices.shape[-1] coordinates into data's dims [b, b + m) after the b =
+/// batch_dims leading dims both share; out[p, t] = data[p[:b], indices[p], t], shape
+/// indices.shape[:-1] + data.shape[b + m:]. Negative coordinates count from the end.
+struct GatherND {
+  static constexpr std::string_view name = "GatherND";
+  PET_ATTRS(batch_dims);
+  static constexpr bool multilinear = false, layout = true;
+  int64_t batch_dims = 0;
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 2, 2);
+    if (in[1].dtype != DType::Int64 && in[1].dtype != DType::Int32)
+      throw InvalidInput(cat("indices must be int64 or int32, got ", dtype_name(in[1].dtype)));
+    const Shape &x = in[0].shape, &ix = in[1].shape;
+    const int64_t r = int64_t(x.size()), q = int64_t(ix.size()), b = batch_dims;
+    if (r < 1 || q < 1) throw InvalidInput(cat("data ", x, " and indices ", ix, " must have rank >= 1"));
+    if (b < 0 || b >= std::min(r, q)) throw InvalidInput(cat("batch_dims ", b, " must be in [0, min(rank(data), rank(indices)))"));
+    for (int64_t d = 0; d < b; ++d)
+      if (x[size_t(d)] != ix[size_t(d)]) throw InvalidInput(cat("data ", x, " and indices ", ix, " differ in batch dim ", d));
+    const int64_t m = ix.back();
+    if (m < 1 || m > r - b) throw InvalidInput(cat("indices' last dim ", m, " must be in [1, ", r - b, "] (data's rank less batch_dims)"));
+    Shape out(ix.begin(), ix.end() - 1);
+    out.insert(out.end(), x.begin() + b + m, x.end());
+    if (out.size() > size_t(kMaxRank)) throw InvalidInput(cat("output rank ", out.size(), " exceeds ", kMaxRank));
+    return {{in[0].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Shape &x = read.shape(0), &ix = read.shape(1);
+    const int q = int(ix.size()), b = int(batch_dims), m = int(ix.back());
+    Index ii(q), xi(int(x.size()));
+    for (int i = 0; i < q - 1; ++i) ii[i] = o[i];
+    for (int i = 0; i < b; ++i) xi[i] = o[i];
+    for (int j = 0; j < m; ++j) {
+      ii[q - 1] = j;
+      const int64_t n = x[size_t(b + j)], k = read.ints(1, ii);
+      if (k < -n || k >= n) throw InvalidInput(cat("GatherND: index ", k, " is out of range for data dim ", b + j, " of size ", n));
+      xi[b + j] = k < 0 ? k + n : k;
+    }
+    for (int i = b + m; i < xi.rank; ++i) xi[i] = o[q - 1 + i - b - m];
+    return read(0, xi);
+  }
+  bool operator==(const GatherND&) const = default;
+};
+
+/// The upper (or lower) triangle of each matrix in the last two dims, the rest zero:
+///   out[.., i, j] = x[.., i, j] if j - i >= k (upper) or j - i <= k (lower), else 0.
+struct Trilu {
+  static constexpr std::string_view name = "Trilu";
+  PET_ATTRS(upper, k);
+  static constexpr bool multilinear = false;
+  bool upper = true;
+  int64_t k = 0;
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 1, 1);
+    if (in[0].shape.size() < 2) throw InvalidInput(cat("input must have rank >= 2, got ", in[0].shape));
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const int64_t d = o[o.rank - 1] - o[o.rank - 2];
+    return (upper ? d >= k : d <= k) ? read(0, o) : E(0);
+  }
+  bool operator==(const Trilu&) const = default;
+};
+
+/// One-hot encoding: indices (any numeric type) get a new dim of size `depth` at `axis`;
+///   out[.., p, ..] = values[1] if p == indices[..] (negative indices + depth), else values[0]
+/// (indices outside [-depth, depth) give values[0] everywhere).
+struct OneHot {
+  static constexpr std::string_view name = "OneHot";
+  PET_ATTRS(depth, axis);
+  static constexpr bool multilinear = false;
+  int64_t depth = 1;
+  int64_t axis = -1;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 2, 2);
+    if (in[0].dtype == DType::Bool) throw InvalidInput("indices must be numeric, got bool");
+    if (numel(in[1].shape) != 2 || in[1].shape.size() != 1)
+      throw InvalidInput(cat("values must have shape [2] (off, on), got ", in[1].shape));
+    if (depth < 1) throw InvalidInput(cat("depth must be at least 1, got ", depth));
+    const Shape& ix = in[0].shape;
+    axis = normalize_axis(axis, int64_t(ix.size()) + 1, "axis");
+    Shape out = ix;
+    out.insert(out.begin() + axis, depth);
+    if (out.size() > size_t(kMaxRank)) throw InvalidInput(cat("output rank ", out.size(), " exceeds ", kMaxRank));
+    return {{in[1].dtype, out}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const int a = int(axis);
+    Index ii(o.rank - 1);
+    for (int i = 0, j = 0; i < o.rank; ++i)
+      if (i != a) ii[j++] = o[i];
+    const double v = read.real(0, ii);
+    int64_t idx = std::isfinite(v) ? int64_t(v) : depth;
+    if (idx < 0) idx += depth;
+    Index vi(1);
+    vi[0] = idx == o[a] ? 1 : 0;
+    return read(1, vi);
+  }
+  bool operator==(const OneHot&) const = default;
 };
 
 /// pet's correction patch: `base` with `patch` written over the box that starts at `offsets`.
