@@ -177,6 +177,40 @@ TEST_CASE("import errors name the file, node, op and problem") {
     CHECK_THROWS_WITH_AS(f.import(), "m.onnx: node 'mm' (Einsum, opset 13): equation 'ij,jk->ik': dim 0 of input 1 [4,4] has size 4 but the same label has size 3 elsewhere",
                          InvalidInput);
   }
+  SUBCASE("the second coverage batch: inputs that must be constants, attributes, types") {
+    auto one = [](int64_t opset, const char* op, std::vector<std::string> in, auto&& add) {
+      OnnxBuilder b(opset);
+      b.input("x", {"2", "3", "4"}).input("d", {"1"}, ::onnx::TensorProto::INT64);
+      add(b);
+      b.node(op, in, {"y"}, "n");
+      b.output("y");
+      return b;
+    };
+    auto nothing = [](OnnxBuilder&) {};
+    CHECK_THROWS_WITH_AS(one(17, "TopK", {"x", "d"}, nothing).import(),
+                         "m.onnx: node 'n' (TopK, opset 17): K (input 1 'd') must be a constant", Unsupported);
+    CHECK_THROWS_WITH_AS(one(17, "CumSum", {"x", "d"}, nothing).import(),
+                         "m.onnx: node 'n' (CumSum, opset 17): axis (input 1 'd') must be a constant", Unsupported);
+    CHECK_THROWS_WITH_AS(one(17, "OneHot", {"x", "d", "v"}, [](OnnxBuilder& b) { b.floats("v", {2}, {0, 1}); }).import(),
+                         "m.onnx: node 'n' (OneHot, opset 17): depth (input 1 'd') must be a constant", Unsupported);
+    CHECK_THROWS_WITH_AS(one(17, "OneHot", {"x", "k", "v"}, [](OnnxBuilder& b) { b.ints("k", {0}), b.floats("v", {2}, {0, 1}); }).import(),
+                         "m.onnx: node 'n' (OneHot, opset 17): depth 0 must be in [1, 2^28]", InvalidInput);
+    CHECK_THROWS_WITH_AS(one(17, "LRN", {"x"}, nothing).import(), "m.onnx: node 'n' (LRN, opset 17): attribute 'size' is required", InvalidInput);
+    CHECK_THROWS_WITH_AS(one(17, "Mean", {"x", "d"}, nothing).import(), "m.onnx: node 'n' (Mean, opset 17): input 1 must be float32, got int64",
+                         InvalidInput);
+    CHECK_THROWS_WITH_AS(one(17, "GlobalMaxPool", {"d"}, nothing).import(), doctest::Contains("input must be N x C x D1 x ..., got [1]"), InvalidInput);
+    CHECK_THROWS_WITH_AS(one(17, "EyeLike", {"x"}, nothing).import(), doctest::Contains("input must be 2-D, got shape [2,3,4]"), InvalidInput);
+    CHECK_THROWS_WITH_AS(one(9, "Upsample", {"x", "s"}, [](OnnxBuilder& b) { b.floats("s", {3}, {1, 2, 0.5}); }).import(),
+                         doctest::Contains("nearest Upsample that enlarges some dims and shrinks others"), Unsupported);
+    // what they import as: Mean of three is two Adds and a Div; Size, EyeLike constants; CastLike a Cast
+    auto mean = one(17, "Mean", {"x", "x", "x"}, nothing).import();
+    CHECK(mean.graph.num_nodes() == 3);
+    auto size = one(17, "Size", {"x"}, nothing).import();
+    CHECK(size.graph.num_nodes() == 0);
+    CHECK(std::get<Tensor<int64_t>>(*size.graph.tensor(size.graph.outputs()[0]).value)[0] == 24);
+    auto cl = one(17, "CastLike", {"d", "x"}, nothing).import();
+    CHECK(cl.graph.type(cl.graph.outputs()[0]).dtype == DType::Float32);
+  }
   SUBCASE("wrong shapes") {
     OnnxBuilder b(13);
     b.input("x", {"1", "3", "8", "8"}).floats("w", {8, 4, 3, 3}, std::vector<float>(288, 0.0f));
