@@ -116,6 +116,8 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
     if (!is_float(out_types[0].dtype)) return std::nullopt;
     if constexpr (!real && !OpT::multilinear) detail::require_ordered<T>(OpT::name);
     return V{kernels::unary(data(in, 0), [&](T v) { return op.template apply<T>(v); })};
+  } else if constexpr (std::is_same_v<OpT, ops::Hardmax> && real) {
+    return V{kernels::hardmax(op, data(in, 0))};
   } else if constexpr (std::is_same_v<OpT, ops::CumSum>) {
     return V{std::visit([&](const auto& t) { return Value<T>(kernels::cumsum(op, t)); }, in[0])};
   } else if constexpr (std::is_same_v<OpT, ops::TopK>) {

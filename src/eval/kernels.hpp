@@ -334,6 +334,26 @@ Tensor<T> softmax(const O& op, const Tensor<T>& x) {
   return out;
 }
 
+/// Hardmax: 1 at each row's first maximum (NaN never wins), 0 elsewhere; rows as Softmax's.
+template <class T>
+Tensor<T> hardmax(const ops::Hardmax& op, const Tensor<T>& x) {
+  const Shape& s = x.shape();
+  const int end = op.row_end(int(s.size()));
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int i = 0; i < int(s.size()); ++i) (i < op.axis ? outer : i < end ? len : inner) *= s[size_t(i)];
+  Tensor<T> out(s, T(0));
+  parallel_for(outer * inner, [&](int64_t oi) {
+    const int64_t base = (oi / inner) * len * inner + oi % inner;
+    int64_t best = 0;
+    for (int64_t j = 1; j < len; ++j) {
+      const T v = x[base + j * inner], b = x[base + best * inner];
+      if (v > b || (std::isnan(b) && !std::isnan(v))) best = j;
+    }
+    out[base + best * inner] = T(1);
+  }, x.size() > 16384);
+  return out;
+}
+
 /// LayerNormalization with optional Mean and InvStdDev outputs.
 template <class T>
 std::vector<Tensor<T>> layer_norm(const ops::LayerNormalization& op, const Tensor<T>& x, const Tensor<T>& scale,
