@@ -317,6 +317,8 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::Softmax& s, const std::string& who);
   /// LogSoftmax on oneDNN's logsoftmax primitive (the view Softmax uses).
   bool lower_op(NodeId n, const ops::LogSoftmax& s, const std::string& who);
+  /// Softmax or (log) LogSoftmax of a node's input seen as `view`, over dim `axis` of it.
+  bool lower_softmax(NodeId n, bool log, const Shape& view, int axis, const std::string& who);
   /// LRN on oneDNN's lrn_across_channels (odd sizes: an even window is not centred the same).
   bool lower_op(NodeId n, const ops::LRN& l, const std::string& who);
   /// A plain view of slot s with another shape (same bytes).

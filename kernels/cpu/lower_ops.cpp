@@ -204,32 +204,35 @@ std::pair<Shape, int> row_view(const S& s, const Shape& xs) {
 }  // namespace
 
 bool CpuExecutable::lower_op(NodeId n, const ops::Softmax& s, const std::string& who) {
-  const Node& node = g_.node(n);
-  const Shape& xs = g_.type(node.inputs[0]).shape;
-  auto [view, axis] = row_view(s, xs);
-  int x = plain_slot(int(node.inputs[0]));
-  auto pd = dnnl_call(who, [&] {
-    return softmax_forward::primitive_desc(softmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
-  });
-  define(node.outputs[0], plain_md(xs));
-  Step& st = add_step(cat(who, ": oneDNN softmax ", pd.impl_info_str()), {x}, {int(node.outputs[0])});
-  st.prim = primitive(softmax_forward(pd));
-  int xv = reshaped(x, view), ov = reshaped(int(node.outputs[0]), view);
-  st.args = {{DNNL_ARG_SRC, xv}, {DNNL_ARG_DST, ov}};
-  return true;
+  auto [view, axis] = row_view(s, g_.type(g_.node(n).inputs[0]).shape);
+  return lower_softmax(n, false, view, axis, who);
 }
 
 bool CpuExecutable::lower_op(NodeId n, const ops::LogSoftmax& s, const std::string& who) {
+  auto [view, axis] = row_view(s, g_.type(g_.node(n).inputs[0]).shape);
+  return lower_softmax(n, true, view, axis, who);
+}
+
+bool CpuExecutable::lower_softmax(NodeId n, bool log, const Shape& view, int axis, const std::string& who) {
   const Node& node = g_.node(n);
   const Shape& xs = g_.type(node.inputs[0]).shape;
-  auto [view, axis] = row_view(s, xs);
   int x = plain_slot(int(node.inputs[0]));
-  auto pd = dnnl_call(who, [&] {
-    return logsoftmax_forward::primitive_desc(logsoftmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
-  });
+  primitive prim;
+  std::string impl;
+  if (log) {
+    auto pd = dnnl_call(who, [&] {
+      return logsoftmax_forward::primitive_desc(logsoftmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
+    });
+    prim = logsoftmax_forward(pd), impl = pd.impl_info_str();
+  } else {
+    auto pd = dnnl_call(who, [&] {
+      return softmax_forward::primitive_desc(softmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
+    });
+    prim = softmax_forward(pd), impl = pd.impl_info_str();
+  }
   define(node.outputs[0], plain_md(xs));
-  Step& st = add_step(cat(who, ": oneDNN logsoftmax ", pd.impl_info_str()), {x}, {int(node.outputs[0])});
-  st.prim = primitive(logsoftmax_forward(pd));
+  Step& st = add_step(cat(who, ": oneDNN ", log ? "logsoftmax " : "softmax ", impl), {x}, {int(node.outputs[0])});
+  st.prim = prim;
   int xv = reshaped(x, view), ov = reshaped(int(node.outputs[0]), view);
   st.args = {{DNNL_ARG_SRC, xv}, {DNNL_ARG_DST, ov}};
   return true;
