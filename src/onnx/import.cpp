@@ -256,6 +256,7 @@ struct Importer {
         if (!ctx.present(i)) throw InvalidInput(cat("required input ", i, " is missing"));
         inputs.push_back(tensor_id(node.input(i)));
       }
+      const size_t count = inputs.size();  // Mean divides by it
       // Variadic Sum / Max / Min of more than two inputs: a chain of the binary op.
       while (inputs.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) {
         std::string part = m.graph.unique_name(cat(name, ":partial"));
@@ -266,7 +267,6 @@ struct Importer {
       }
       // Mean of n > 1 inputs: their sum (the chain above), divided by n.
       if (node.op_type() == "Mean" && inputs.size() == 2) {
-        const int64_t count = int64_t(all_count(node));
         std::string sum = m.graph.unique_name(cat(name, ":sum"));
         TensorId s = m.graph.add_node(m.graph.unique_name(cat(name, "_sum")), mp.op, inputs, {sum})[0];
         TensorId n = m.graph.add_constant(m.graph.unique_name(cat(name, ":count")), Tensor<float>(Shape{}, std::vector<float>{float(count)}));
@@ -302,11 +302,6 @@ struct Importer {
     }
   }
   static bool ctx_present(const ::onnx::NodeProto& n, int i) { return i < n.input_size() && !n.input(i).empty(); }
-  static int all_count(const ::onnx::NodeProto& n) {
-    int k = 0;
-    for (const auto& i : n.input()) k += !i.empty();
-    return k;
-  }
 
   /// Folds shape arithmetic: Shape of a static tensor, and Constant and integer-typed nodes
   /// whose inputs are all constant, evaluated on the constants' values before any of them
