@@ -314,11 +314,16 @@ int main(int argc, char** argv) {
       pet::onnx::ImportOptions opt;
       opt.default_dim = int64_t(rng.below(2));  // a symbolic dimension bound to 0 or 1
       pet::onnx::Model m = pet::onnx::import_bytes(b.bytes, b.what, opt);
-      for (TensorId t = 0; t < m.graph.num_tensors(); ++t)
-        if (numel(m.graph.type(t).shape) == 0) {
-          ++failures;
-          std::printf("FAIL structured '%s': imported with the empty tensor '%s'\n", b.what.c_str(), m.graph.tensor(t).name.c_str());
-        }
+      for (NodeId n = 0; n < m.graph.num_nodes(); ++n) {  // empty tensors only as graph inputs and outputs
+        std::vector<TensorId> ts = m.graph.node(n).inputs;
+        ts.insert(ts.end(), m.graph.node(n).outputs.begin(), m.graph.node(n).outputs.end());
+        for (TensorId t : ts)
+          if (numel(m.graph.type(t).shape) == 0) {
+            ++failures;
+            std::printf("FAIL structured '%s': node '%s' reads or writes the empty tensor '%s'\n", b.what.c_str(),
+                        m.graph.node(n).name.c_str(), m.graph.tensor(t).name.c_str());
+          }
+      }
       const Ran ran = exercise(m.graph, uint64_t(k), true);
       outcome = ran == Ran::No ? "over the memory limit, not run" : ran == Ran::Executed ? "ran" : "ran and verified";
       if (ran != Ran::No) {

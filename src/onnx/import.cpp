@@ -28,6 +28,7 @@ struct Importer {
   std::set<std::string> dim_params;  // symbolic dimensions of the declared inputs
   std::map<std::string, std::pair<DType, ConstValue>> values;  // known input values by name
   std::map<std::string, std::pair<DType, ConstValue>> evaluated;  // graph tensors computed from constants (computed())
+  std::vector<std::string> dropped_empty;  // nodes that compute only empty tensors
 
   [[noreturn]] void fail_invalid(const std::string& msg) { throw InvalidInput(cat(label, ": ", msg)); }
 
@@ -93,10 +94,6 @@ struct Importer {
       if (!vi.type().has_tensor_type()) throw Unsupported(cat(label, ": input '", name, "' is not a tensor"));
       DType dt = dtype_from_onnx(vi.type().tensor_type().elem_type(), cat(label, ": input '", name, "'"));
       Shape s = bind_shape(vi);
-      for (size_t d = 0; d < s.size() && !values.count(name); ++d)  // a given value may be an attribute
-        if (s[d] == 0)
-          throw Unsupported(cat(label, ": input '", name, "' has shape ", s, " (dimension ", d,
-                                " is 0): pet does not support empty tensors"));
       if (auto it = values.find(name); it != values.end() && it->second.first != dt)
         fail_invalid(cat("input '", name, "' is ", dtype_name(dt), " but the given value is ", dtype_name(it->second.first)));
       ids[name] = m.graph.add_input(name, {dt, s});
@@ -186,14 +183,13 @@ struct Importer {
     }
     return constant_id(name);
   }
-  /// Materialises a constant as a graph tensor on first use as data.
+  /// Materialises a constant as a graph tensor on first use as data (an empty one only as a
+  /// graph output: import_empty_reader keeps empty tensors from nodes).
   TensorId constant_id(const std::string& name) {
     std::string key = "const:" + name;
     if (auto it = ids.find(key); it != ids.end()) return it->second;
     const auto* c = constant(name);
     PET_CHECK(c, "no value for '", name, "'");
-    if (std::visit([](const auto& t) { return t.size(); }, c->second) == 0)
-      throw Unsupported(cat("constant '", name, "' is empty: pet does not support empty tensors as data"));
     std::string gname = m.graph.find(name) ? m.graph.unique_name(name + "_const") : name;
     TensorId id = m.graph.add_constant(gname, c->first, c->second);
     ids[key] = id;
@@ -251,6 +247,7 @@ struct Importer {
     try {
       Mapped mp = it->second(ctx);
       if (try_fold_constants(node, ctx, mp)) return;
+      if (import_empty_reader(node, name, mp)) return;
       std::vector<TensorId> inputs;
       for (int i : mp.data_inputs) {
         if (!ctx.present(i)) throw InvalidInput(cat("required input ", i, " is missing"));
@@ -275,26 +272,12 @@ struct Importer {
       }
       Types in_types;
       for (TensorId t : inputs) in_types.push_back(m.graph.type(t));
-      for (size_t k = 0; k < inputs.size(); ++k)
-        if (numel(in_types[k].shape) == 0)
-          throw Unsupported(cat("input ", mp.data_inputs[k], " ('", node.input(mp.data_inputs[k]), "') is empty (shape ", in_types[k].shape,
-                                "): pet does not support empty tensors"));
       Types out_types = infer_types(mp.op, in_types);  // errors get the node prefix below
-      for (size_t k = 0; k < out_types.size(); ++k)
-        if (numel(out_types[k].shape) == 0)
-          throw Unsupported(cat("output ", k, " would be empty (shape ", out_types[k].shape,
-                                "): pet does not support empty tensors"));
+      if (import_empty_outputs(node, name, mp, inputs, out_types)) return;
       for (int k = int(out_types.size()); k < node.output_size(); ++k)
         if (!node.output(k).empty())
           throw Unsupported(cat("output ", k, " ('", node.output(k), "') is not produced by pet's ", node.op_type()));
-      std::vector<std::string> out_names;
-      for (size_t k = 0; k < out_types.size(); ++k) {
-        std::string o = int(k) < node.output_size() ? node.output(int(k)) : "";
-        out_names.push_back(o.empty() || m.graph.find(o) ? m.graph.unique_name(cat(name, ":unused", k)) : o);
-      }
-      auto outs = m.graph.add_node(name, mp.op, inputs, out_names);
-      for (size_t k = 0; k < outs.size(); ++k)
-        if (int(k) < node.output_size() && !node.output(int(k)).empty()) ids[node.output(int(k))] = outs[k];
+      add_imported(node, name, mp.op, inputs, out_types.size());
     } catch (const InvalidInput& e) {
       throw InvalidInput(who + e.what());
     } catch (const Unsupported& e) {
@@ -307,6 +290,113 @@ struct Importer {
   /// whose inputs are all constant, evaluated on the constants' values before any of them
   /// becomes a graph tensor. Such values may be empty (a shape sliced down to nothing, as
   /// Swin-T's window masks do): only a graph tensor may not.
+  /// Empty tensors (a zero dimension) never become graph tensors that a node reads or
+  /// writes: a node whose outputs are all empty computes nothing, so its outputs become
+  /// empty constants (only their shapes matter; a graph output may be one); an empty input
+  /// of a Concat contributes nothing and is dropped. An empty graph input stays an input that
+  /// no node reads. Whatever else reads an empty tensor into a non-empty result is refused.
+  bool is_empty(const std::string& name) {
+    if (auto it = ids.find(name); it != ids.end()) return numel(m.graph.type(it->second).shape) == 0;
+    if (auto it = consts.find(name); it != consts.end())
+      return std::visit([](const auto& t) { return t.size(); }, it->second.second) == 0;
+    return false;
+  }
+  TensorType data_type(const std::string& name) {
+    if (auto it = ids.find(name); it != ids.end()) return m.graph.type(it->second);
+    const auto& c = consts.at(name);
+    return {c.first, std::visit([](const auto& t) { return t.shape(); }, c.second)};
+  }
+  void store_empty(const ::onnx::NodeProto& node, const Types& out_types) {
+    for (size_t k = 0; k < out_types.size(); ++k) {
+      const TensorType& t = out_types[k];
+      store(node, int(k), t.dtype, is_float(t.dtype) ? ConstValue(Tensor<float>(t.shape)) : ConstValue(Tensor<int64_t>(t.shape)));
+    }
+  }
+  /// A node with an empty data input; false when it has none.
+  bool import_empty_reader(const ::onnx::NodeProto& node, const std::string& name, Mapped& mp) {
+    std::vector<size_t> empty;
+    for (size_t k = 0; k < mp.data_inputs.size(); ++k) {
+      const int i = mp.data_inputs[k];
+      if (i < node.input_size() && !node.input(i).empty() && is_empty(node.input(i))) empty.push_back(k);
+    }
+    if (empty.empty()) return false;
+    Types in_types;
+    for (int i : mp.data_inputs) {
+      if (i >= node.input_size() || node.input(i).empty()) throw InvalidInput(cat("required input ", i, " is missing"));
+      in_types.push_back(data_type(node.input(i)));
+    }
+    Types out_types;
+    if (in_types.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) {  // variadic (and Mean): broadcast all
+      Types acc{in_types[0]};
+      for (size_t k = 1; k < in_types.size(); ++k) acc = infer_types(mp.op, Types{acc[0], in_types[k]});
+      out_types = acc;
+    } else {
+      out_types = infer_types(mp.op, in_types);
+    }
+    bool all_empty = true;
+    for (const auto& t : out_types) all_empty = all_empty && numel(t.shape) == 0;
+    if (all_empty) {
+      store_empty(node, out_types);
+      dropped_empty.push_back(name);
+      return true;
+    }
+    if (std::holds_alternative<ops::Concat>(mp.op)) {
+      std::vector<TensorId> inputs;
+      for (int i : mp.data_inputs)
+        if (!is_empty(node.input(i))) inputs.push_back(tensor_id(node.input(i)));
+      add_imported(node, name, inputs.size() == 1 ? Op(ops::Identity{}) : mp.op, inputs, out_types.size());
+      return true;
+    }
+    const size_t k = empty[0];
+    size_t o = 0;
+    while (numel(out_types[o].shape) == 0) ++o;
+    throw Unsupported(cat("input ", mp.data_inputs[k], " ('", node.input(mp.data_inputs[k]), "') is empty (shape ",
+                          in_types[k].shape, ") but output ", o, " is not (shape ", out_types[o].shape,
+                          "): pet supports empty tensors where the node's outputs are empty too, and as Concat inputs"));
+  }
+  /// Empty outputs of a node that reads no empty tensor; false when it has none.
+  bool import_empty_outputs(const ::onnx::NodeProto& node, const std::string& name, const Mapped& mp, const std::vector<TensorId>& inputs,
+                            const Types& out_types) {
+    std::vector<int> kept;  // outputs that are not empty
+    for (size_t k = 0; k < out_types.size(); ++k)
+      if (numel(out_types[k].shape) != 0) kept.push_back(int(k));
+    if (kept.size() == out_types.size()) return false;
+    store_empty(node, out_types);  // the kept ones are replaced below
+    if (kept.empty()) {
+      dropped_empty.push_back(name);
+      return true;
+    }
+    const auto* split = std::get_if<ops::Split>(&mp.op);
+    if (!split) {
+      const int k = [&] { for (size_t j = 0; j < out_types.size(); ++j) if (numel(out_types[j].shape) == 0) return int(j); return 0; }();
+      throw Unsupported(cat("output ", k, " would be empty (shape ", out_types[size_t(k)].shape, ") but output ", kept[0],
+                            " would not: pet supports empty outputs only where all of a node's outputs are empty, or Split's parts"));
+    }
+    ops::Split parts = *split;  // the non-empty parts, in order
+    parts.split.clear();
+    for (int k : kept) parts.split.push_back(split->split[size_t(k)]);
+    parts.num_outputs = int(kept.size());
+    parts.uneven = false;
+    std::vector<std::string> names;
+    for (int k : kept) names.push_back(node.output(k));
+    add_imported(node, name, kept.size() == 1 ? Op(ops::Identity{}) : Op(parts), inputs, kept.size(), &names);
+    for (int k : kept) consts.erase(node.output(k));
+    return true;
+  }
+  /// Adds the node as pet's `op` on `inputs`; its outputs are the ONNX node's (or `names`).
+  void add_imported(const ::onnx::NodeProto& node, const std::string& name, const Op& op,
+                    const std::vector<TensorId>& inputs, size_t n_out, const std::vector<std::string>* names = nullptr) {
+    std::vector<std::string> onnx_names, out_names;
+    for (size_t k = 0; k < n_out; ++k) {
+      std::string o = names ? (*names)[k] : int(k) < node.output_size() ? node.output(int(k)) : "";
+      onnx_names.push_back(o);
+      out_names.push_back(o.empty() || m.graph.find(o) ? m.graph.unique_name(cat(name, ":unused", k)) : o);
+    }
+    auto outs = m.graph.add_node(name, op, inputs, out_names);
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (!onnx_names[k].empty()) ids[onnx_names[k]] = outs[k];
+  }
+
   bool try_fold_constants(const ::onnx::NodeProto& node, const NodeCtx& ctx, Mapped& mp) {
     if (!opt.fold_constants) return false;
     if (std::holds_alternative<ops::ShapeOf>(mp.op)) {  // reads only the static shape
@@ -383,6 +473,12 @@ struct Importer {
       m.graph.add_output(tensor_id(o.name()));
     }
     remove_bound_inputs();
+    if (!dropped_empty.empty()) {
+      std::vector<std::string> some(dropped_empty.begin(), dropped_empty.begin() + std::min<size_t>(dropped_empty.size(), 5));
+      m.notes.push_back(cat(dropped_empty.size(), " node", dropped_empty.size() == 1 ? "" : "s",
+                            " compute only empty tensors (a zero dimension) and were left out: ", some,
+                            dropped_empty.size() > some.size() ? " ..." : ""));
+    }
     m.graph.validate();
   }
 
@@ -410,7 +506,7 @@ struct Importer {
 
 namespace {
 Model import_model(::onnx::ModelProto& model, const std::string& label, const ImportOptions& opt, const std::string& base_dir) {
-  Importer im{opt, label, base_dir, {}, {}, {}, {}, {}};
+  Importer im{opt, label, base_dir, {}, {}, {}, {}, {}, {}, {}, {}};
   im.run(model);
   return std::move(im.m);
 }

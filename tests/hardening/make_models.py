@@ -194,3 +194,24 @@ save("upsample9", [
     helper.make_node("Upsample", ["img", "sc"], ["near"], mode="nearest", name="up_nearest"),
     helper.make_node("Upsample", ["img", "sc"], ["lin"], mode="linear", name="up_linear"),
 ], [vi("img", [1, 2, 3, 3])], [vi("near", None), vi("lin", None)], [const("sc", np.array([1, 1, 2, 1.5], dtype=np.float32))], opset=9)
+
+# Empty tensors (a zero dimension): a KV cache at its first step (past of length 0 Concat-ed
+# with the new keys, as GPT-style decoders export it), Slices past the end, a Split with empty
+# parts, a variadic Sum that broadcasts to empty, an empty input passed through, and a
+# non-empty result read from empty tensors (refused).
+save("empty17", [
+    helper.make_node("Concat", ["past", "k"], ["present"], axis=2, name="kv_concat"),
+    helper.make_node("Relu", ["present"], ["act"], name="relu"),
+    helper.make_node("Slice", ["act", "s_start", "s_end", "s_axes"], ["gone"], name="slice_past_end"),
+    helper.make_node("Concat", ["gone", "act", "gone"], ["again"], axis=2, name="concat_empty_slices"),
+    helper.make_node("Split", ["k", "parts"], ["p0", "p_empty", "p2"], axis=3, name="split_empty_part"),
+    helper.make_node("Sum", ["b4", "past", "b4"], ["sum_empty"], name="sum_empty"),
+    helper.make_node("Identity", ["past"], ["past_out"], name="pass_past"),
+], [vi("past", [1, 2, 0, 4]), vi("k", [1, 2, 3, 4])],
+   [vi("present", [1, 2, 3, 4]), vi("again", [1, 2, 3, 4]), vi("gone", [1, 2, 0, 4]), vi("p0", [1, 2, 3, 1]),
+    vi("p_empty", [1, 2, 3, 0]), vi("p2", [1, 2, 3, 3]), vi("sum_empty", None), vi("past_out", [1, 2, 0, 4])],
+   [const("s_start", np.array([5], np.int64)), const("s_end", np.array([9], np.int64)),
+    const("s_axes", np.array([2], np.int64)), const("parts", np.array([1, 0, 3], np.int64)),
+    const("b4", np.ones((1, 1, 1, 4), np.float32))], opset=17)
+save("empty_matmul", [helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], [vi("a", [2, 0]), vi("b", [0, 3])],
+     [vi("y", [2, 3])], opset=17)

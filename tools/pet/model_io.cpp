@@ -282,6 +282,11 @@ void require_multilinear_model(const Graph& g, const std::string& path, const st
                           " takes one multilinear program. This model has ", subs.size(), " multilinear subprograms", subs.empty() ? "" : ": ",
                           list, subs.empty() ? "" : cat(". Write one out with: pet info ", path, " --extract K -o SUB.onnx")));
   }
+  for (TensorId t : g.outputs())  // point evaluation computes outputs from inputs and weights
+    if (g.tensor(t).is_constant())
+      throw Unsupported(cat(path, ": output '", g.tensor(t).name, "' is a constant (",
+                            numel(g.type(t).shape) == 0 ? cat("empty, shape ", g.type(t).shape) : "computed from shapes or constants alone",
+                            "); pet ", command, " takes a program whose outputs are computed from its inputs and weights"));
 }
 
 std::string format_count(double v) {
