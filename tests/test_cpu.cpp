@@ -181,6 +181,21 @@ TEST_CASE("cpu matmuls: batched, broadcasting, 1-D operands") {
   }
 }
 
+TEST_CASE("cpu matmuls sharing one constant weight (an unrolled LSTM's steps) share its converted copy, results unchanged") {
+  Graph g;
+  Rng rng(11);
+  TensorId w = g.add_constant("w", lab::random_weight({64, 64}, rng));
+  TensorId h = g.add_input("x", f32({3, 64}));
+  for (int k = 0; k < 4; ++k) {
+    h = g.add_node(cat("mm", k), ops::MatMul{}, {h, w})[0];
+    h = g.add_node(cat("tanh", k), ops::Tanh{}, {h})[0];
+  }
+  // the same constant read transposed (another source layout): its own copy
+  g.add_output(g.add_node("gemm_t", ops::Gemm{.trans_b = true}, {h, w})[0]);
+  g.add_output(h);
+  same_as_reference(g, 12, "shared weight");
+}
+
 TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
   using ops::AveragePool, ops::MaxPool;
   std::vector<std::pair<Op, Shape>> cases = {

@@ -505,6 +505,76 @@ TEST_CASE("empty tensors: nodes of only empty tensors are left out, Concat drops
   }
 }
 
+TEST_CASE("RNN, GRU and LSTM unroll at import into pet ops, keep their output names, and refuse what they cannot unroll") {
+  // X [T=3, B=2, I=2], hidden size 2; W, R, B as initializers unless `w_input`
+  auto lstm = [](int64_t T, bool w_input = false) {
+    OnnxBuilder b(17);
+    b.input("X", {std::to_string(T), "2", "2"});
+    if (w_input) b.input("W", {"1", "8", "2"});
+    else b.floats("W", {1, 8, 2}, std::vector<float>(16, 0.1f));
+    b.floats("R", {1, 8, 2}, std::vector<float>(16, -0.2f)).floats("B", {1, 16}, std::vector<float>(16, 0.05f));
+    return b;
+  };
+  auto strings = [](::onnx::NodeProto* n, const char* name, std::vector<std::string> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::STRINGS);
+    for (const auto& x : v) a->add_strings(x);
+  };
+  {
+    auto b = lstm(3);
+    b.node("LSTM", {"X", "W", "R", "B"}, {"Y", "Y_h", "Y_c"}, "cell");
+    b.output("Y").output("Y_h").output("Y_c");
+    px::Model m = b.import();
+    for (NodeId n = 0; n < m.graph.num_nodes(); ++n) CHECK(op_name(m.graph.node(n).op) != "LSTM");
+    CHECK(m.graph.tensor(m.graph.outputs()[0]).name == "Y");
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{3, 1, 2, 2});
+    CHECK(m.graph.tensor(m.graph.outputs()[2]).name == "Y_c");
+    CHECK(m.graph.type(m.graph.outputs()[2]).shape == Shape{1, 2, 2});
+    // the last step of Y is Y_h
+    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({3, 2, 2}, {1, -1, 2, 0.5f, -1, 3, 0, 1, 2, 2, -2, 1})});
+    const auto yv = std::get<Tensor<float>>(y[0]).vec(), hv = std::get<Tensor<float>>(y[1]).vec();
+    CHECK(std::vector<float>(yv.end() - 4, yv.end()) == hv);
+  }
+  {
+    auto b = lstm(3);  // only Y_h, of a bidirectional GRU over batch-major X: [B, D, H]
+    b.g().mutable_initializer()->Clear();
+    b.floats("W", {2, 6, 2}, std::vector<float>(24, 0.1f)).floats("R", {2, 6, 2}, std::vector<float>(24, 0.3f));
+    auto* n = b.node("GRU", {"X", "W", "R"}, {"", "h"}, "gru");
+    b.attr(n, "direction", "bidirectional");
+    b.attr(n, "layout", int64_t(1));
+    b.output("h");
+    px::Model m = b.import();
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{3, 2, 2});
+  }
+  auto refused = [&](const std::function<void(OnnxBuilder&)>& edit, std::string_view msg, bool unsupported, int64_t T = 3, bool w_input = false) {
+    auto b = lstm(T, w_input);
+    edit(b);
+    b.output("Y");
+    INFO(msg);
+    if (unsupported) CHECK_THROWS_WITH_AS(b.import(), doctest::Contains(std::string(msg).c_str()), Unsupported);
+    else CHECK_THROWS_WITH_AS(b.import(), doctest::Contains(std::string(msg).c_str()), InvalidInput);
+  };
+  auto plain = [](OnnxBuilder& b) { b.node("LSTM", {"X", "W", "R", "B"}, {"Y"}, "cell"); };
+  refused(plain, "m.onnx: node 'cell' (LSTM, opset 17): input 1 (W, 'W') is computed by the model; pet unrolls LSTM with constant weights",
+          true, 3, true);
+  refused(plain, "the sequence is 5000 steps long; pet unrolls LSTM at import, up to 4096 steps", true, 5000);
+  refused([](OnnxBuilder& b) {
+    b.ints("lens", {3, 1});
+    b.node("LSTM", {"X", "W", "R", "B", "lens"}, {"Y"}, "cell");
+  }, "sequence_lens[1] is 1 but the sequence has 3 steps; pet unrolls sequences of one length", true);
+  refused([&](OnnxBuilder& b) { strings(b.node("LSTM", {"X", "W", "R", "B"}, {"Y"}, "cell"), "activations", {"Sigmoid"}); },
+          "'activations' lists 1 functions; a LSTM needs 3", false);
+  refused([&](OnnxBuilder& b) { strings(b.node("LSTM", {"X", "W", "R", "B"}, {"Y"}, "cell"), "activations", {"Sigmoid", "Affine", "Tanh"}); },
+          "activation 'Affine' (recurrent cells take Sigmoid, Tanh, Relu", true);
+  refused([](OnnxBuilder& b) { b.attr(b.node("LSTM", {"X", "W", "R", "B"}, {"Y"}, "cell"), "input_forget", int64_t(1)); },
+          "input_forget = 1 (coupled input and forget gates)", true);
+  refused([](OnnxBuilder& b) { b.attr(b.node("LSTM", {"X", "W", "R", "B"}, {"Y"}, "cell"), "hidden_size", int64_t(3)); },
+          "input 1 (W) has shape [1,8,2]; expected [1,12,2]", false);
+  refused([](OnnxBuilder& b) { b.attr(b.node("LSTM", {"X", "W", "R", "B"}, {"Y"}, "cell"), "direction", "sideways"); },
+          "direction 'sideways' (forward, reverse or bidirectional)", false);
+}
+
 TEST_CASE("ScatterND imports as the constant it computes (reductions, negative indices), and refuses data and bad indices") {
   // data [4, 2] (from float arithmetic on constants), indices [2, 1], updates [2, 2]
   auto model = [](const char* reduction, std::vector<int64_t> idx, bool data_is_input = false) {

@@ -220,6 +220,8 @@ int CpuExecutable::as_layout(int s, const md_t& md, const std::string& why) {
   const bool to_plain = md == plain_md(slots_[size_t(s)].type.shape);
   if (to_plain && slots_[size_t(s)].plain >= 0) return slots_[size_t(s)].plain;
   if (is_const(s)) {
+    for (const auto& k : const_layouts_)
+      if (k.data == ptr(s) && k.from == slots_[size_t(s)].md && k.to == md) return k.slot;
     Slot c;
     c.type = slots_[size_t(s)].type;
     c.md = md;
@@ -230,6 +232,7 @@ int CpuExecutable::as_layout(int s, const md_t& md, const std::string& why) {
     slots_.push_back(c);
     int r = int(slots_.size()) - 1;
     if (to_plain) slots_[size_t(s)].plain = r;
+    const_layouts_.push_back({ptr(s), slots_[size_t(s)].md, md, r});
     return r;
   }
   int r = new_slot(slots_[size_t(s)].type, md);

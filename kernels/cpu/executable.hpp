@@ -389,6 +389,14 @@ class CpuExecutable final : public Executable {
   std::vector<std::vector<NodeId>> consumers_;
   std::set<TensorId> is_output_;
   std::vector<Slot> slots_;
+  /// Constants already converted by as_layout: (data, source layout, target layout) -> slot,
+  /// so that nodes sharing a weight (the steps of an unrolled LSTM) share one converted copy.
+  struct ConstLayout {
+    const float* data;
+    md_t from, to;
+    int slot;
+  };
+  std::vector<ConstLayout> const_layouts_;
   std::vector<Request> requests_;
   std::vector<std::shared_ptr<float[]>> buffers_;
   std::vector<Step> steps_;

@@ -215,3 +215,27 @@ save("empty17", [
     const("b4", np.ones((1, 1, 1, 4), np.float32))], opset=17)
 save("empty_matmul", [helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], [vi("a", [2, 0]), vi("b", [0, 3])],
      [vi("y", [2, 3])], opset=17)
+
+# Recurrent nodes (unrolled at import): every direction, initial states, peepholes,
+# clip, linear_before_reset, activations with alpha/beta, a constant sequence_lens (ONNX Runtime
+# has no layout = 1: the node suite's *_batchwise tests cover it).
+rng = np.random.default_rng(3)
+T, Bt, In, Hd = 5, 2, 3, 4
+def w(*s):
+    return rng.uniform(-0.5, 0.5, s).astype(np.float32)
+save("recurrent17", [
+    helper.make_node("LSTM", ["x", "lw", "lr", "lb", "lens", "lh0", "lc0", "lp"], ["ly", "lyh", "lyc"], direction="bidirectional",
+                     hidden_size=Hd, clip=1.5, name="lstm_bidir"),
+    helper.make_node("GRU", ["x", "gw", "gr", "gb", "", "gh0"], ["gy", "gyh"], direction="reverse", hidden_size=Hd,
+                     linear_before_reset=1, activations=["HardSigmoid", "LeakyRelu"], activation_alpha=[0.3, 0.2],
+                     activation_beta=[0.4], name="gru_reverse"),
+    helper.make_node("GRU", ["x", "g2w", "g2r", "g2b"], ["g2y"], direction="bidirectional", hidden_size=Hd, name="gru_bidir"),
+    helper.make_node("RNN", ["x", "rw", "rr", "rb", "", "rh0"], ["ry", "ryh"], direction="bidirectional", hidden_size=Hd,
+                     activations=["Relu", "Tanh"], name="rnn_bidir"),
+], [vi("x", [T, Bt, In]), vi("lh0", [2, Bt, Hd]), vi("lc0", [2, Bt, Hd]), vi("gh0", [1, Bt, Hd]), vi("rh0", [2, Bt, Hd])],
+   [vi("ly", [T, 2, Bt, Hd]), vi("lyh", [2, Bt, Hd]), vi("lyc", [2, Bt, Hd]), vi("gy", [T, 1, Bt, Hd]), vi("gyh", [1, Bt, Hd]),
+    vi("g2y", [T, 2, Bt, Hd]), vi("ry", [T, 2, Bt, Hd]), vi("ryh", [2, Bt, Hd])],
+   [const("lw", w(2, 4 * Hd, In)), const("lr", w(2, 4 * Hd, Hd)), const("lb", w(2, 8 * Hd)), const("lens", np.full(Bt, T, np.int32)),
+    const("lp", w(2, 3 * Hd)), const("gw", w(1, 3 * Hd, In)), const("gr", w(1, 3 * Hd, Hd)), const("gb", w(1, 6 * Hd)),
+    const("g2w", w(2, 3 * Hd, In)), const("g2r", w(2, 3 * Hd, Hd)), const("g2b", w(2, 6 * Hd)),
+    const("rw", w(2, Hd, In)), const("rr", w(2, Hd, Hd)), const("rb", w(2, 2 * Hd))], opset=17)
