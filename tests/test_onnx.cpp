@@ -505,7 +505,7 @@ TEST_CASE("empty tensors: nodes of only empty tensors are left out, Concat drops
   }
 }
 
-TEST_CASE("RNN, GRU and LSTM unroll at import into pet ops, keep their output names, and refuse what they cannot unroll") {
+TEST_CASE("RNN, GRU, LSTM and MeanVarianceNormalization import as several pet ops, keep their output names, and refuse what they cannot") {
   // X [T=3, B=2, I=2], hidden size 2; W, R, B as initializers unless `w_input`
   auto lstm = [](int64_t T, bool w_input = false) {
     OnnxBuilder b(17);
@@ -546,6 +546,18 @@ TEST_CASE("RNN, GRU and LSTM unroll at import into pet ops, keep their output na
     b.output("h");
     px::Model m = b.import();
     CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{3, 2, 2});
+  }
+  {
+    // MeanVarianceNormalization: its function body, the output keeping its name
+    OnnxBuilder b(13);
+    b.input("x", {"1", "2", "1", "2"});
+    b.node("MeanVarianceNormalization", {"x"}, {"y"}, "mvn");
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(m.graph.tensor(m.graph.outputs()[0]).name == "y");
+    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({1, 2, 1, 2}, {1, 3, 10, 20})});
+    const auto v = std::get<Tensor<float>>(y[0]).vec();  // per channel: (x - mean) / std
+    CHECK(v == std::vector<float>{-1, 1, -1, 1});
   }
   auto refused = [&](const std::function<void(OnnxBuilder&)>& edit, std::string_view msg, bool unsupported, int64_t T = 3, bool w_input = false) {
     auto b = lstm(T, w_input);

@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "op_mapping.hpp"
-#include "recurrent.hpp"
+#include "expand.hpp"
 #include "pet/eval/interpreter.hpp"
 
 namespace pet::onnx {
@@ -233,7 +233,8 @@ struct Importer {
       throw Unsupported(cat(who, "domain '", node.domain(), "' is not supported (only the default ONNX domain)"));
     const auto& table = import_table();
     auto it = table.find(node.op_type());
-    if (it == table.end() && !is_recurrent(node.op_type()))
+    const auto expand = expand_table().find(node.op_type());
+    if (it == table.end() && expand == expand_table().end())
       throw Unsupported(cat(who, "op '", node.op_type(), "' is not supported"));
     NodeCtx ctx{node, m.opset,
                 [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? constant(node.input(i)) : nullptr; },
@@ -246,8 +247,8 @@ struct Importer {
                   return std::nullopt;
                 }};
     try {
-      if (is_recurrent(node.op_type())) {  // unrolled into pet ops (recurrent.cpp)
-        auto outs = import_recurrent(ctx, name, m.graph, [&](int i) { return tensor_id(node.input(i)); });
+      if (expand != expand_table().end()) {  // several pet ops (expand.cpp)
+        auto outs = expand->second(ctx, name, m.graph, [&](int i) { return tensor_id(node.input(i)); });
         for (size_t k = 0; k < outs.size(); ++k)
           if (outs[k] >= 0) ids[node.output(int(k))] = outs[k];
         return;

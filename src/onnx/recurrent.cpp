@@ -1,4 +1,4 @@
-#include "recurrent.hpp"
+#include "expand.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -92,8 +92,6 @@ std::vector<float> row_part(const Tensor<float>& b, int64_t d, int64_t o, int64_
 }
 
 }  // namespace
-
-bool is_recurrent(std::string_view op_type) { return op_type == "RNN" || op_type == "GRU" || op_type == "LSTM"; }
 
 std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name, Graph& g,
                                        const std::function<TensorId(int)>& data) {

@@ -239,3 +239,8 @@ save("recurrent17", [
     const("lp", w(2, 3 * Hd)), const("gw", w(1, 3 * Hd, In)), const("gr", w(1, 3 * Hd, Hd)), const("gb", w(1, 6 * Hd)),
     const("g2w", w(2, 3 * Hd, In)), const("g2r", w(2, 3 * Hd, Hd)), const("g2b", w(2, 6 * Hd)),
     const("rw", w(2, Hd, In)), const("rr", w(2, Hd, Hd)), const("rb", w(2, 2 * Hd))], opset=17)
+
+# MeanVarianceNormalization (its function body in pet ops): default axes and axes [1, 2].
+save("mvn13", [helper.make_node("MeanVarianceNormalization", ["x"], ["y"], name="mvn"),
+               helper.make_node("MeanVarianceNormalization", ["x"], ["y12"], axes=[1, 2], name="mvn12")],
+     [vi("x", [2, 3, 4, 5])], [vi("y", [2, 3, 4, 5]), vi("y12", [2, 3, 4, 5])])

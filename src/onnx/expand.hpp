@@ -1,0 +1,24 @@
+#pragma once
+// ONNX ops that import as several pet ops (private to src/onnx): recurrent nodes unrolled
+// over their sequence, function ops spelled out in their body's ops.
+#include "op_mapping.hpp"
+
+namespace pet::onnx::detail {
+
+/// Adds the pet ops that compute ONNX node `c.node` (named `name`) to `g`; `data(i)` is the
+/// pet tensor of ONNX input i. Returns one pet tensor per ONNX output, named as the ONNX
+/// output, or -1 where the node leaves an output unnamed.
+using ExpandFn = std::function<std::vector<TensorId>(const NodeCtx& c, const std::string& name, Graph& g,
+                                                     const std::function<TensorId(int)>& data)>;
+const std::map<std::string, ExpandFn, std::less<>>& expand_table();
+
+/// ONNX RNN, GRU and LSTM, unrolled over their static sequence length: per direction, the
+/// input projection of every step as one MatMul (biases added once), then per step the
+/// recurrent MatMul, the gates (Split), their activations and the state update, as ONNX's
+/// equations write them. W, R, B and P must be constants (they are initializers in exported
+/// models); sequence_lens, where given, must be constant and equal the sequence length (padded
+/// batches are refused). (recurrent.cpp)
+std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name, Graph& g,
+                                       const std::function<TensorId(int)>& data);
+
+}  // namespace pet::onnx::detail
