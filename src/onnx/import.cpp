@@ -294,10 +294,6 @@ struct Importer {
   }
   static bool ctx_present(const ::onnx::NodeProto& n, int i) { return i < n.input_size() && !n.input(i).empty(); }
 
-  /// Folds shape arithmetic: Shape of a static tensor, and Constant and integer-typed nodes
-  /// whose inputs are all constant, evaluated on the constants' values before any of them
-  /// becomes a graph tensor. Such values may be empty (a shape sliced down to nothing, as
-  /// Swin-T's window masks do): only a graph tensor may not.
   /// Empty tensors (a zero dimension) never become graph tensors that a node reads or
   /// writes: a node whose outputs are all empty computes nothing, so its outputs become
   /// empty constants (only their shapes matter; a graph output may be one); an empty input
@@ -405,6 +401,10 @@ struct Importer {
       if (!onnx_names[k].empty()) ids[onnx_names[k]] = outs[k];
   }
 
+  /// Folds shape arithmetic: Shape of a static tensor, and Constant and integer-typed nodes
+  /// whose inputs are all constant, evaluated on the constants' values before any of them
+  /// becomes a graph tensor. Such values may be empty (a shape sliced down to nothing, as
+  /// Swin-T's window masks do).
   bool try_fold_constants(const ::onnx::NodeProto& node, const NodeCtx& ctx, Mapped& mp) {
     if (!opt.fold_constants) return false;
     if (std::holds_alternative<ops::ShapeOf>(mp.op)) {  // reads only the static shape
