@@ -196,6 +196,34 @@ TEST_CASE("cpu matmuls sharing one constant weight (an unrolled LSTM's steps) sh
   same_as_reference(g, 12, "shared weight");
 }
 
+TEST_CASE("cpu fused element-wise groups: an LSTM cell's gates and state update as one pet step, large tensors left to oneDNN") {
+  // the cell of an unrolled LSTM: i, o, f, c gates in, C and H out (H read by a MatMul after)
+  auto cell = [](Shape s, bool scalar_clip) {
+    Graph g;
+    Rng rng(31);
+    TensorId i = g.add_input("i", f32(s)), o = g.add_input("o", f32(s)), f = g.add_input("f", f32(s));
+    TensorId c = g.add_input("c", f32(s)), cp = g.add_input("c_prev", f32(s));
+    auto add = [&](const std::string& name, Op op, std::vector<TensorId> in) { return g.add_node(name, std::move(op), in)[0]; };
+    if (scalar_clip) i = add("scale", ops::Mul{}, {i, g.add_constant("k", Tensor<float>(Shape{}, std::vector<float>{0.5f}))});
+    TensorId C = add("C", ops::Add{}, {add("fC", ops::Mul{}, {add("sf", ops::Sigmoid{}, {f}), cp}),
+                                       add("ic", ops::Mul{}, {add("si", ops::Sigmoid{}, {i}), add("tc", ops::Tanh{}, {c})})});
+    TensorId H = add("H", ops::Mul{}, {add("so", ops::Sigmoid{}, {o}), add("tC", ops::Tanh{}, {C})});
+    TensorId d = add("div", ops::Div{}, {add("exp", ops::Exp{}, {add("neg", ops::Neg{}, {H})}), add("absC", ops::Abs{}, {C})});
+    g.add_output(C);
+    g.add_output(g.add_node("next", ops::MatMul{}, {H, g.add_constant("r", lab::random_weight({s.back(), 8}, rng))})[0]);
+    g.add_output(d);
+    return g;
+  };
+  for (bool scalar : {false, true}) {
+    CAPTURE(scalar);
+    same_as_reference(cell({1, 2, 256}, scalar), 32, "LSTM cell", {}, "pet fused element-wise");
+    same_as_reference(cell({3, 5, 7}, scalar), 33, "odd-size cell", {}, "pet fused element-wise");
+  }
+  const std::string big = plan_of(cell({2, 256, 256}, false));  // 131,072 elements: oneDNN's kernels
+  CHECK(big.find("pet fused element-wise") == std::string::npos);
+  CHECK(big.find("oneDNN eltwise") != std::string::npos);
+}
+
 TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
   using ops::AveragePool, ops::MaxPool;
   std::vector<std::pair<Op, Shape>> cases = {

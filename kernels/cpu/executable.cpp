@@ -54,7 +54,7 @@ CpuExecutable::CpuExecutable(const Graph& original, const CompileOptions& opt) :
       }
     }
   for (NodeId n : g_.topo_order())
-    if (!absorbed_.count(n)) lower(n);
+    if (!absorbed_.count(n) && !fused_.count(n)) lower(n);
   for (TensorId t : g_.outputs()) output_slots_.push_back(slots_[size_t(t)].is_float() ? plain_slot(int(t)) : int(t));
   for (int s : output_slots_)
     if (slots_[size_t(s)].request >= 0) requests_[size_t(slots_[size_t(s)].request)].pinned = true;
@@ -269,7 +269,7 @@ void CpuExecutable::lower(NodeId n) {
   if (all_float) {
     const auto absorbed_before = absorbed_;
     try {
-      done = std::visit([&](const auto& op) { return lower_op(n, op, who); }, node.op);
+      done = fuse_elementwise(n, who) || std::visit([&](const auto& op) { return lower_op(n, op, who); }, node.op);
     } catch (const Unsupported& e) {
       done = false;  // a configuration oneDNN does not implement: the reference kernel does it
       why = e.what();

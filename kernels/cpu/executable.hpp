@@ -283,6 +283,10 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::GlobalAveragePool&, const std::string& who);
   /// Element-wise activations standalone (when nothing absorbed them), on any layout.
   bool lower_eltwise(NodeId n, const std::string& who);
+  /// A group of at least 3 small element-wise ops (unary ops, Add/Sub/Mul/Div) on plain
+  /// tensors of one shape, seeded at n, as one pet step that evaluates the ops' own formulas
+  /// block by block (the gates of an unrolled LSTM); false when none forms.
+  bool fuse_elementwise(NodeId n, const std::string& who);
   bool lower_op(NodeId n, const ops::Relu&, const std::string& who);
   bool lower_op(NodeId n, const ops::LeakyRelu&, const std::string& who);
   bool lower_op(NodeId n, const ops::Sigmoid&, const std::string& who);
@@ -401,6 +405,7 @@ class CpuExecutable final : public Executable {
   std::vector<std::shared_ptr<float[]>> buffers_;
   std::vector<Step> steps_;
   std::set<NodeId> absorbed_, lowered_;
+  std::set<NodeId> fused_;  ///< members of a fused element-wise group other than its first
   std::vector<int> output_slots_;
   size_t planned_bytes_ = 0, requested_bytes_ = 0;
   std::vector<std::vector<double>> step_ms_;  ///< --profile: each step's time in each run

@@ -4,6 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <Eigen/Core>
 
 #include "executable.hpp"
 #include "algorithm_cache.hpp"
@@ -53,6 +58,173 @@ bool CpuExecutable::lower_eltwise(NodeId n, const std::string& who) {
   Step& st = add_step(cat(who, ": oneDNN eltwise ", pd.impl_info_str(), text), {int(x)}, {int(y)});
   st.prim = primitive(eltwise_forward(pd));
   st.args = {{DNNL_ARG_SRC, int(x)}, {DNNL_ARG_DST, int(y)}};
+  return true;
+}
+
+namespace {
+
+/// Ops a fused element-wise group evaluates: unary ops (their own formula) and the four
+/// arithmetic binaries. 0: not fusable, 1: unary, 2..5: Add, Sub, Mul, Div.
+int fused_kind(const Op& op) {
+  return std::visit([](const auto& o) -> int {
+    using O = std::decay_t<decltype(o)>;
+    if constexpr (std::is_same_v<O, ops::Add>) return 2;
+    else if constexpr (std::is_same_v<O, ops::Sub>) return 3;
+    else if constexpr (std::is_same_v<O, ops::Mul>) return 4;
+    else if constexpr (std::is_same_v<O, ops::Div>) return 5;
+    else if constexpr (std::is_base_of_v<ops::detail::Unary<O>, O> && requires { o.template apply<float>(1.f); }) return 1;
+    else return 0;
+  }, op);
+}
+
+/// Largest tensor a fused group computes: for large tensors the steps' overhead matters little
+/// and oneDNN's kernels (vectorised for every op, threaded) stay.
+constexpr int64_t kFuseMaxElements = int64_t(1) << 16;
+constexpr int64_t kFuseBlock = 256;
+constexpr size_t kFuseMaxOps = 64;
+
+}  // namespace
+
+bool CpuExecutable::fuse_elementwise(NodeId n, const std::string& who) {
+  if (!fused_kind(g_.node(n).op)) return false;
+  const Shape shape = g_.type(g_.node(n).outputs[0]).shape;
+  const int64_t count = numel(shape);
+  if (count < 1 || count > kFuseMaxElements) return false;
+  std::set<NodeId> group;
+  auto produced_in = [&](TensorId t) { return g_.tensor(t).producer >= 0 && group.count(g_.tensor(t).producer); };
+  // A node joins when its other inputs are computed already (a step before this one) or by
+  // fusable nodes that join first (the LSTM gates feeding the state update).
+  std::function<bool(NodeId, int)> joins = [&](NodeId m, int depth) {
+    if (group.count(m)) return true;
+    const Node& node = g_.node(m);
+    if (depth > 8 || lowered_.count(m) || absorbed_.count(m) || fused_.count(m) || !fused_kind(node.op)) return false;
+    if (node.outputs.size() != 1 || g_.type(node.outputs[0]).shape != shape || !is_float(g_.type(node.outputs[0]).dtype)) return false;
+    if (std::holds_alternative<ops::Sigmoid>(node.op))
+      if (auto silu = silu_after(node.inputs[0]); silu && silu->first == m) return false;  // oneDNN's swish
+    for (TensorId t : node.inputs) {
+      if (produced_in(t)) continue;
+      const NodeId p = g_.tensor(t).producer;
+      if (p >= 0 && !lowered_.count(p)) {
+        if (joins(p, depth + 1)) continue;
+        return false;
+      }
+      const Shape& ts = g_.type(t).shape;
+      if (!slots_[size_t(t)].is_float() || (ts != shape && numel(ts) != 1) || !(slots_[size_t(t)].md == plain_md(ts))) return false;
+    }
+    group.insert(m);
+    return true;
+  };
+  if (!joins(n, 0)) return false;
+  // grow through consumers, breadth first, up to kFuseMaxOps (a 100,000-op chain is many groups)
+  for (std::vector<NodeId> todo(group.begin(), group.end()); !todo.empty() && group.size() < kFuseMaxOps;) {
+    const NodeId m = todo.back();
+    todo.pop_back();
+    for (NodeId c : consumers_[size_t(g_.node(m).outputs[0])])
+      if (group.size() < kFuseMaxOps && !group.count(c) && joins(c, 0)) todo.push_back(c);
+  }
+  if (group.size() < 3) return false;
+  // The program, in topological order; registers hold the group's values block by block.
+  struct Ref {
+    int slot = -1, reg = -1;
+    bool scalar = false;
+  };
+  struct Instr {
+    Op op;
+    int kind;
+    Ref a, b;
+    int reg;
+  };
+  std::vector<Instr> code;
+  std::map<TensorId, int> reg_of;
+  std::vector<int> reads, writes;
+  std::vector<std::pair<int, int>> outs;  // (register, slot)
+  std::string names;
+  std::vector<NodeId> order;  // the group in dependency order (Kahn's, within the group)
+  for (std::set<NodeId> left = group; !left.empty();)
+    for (NodeId m : std::vector<NodeId>(left.begin(), left.end())) {
+      bool ready = true;
+      for (TensorId t : g_.node(m).inputs) ready = ready && !(g_.tensor(t).producer >= 0 && left.count(g_.tensor(t).producer));
+      if (ready) order.push_back(m), left.erase(m);
+    }
+  for (NodeId m : order) {
+    const Node& node = g_.node(m);
+    auto ref = [&](TensorId t) {
+      Ref r;
+      if (auto it = reg_of.find(t); it != reg_of.end()) r.reg = it->second;
+      else {
+        r.slot = int(t);
+        r.scalar = numel(g_.type(t).shape) == 1 && count > 1;
+        if (std::find(reads.begin(), reads.end(), int(t)) == reads.end()) reads.push_back(int(t));
+      }
+      return r;
+    };
+    Instr in{node.op, fused_kind(node.op), ref(node.inputs[0]), {}, int(code.size())};
+    if (in.kind > 1) in.b = ref(node.inputs[1]);
+    const TensorId y = node.outputs[0];
+    reg_of[y] = in.reg;
+    code.push_back(in);
+    if (code.size() <= 8) names += cat(names.empty() ? "" : ", ", code.size() == 8 ? "..." : op_name(node.op));
+    bool outside = is_output_.count(y) > 0;
+    for (NodeId c : consumers_[size_t(y)]) outside = outside || !group.count(c);
+    if (outside) {
+      define(y, plain_md(shape));
+      writes.push_back(int(y));
+      outs.emplace_back(in.reg, int(y));
+    }
+  }
+  for (NodeId m : group)  // kept out of absorbed_, which lower() copies per node
+    if (m != n) fused_.insert(m), lowered_.insert(m);
+  Step& st = add_step(cat(who, ": pet fused element-wise, ", group.size(), " ops (", names, ")"), reads, writes);
+  st.fn = [this, code, outs, count] {
+    // scalars first: an output may reuse a dead input's buffer, so every read of a block
+    // happens before that block's writes
+    std::vector<float> scalar(code.size() * 2, 0.f);
+    for (size_t i = 0; i < code.size(); ++i) {
+      if (code[i].a.scalar) scalar[2 * i] = ptr(code[i].a.slot)[0];
+      if (code[i].kind > 1 && code[i].b.scalar) scalar[2 * i + 1] = ptr(code[i].b.slot)[0];
+    }
+    auto block = [&](int64_t lo, int64_t hi) {
+      std::vector<float> regs(code.size() * size_t(kFuseBlock));
+      for (int64_t b0 = lo; b0 < hi; b0 += kFuseBlock) {
+        const int64_t len = std::min(kFuseBlock, hi - b0);
+        auto src = [&](const Ref& r, const float* sc) -> std::pair<const float*, int64_t> {
+          if (r.reg >= 0) return {regs.data() + size_t(r.reg) * size_t(kFuseBlock), 1};
+          if (r.scalar) return {sc, 0};
+          return {ptr(r.slot) + b0, 1};
+        };
+        for (size_t i = 0; i < code.size(); ++i) {
+          const Instr& in = code[i];
+          float* out = regs.data() + size_t(in.reg) * size_t(kFuseBlock);
+          auto [a, sa] = src(in.a, &scalar[2 * i]);
+          if (in.kind == 1) {
+            // Sigmoid, Tanh and Exp of a block on Eigen's vectorised functions (a few ulp from
+            // std::); the rest by their own formula
+            Eigen::Map<Eigen::ArrayXf> y(out, len);
+            if (sa == 1 && std::holds_alternative<ops::Sigmoid>(in.op)) y = Eigen::Map<const Eigen::ArrayXf>(a, len).logistic();
+            else if (sa == 1 && std::holds_alternative<ops::Tanh>(in.op)) y = Eigen::Map<const Eigen::ArrayXf>(a, len).tanh();
+            else if (sa == 1 && std::holds_alternative<ops::Exp>(in.op)) y = Eigen::Map<const Eigen::ArrayXf>(a, len).exp();
+            else
+              std::visit([&](const auto& o) {
+                if constexpr (requires { o.template apply<float>(1.f); })
+                  for (int64_t k = 0; k < len; ++k) out[k] = o.template apply<float>(a[k * sa]);
+              }, in.op);
+            continue;
+          }
+          auto [b, sb] = src(in.b, &scalar[2 * i + 1]);
+          switch (in.kind) {
+            case 2: for (int64_t k = 0; k < len; ++k) out[k] = a[k * sa] + b[k * sb]; break;
+            case 3: for (int64_t k = 0; k < len; ++k) out[k] = a[k * sa] - b[k * sb]; break;
+            case 4: for (int64_t k = 0; k < len; ++k) out[k] = a[k * sa] * b[k * sb]; break;
+            default: for (int64_t k = 0; k < len; ++k) out[k] = a[k * sa] / b[k * sb]; break;
+          }
+        }
+        for (const auto& [reg, slot] : outs)
+          std::memcpy(ptr(slot) + b0, regs.data() + size_t(reg) * size_t(kFuseBlock), size_t(len) * sizeof(float));
+      }
+    };
+    if (count >= 4 * 4096) parallel_chunks(count, 4096, block);
+    else block(0, count);
+  };
   return true;
 }
 
