@@ -33,7 +33,8 @@ const std::set<std::string> kOps = {
     "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
     "LogSoftmax", "Hardmax", "LRN", "GlobalMaxPool", "Celu", "ThresholdedRelu", "Shrink", "IsNaN", "IsInf", "ReduceLogSum",
     "CumSum", "TopK", "GatherElements", "GatherND", "Trilu", "OneHot", "Size", "EyeLike", "CastLike", "Upsample", "Mean",
-    "RNN", "GRU", "LSTM", "MeanVarianceNormalization"};
+    "RNN", "GRU", "LSTM", "MeanVarianceNormalization", "If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct",
+    "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence"};
 /// Tests whose expected output (from ONNX's Python reference) ONNX Runtime does not produce
 /// either; pet follows ONNX Runtime, the runtime its files must agree with. Still counted
 /// as failures.
@@ -45,15 +46,22 @@ const std::map<std::string, std::string> kFollowsOnnxRuntime = {
 const std::set<int> kTypes = {onnx::TensorProto::FLOAT, onnx::TensorProto::INT64, onnx::TensorProto::INT32,
                               onnx::TensorProto::BOOL};
 
-bool in_scope(const onnx::ModelProto& m) {
-  const auto& g = m.graph();
+/// Every node of `g` and of its subgraphs (If, Loop, Scan bodies) uses pet's ops and types.
+bool nodes_in_scope(const onnx::GraphProto& g) {
   for (const auto& n : g.node()) {
     if (!kOps.count(n.op_type()) || !(n.domain().empty() || n.domain() == "ai.onnx")) return false;
     for (const auto& a : n.attribute()) {
       if (a.type() == onnx::AttributeProto::TENSOR && !kTypes.count(a.t().data_type())) return false;
       if (n.op_type() == "Cast" && a.name() == "to" && !kTypes.count(int(a.i()))) return false;
+      if (a.has_g() && !nodes_in_scope(a.g())) return false;
     }
   }
+  return true;
+}
+
+bool in_scope(const onnx::ModelProto& m) {
+  const auto& g = m.graph();
+  if (!nodes_in_scope(g)) return false;
   auto ok = [&](const auto& vis) {
     for (const auto& v : vis)
       if (!v.type().has_tensor_type() || !kTypes.count(v.type().tensor_type().elem_type())) return false;

@@ -669,3 +669,221 @@ TEST_CASE("DepthToSpace (DCR, CRD) and SpaceToDepth import as pet's R/T op, and 
   CHECK_THROWS_WITH_AS(model("DepthToSpace", {"1", "8", "2", "2"}, 2, "XYZ").import(), doctest::Contains("mode 'XYZ': DCR or CRD"), InvalidInput);
   CHECK_THROWS_WITH_AS(model("DepthToSpace", {"8", "2", "2"}, 2, nullptr).import(), doctest::Contains("must have rank 4"), InvalidInput);
 }
+
+namespace {
+/// A body graph for If / Loop / Scan (inputs and outputs by name; import reads no body types).
+struct Body {
+  ::onnx::GraphProto g;
+  Body(std::vector<std::string> in, std::vector<std::string> out) {
+    g.set_name("body");
+    for (const auto& n : in) g.add_input()->set_name(n);
+    for (const auto& n : out) g.add_output()->set_name(n);
+  }
+  ::onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out) {
+    auto* n = g.add_node();
+    n->set_op_type(op);
+    n->set_name(out.at(0));
+    for (const auto& s : in) n->add_input(s);
+    for (const auto& s : out) n->add_output(s);
+    return n;
+  }
+  void attach(::onnx::NodeProto* n, const char* name) const {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = g;
+  }
+};
+std::vector<float> run_floats(const px::Model& m, const std::vector<Value<float>>& in, size_t k) {
+  return std::get<Tensor<float>>(Interpreter<float>(m.graph).run(in).at(k)).vec();
+}
+}  // namespace
+
+TEST_CASE("If, Loop and Scan are inlined at import, sequences are import-time lists, and what cannot be unrolled is refused") {
+  const Tensor<float> x({2, 3}, {1, 2, 3, 4, 5, 6});
+  // Loop: trip count 3 (from x's shape arithmetic), y += float(i); scan output: every y
+  auto loop = [](const char* trips, Body body, bool scan = true) {
+    OnnxBuilder b(17);
+    b.input("x", {"2", "3"}).ints("three", {}, {3}).ints("zero", {}, {0});
+    b.node("Shape", {"x"}, {"xs"});
+    body.attach(b.node("Loop", {trips, "", "x"}, scan ? std::vector<std::string>{"y", "ys"} : std::vector<std::string>{"y"}, "loop"), "body");
+    b.output("y");
+    if (scan) b.output("ys");
+    return b;
+  };
+  auto add_i = [] {
+    Body body({"i", "c", "y_in"}, {"c", "y_out", "y_out"});
+    OnnxBuilder::attr(body.node("Cast", {"i"}, {"fi"}), "to", int64_t(::onnx::TensorProto::FLOAT));
+    body.node("Add", {"y_in", "fi"}, {"y_out"});
+    return body;
+  };
+  {
+    px::Model m = loop("three", add_i()).import();
+    CHECK(m.graph.tensor(m.graph.outputs()[0]).name == "y");
+    CHECK(m.graph.tensor(m.graph.outputs()[1]).name == "ys");
+    CHECK(m.graph.type(m.graph.outputs()[1]).shape == Shape{3, 2, 3});
+    CHECK(run_floats(m, {x}, 0) == std::vector<float>{4, 5, 6, 7, 8, 9});  // + 0 + 1 + 2
+    const auto ys = run_floats(m, {x}, 1);
+    CHECK(std::vector<float>(ys.begin(), ys.begin() + 6) == x.vec());
+    CHECK(std::vector<float>(ys.begin() + 6, ys.begin() + 12) == std::vector<float>{2, 3, 4, 5, 6, 7});
+    // the inlined nodes are named after the loop, the iteration and the body's node
+    bool named = false;
+    for (NodeId n = 0; n < m.graph.num_nodes(); ++n) named = named || m.graph.node(n).name == "loop/iter2/y_out";
+    CHECK(named);
+  }
+  {
+    // the trip count from shape arithmetic (x's first dimension: 2)
+    OnnxBuilder b = loop("n", add_i(), false);
+    b.node("Gather", {"xs", "zero"}, {"n"});
+    auto& nodes = *b.g().mutable_node();
+    std::rotate(nodes.rbegin(), nodes.rbegin() + 1, nodes.rend());  // Gather before the Loop: import orders them anyway
+    CHECK(run_floats(b.import(), {x}, 0) == std::vector<float>{2, 3, 4, 5, 6, 7});
+  }
+  {
+    // a while loop: no trip count, the body's condition (i + 1 < 3) ends it after 3 halvings
+    OnnxBuilder b(17);
+    b.input("x", {"2", "3"}).ints("three", {}, {3}).ints("one", {}, {1}).floats("half", {}, {0.5f});
+    Body body({"i", "c", "y_in"}, {"more", "y_out"});
+    body.node("Add", {"i", "one"}, {"next"});
+    body.node("Less", {"next", "three"}, {"more"});
+    body.node("Mul", {"y_in", "half"}, {"y_out"});
+    body.attach(b.node("Loop", {"", "", "x"}, {"y"}, "while"), "body");
+    b.output("y");
+    CHECK(run_floats(b.import(), {x}, 0) == std::vector<float>{0.125f, 0.25f, 0.375f, 0.5f, 0.625f, 0.75f});
+  }
+  // If: a condition known at import takes one branch (no Where); one known only at run time
+  // (the sign of x's sum) computes both and selects
+  auto if_model = [](bool runtime, bool same_shapes = true) {
+    OnnxBuilder b(17);
+    b.input("x", {"2", "3"}).floats("zero", {}, {0.f});
+    if (runtime) {
+      OnnxBuilder::attr(b.node("ReduceSum", {"x"}, {"s"}), "keepdims", int64_t(0));
+      b.node("Greater", {"s", "zero"}, {"cond"});
+    } else {
+      b.ints("one", {}, {1});
+      b.node("Cast", {"one"}, {"cond"});
+      OnnxBuilder::attr(b.g().mutable_node(0), "to", int64_t(::onnx::TensorProto::BOOL));
+    }
+    Body then_b({}, {"r"}), else_b({}, {"n"});
+    then_b.node("Relu", {"x"}, {"r"});
+    if (same_shapes) else_b.node("Neg", {"x"}, {"n"});
+    else OnnxBuilder::attr(else_b.node("ReduceSum", {"x"}, {"n"}), "keepdims", int64_t(0));
+    auto* n = b.node("If", {"cond"}, {"y"}, "choose");
+    then_b.attach(n, "then_branch");
+    else_b.attach(n, "else_branch");
+    b.output("y");
+    return b;
+  };
+  {
+    px::Model m = if_model(false).import();
+    for (NodeId n = 0; n < m.graph.num_nodes(); ++n) CHECK(op_name(m.graph.node(n).op) != "Where");
+    CHECK(m.graph.tensor(m.graph.outputs()[0]).name == "y");
+    CHECK(run_floats(m, {Tensor<float>({2, 3}, {-1, 2, -3, 4, -5, 6})}, 0) == std::vector<float>{0, 2, 0, 4, 0, 6});
+  }
+  {
+    px::Model m = if_model(true).import();
+    CHECK(run_floats(m, {Tensor<float>({2, 3}, {-1, 2, -3, 4, -5, 6})}, 0) == std::vector<float>{0, 2, 0, 4, 0, 6});
+    CHECK(run_floats(m, {Tensor<float>({2, 3}, {-1, 2, -3, 4, -5, -6})}, 0) == std::vector<float>{1, -2, 3, -4, 5, 6});
+  }
+  CHECK_THROWS_WITH_AS(if_model(true, false).import(),
+                       doctest::Contains("node 'choose' (If, opset 17): the condition ('cond') is known only at run time and output 0 differs "
+                                         "between the branches (float32 [2,3] vs float32 [])"),
+                       Unsupported);
+  {
+    // Scan, opset 9 form: over axis 1 in reverse, outputs stacked on axis 1
+    OnnxBuilder b(17);
+    b.input("x", {"2", "3"}).floats("s0", {2}, {0, 0});
+    Body body({"s", "col"}, {"s_next", "s_next"});
+    body.node("Add", {"s", "col"}, {"s_next"});
+    auto* n = b.node("Scan", {"s0", "x"}, {"last", "all"}, "scan");
+    body.attach(n, "body");
+    OnnxBuilder::attr(n, "num_scan_inputs", int64_t(1));
+    OnnxBuilder::attr(n, "scan_input_axes", std::vector<int64_t>{1});
+    OnnxBuilder::attr(n, "scan_input_directions", std::vector<int64_t>{1});
+    OnnxBuilder::attr(n, "scan_output_axes", std::vector<int64_t>{-1});
+    b.output("last").output("all");
+    px::Model m = b.import();
+    CHECK(run_floats(m, {x}, 0) == std::vector<float>{6, 15});
+    CHECK(run_floats(m, {x}, 1) == std::vector<float>{3, 5, 6, 6, 11, 15});  // running sums from the right, per row
+  }
+  {
+    // Scan, opset 8 form: batch axis 0, sequence_lens, the body per batch element
+    OnnxBuilder b(8);
+    b.input("x", {"2", "3", "1"}).floats("s0", {2, 1}, {10, 20});
+    Body body({"s", "v"}, {"s_next", "s_next"});
+    body.node("Add", {"s", "v"}, {"s_next"});
+    auto* n = b.node("Scan", {"", "s0", "x"}, {"last", "all"}, "scan8");
+    body.attach(n, "body");
+    OnnxBuilder::attr(n, "num_scan_inputs", int64_t(1));
+    b.output("last").output("all");
+    px::Model m = b.import();
+    const Tensor<float> x3({2, 3, 1}, {1, 2, 3, 4, 5, 6});
+    CHECK(run_floats(m, {x3}, 0) == std::vector<float>{16, 35});
+    CHECK(run_floats(m, {x3}, 1) == std::vector<float>{11, 13, 16, 24, 29, 35});
+  }
+  {
+    // sequences: split into chunks of 2 (2, 2, 1 columns), erase the first, insert x at the
+    // front, read the length, concatenate along axis 1
+    OnnxBuilder b(17);
+    b.input("x", {"2", "5"}).ints("two", {}, {2}).ints("zero", {}, {0});
+    auto* split = b.node("SplitToSequence", {"x", "two"}, {"parts"});
+    OnnxBuilder::attr(split, "axis", int64_t(1));
+    b.node("SequenceErase", {"parts", "zero"}, {"tail"});
+    b.node("SequenceInsert", {"tail", "x", "zero"}, {"with_x"});
+    b.node("SequenceLength", {"with_x"}, {"len"});
+    OnnxBuilder::attr(b.node("Cast", {"len"}, {"len_f"}), "to", int64_t(::onnx::TensorProto::FLOAT));
+    OnnxBuilder::attr(b.node("ConcatFromSequence", {"with_x"}, {"cat"}), "axis", int64_t(1));
+    b.node("Mul", {"cat", "len_f"}, {"y"});
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{2, 8});
+    const Tensor<float> x5({2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+    CHECK(run_floats(m, {x5}, 0) == std::vector<float>{0, 3, 6, 9, 12, 6, 9, 12, 15, 18, 21, 24, 27, 21, 24, 27});
+  }
+  // what is refused: trip counts and conditions known only at run time, endless loops,
+  // sequences where tensors belong, positions out of range; errors inside a body name the
+  // inlined node once
+  CHECK_THROWS_WITH_AS([&] { auto b = loop("m", add_i()); b.input("m", {}, ::onnx::TensorProto::INT64); return b.import(); }(),
+                       "m.onnx: node 'loop' (Loop, opset 17): the trip count ('m') is computed at run time; pet unrolls loops whose "
+                       "trip count is known at import",
+                       Unsupported);
+  {
+    Body body({"i", "c", "y_in"}, {"more", "y_out"});
+    OnnxBuilder::attr(body.node("ReduceSum", {"y_in"}, {"s"}), "keepdims", int64_t(0));
+    body.node("Greater", {"s", "s"}, {"more"});
+    body.node("Neg", {"y_in"}, {"y_out"});
+    CHECK_THROWS_WITH_AS(loop("three", body, false).import(), doctest::Contains("the condition the body returns ('more') is computed at run time"),
+                         Unsupported);
+  }
+  {
+    Body body({"i", "c", "y_in"}, {"c", "y_out"});
+    body.node("Neg", {"y_in"}, {"y_out"});
+    CHECK_THROWS_WITH_AS(loop("", body, false).import(), doctest::Contains("the loop runs more than 4096 iterations; pet unrolls loops up to 4096"),
+                         Unsupported);
+    CHECK_THROWS_WITH_AS(loop("zero", add_i()).import(), doctest::Contains("the loop runs no iteration, so the shape of scan output 0 ('ys') is unknown"),
+                         Unsupported);
+    CHECK(run_floats(loop("zero", add_i(), false).import(), {x}, 0) == x.vec());  // no scan output: y is x
+    Body wrong({"i", "y_in"}, {"c", "y_out"});
+    CHECK_THROWS_WITH_AS(loop("three", wrong, false).import(), doctest::Contains("the body takes 2 inputs but the loop passes 3"), InvalidInput);
+    Body bad({"i", "c", "y_in"}, {"c", "y_out"});
+    bad.node("MatMul", {"y_in", "y_in"}, {"y_out"});
+    CHECK_THROWS_WITH_AS(loop("three", bad, false).import(),
+                         "m.onnx: node 'loop/iter0/y_out' (MatMul, opset 17): A [2,3] has 3 columns but B [2,3] has 2 rows",
+                         InvalidInput);
+  }
+  auto seq_model = [](const std::function<void(OnnxBuilder&)>& edit) {
+    OnnxBuilder b(17);
+    b.input("x", {"2", "3"}).ints("five", {}, {5});
+    b.node("SequenceConstruct", {"x", "x", "x"}, {"s"});
+    edit(b);
+    return b;
+  };
+  CHECK_THROWS_WITH_AS(seq_model([](OnnxBuilder& b) { b.output("s"); }).import(), "m.onnx: graph output 's' is a sequence; pet's outputs are tensors",
+                       Unsupported);
+  CHECK_THROWS_WITH_AS(seq_model([](OnnxBuilder& b) { b.node("Add", {"s", "x"}, {"y"}); b.output("y"); }).import(),
+                       doctest::Contains("node 'y' (Add, opset 17): input 0 ('s') is a sequence; Add takes tensors"), Unsupported);
+  CHECK_THROWS_WITH_AS(seq_model([](OnnxBuilder& b) { b.node("SequenceAt", {"s", "five"}, {"y"}); b.output("y"); }).import(),
+                       doctest::Contains("node 'y' (SequenceAt, opset 17): position 5 is out of range for a sequence of 3 tensors"), InvalidInput);
+  CHECK_THROWS_WITH_AS(seq_model([](OnnxBuilder& b) { b.node("SequenceAt", {"x", "five"}, {"y"}); b.output("y"); }).import(),
+                       doctest::Contains("input 0 ('x') is not a sequence"), InvalidInput);
+}

@@ -64,6 +64,13 @@ ZOO = {
     "deeplabv3_mnv3": (lambda: tv.segmentation.deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None, aux_loss=False), IMG),
     "fcn_resnet50": (lambda: tv.segmentation.fcn_resnet50(weights=None, weights_backbone=None, aux_loss=False), IMG),
     "mc3_18": (lambda: tv.video.mc3_18(), (1, 3, 8, 112, 112)),
+    "maxvit_t": (lambda: tv.maxvit_t(), IMG),
+    "efficientnet_v2_s": (lambda: tv.efficientnet_v2_s(), IMG),
+    "regnet_y_400mf": (lambda: tv.regnet_y_400mf(), IMG),
+    "r2plus1d_18": (lambda: tv.video.r2plus1d_18(), (1, 3, 8, 112, 112)),
+    "s3d": (lambda: tv.video.s3d(), (1, 3, 16, 224, 224)),
+    # exports Loop, If and sequence ops (its pooling's shape arithmetic), inlined at import
+    "mvit_v1_b": (lambda: tv.video.mvit_v1_b(), (1, 3, 16, 224, 224)),
 }
 
 

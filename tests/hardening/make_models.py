@@ -244,3 +244,65 @@ save("recurrent17", [
 save("mvn13", [helper.make_node("MeanVarianceNormalization", ["x"], ["y"], name="mvn"),
                helper.make_node("MeanVarianceNormalization", ["x"], ["y12"], axes=[1, 2], name="mvn12")],
      [vi("x", [2, 3, 4, 5])], [vi("y", [2, 3, 4, 5]), vi("y12", [2, 3, 4, 5])])
+
+# Control flow and sequences (inlined at import): a Loop whose trip count is x's first
+# dimension (shape arithmetic), carrying a tensor and a sequence, with a scan output and an If
+# on the iteration number in its body; a while-loop (no trip count, the body's condition
+# ends it); a Scan over axis 1 in reverse with its outputs stacked on axis 1; an If whose
+# condition depends on x (known only at run time: both branches and a Where); and the
+# sequence ops around them.
+mk = helper.make_node
+B2, C2 = 3, 4
+ib = helper.make_tensor_value_info
+then_b = helper.make_graph([mk("Mul", ["acc_in", "two"], ["t_out"], name="double")], "then", [], [vi("t_out", None)])
+else_b = helper.make_graph([mk("Sub", ["acc_in", "row"], ["e_out"], name="minus_row")], "else", [], [vi("e_out", None)])
+loop_body = helper.make_graph([
+    mk("Gather", ["x", "i"], ["row"], axis=0, name="row_i"),
+    mk("Less", ["i", "two_i"], ["early"], name="early"),
+    mk("If", ["early"], ["picked"], then_branch=then_b, else_branch=else_b, name="pick"),
+    mk("Add", ["picked", "row"], ["acc_out"], name="accumulate"),
+    mk("SequenceInsert", ["seq_in", "acc_out"], ["seq_out"], name="remember"),
+    mk("Identity", ["c_in"], ["c_out"], name="keep_going"),
+    mk("Mul", ["row", "row"], ["sq"], name="square"),
+], "loop_body", [ib("i", TensorProto.INT64, []), ib("c_in", TensorProto.BOOL, []), vi("acc_in", None),
+                 helper.make_tensor_sequence_value_info("seq_in", F, None)],
+   [ib("c_out", TensorProto.BOOL, []), vi("acc_out", None), helper.make_tensor_sequence_value_info("seq_out", F, None), vi("sq", None)])
+while_body = helper.make_graph([
+    mk("Add", ["w_i", "one_i"], ["w_next"], name="w_next"),
+    mk("Less", ["w_next", "three_i"], ["w_c"], name="w_cond"),
+    mk("Mul", ["w_in", "half"], ["w_out"], name="halve"),
+], "while_body", [ib("w_i", TensorProto.INT64, []), ib("w_cin", TensorProto.BOOL, []), vi("w_in", None)],
+   [ib("w_c", TensorProto.BOOL, []), vi("w_out", None)])
+scan_body = helper.make_graph([
+    mk("Add", ["s_in", "col"], ["s_out"], name="running"),
+    mk("Tanh", ["s_out"], ["s_y"], name="squash"),
+], "scan_body", [vi("s_in", None), vi("col", None)], [vi("s_out", None), vi("s_y", None)])
+big_b = helper.make_graph([mk("Relu", ["x"], ["b_out"], name="relu_x")], "big", [], [vi("b_out", None)])
+small_b = helper.make_graph([mk("Neg", ["x"], ["s_neg"], name="neg_x")], "small", [], [vi("s_neg", None)])
+save("control17", [
+    mk("Shape", ["x"], ["xs"], name="shape_x"),
+    mk("Gather", ["xs", "zero_i"], ["trips"], axis=0, name="trips"),
+    mk("SequenceEmpty", [], ["seq0"], dtype=F, name="seq0"),
+    mk("Loop", ["trips", "", "init", "seq0"], ["acc", "seq", "squares"], body=loop_body, name="loop"),
+    mk("SequenceErase", ["seq", "zero_i"], ["seq_tail"], name="drop_first"),
+    mk("SequenceAt", ["seq", "minus1_i"], ["last"], name="last"),
+    mk("ConcatFromSequence", ["seq_tail"], ["stacked"], axis=0, new_axis=1, name="stacked"),
+    mk("SequenceLength", ["seq_tail"], ["n_tail"], name="n_tail"),
+    mk("Cast", ["n_tail"], ["n_tail_f"], to=F, name="n_tail_f"),
+    mk("Mul", ["last", "n_tail_f"], ["last_scaled"], name="last_scaled"),
+    mk("SplitToSequence", ["x"], ["cols"], axis=1, keepdims=0, name="cols"),
+    mk("SequenceConstruct", ["acc", "last_scaled"], ["pair"], name="pair"),
+    mk("ConcatFromSequence", ["pair"], ["pair_cat"], axis=0, name="pair_cat"),
+    mk("SequenceAt", ["cols", "one_i"], ["col1"], name="col1"),
+    mk("Loop", ["", "true_b", "x"], ["halved"], body=while_body, name="while"),
+    mk("Scan", ["init3", "x"], ["scan_last", "scan_ys"], body=scan_body, num_scan_inputs=1, scan_input_axes=[1],
+       scan_input_directions=[1], scan_output_axes=[1], name="scan"),
+    mk("ReduceSum", ["x"], ["total"], keepdims=0, name="total"),
+    mk("Greater", ["total", "zero_f"], ["positive"], name="positive"),
+    mk("If", ["positive"], ["chosen"], then_branch=big_b, else_branch=small_b, name="runtime_if"),
+], [vi("x", [B2, C2])],
+   [vi("acc", [C2]), vi("stacked", [B2 - 1, C2]), vi("pair_cat", [2 * C2]), vi("col1", [B2]), vi("squares", [B2, C2]),
+    vi("halved", [B2, C2]), vi("scan_last", [B2]), vi("scan_ys", [B2, C2]), vi("chosen", [B2, C2])],
+   [const("init", np.linspace(-1, 1, C2).astype(np.float32)), const("init3", np.float32([0.5, -0.25, 1])), const("two", np.float32(2)), const("half", np.float32(0.5)),
+    const("zero_f", np.float32(0)), const("zero_i", np.int64(0)), const("one_i", np.int64(1)), const("two_i", np.int64(2)),
+    const("three_i", np.int64(3)), const("minus1_i", np.int64(-1)), const("true_b", np.bool_(True))], opset=17)

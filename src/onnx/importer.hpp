@@ -1,0 +1,563 @@
+#pragma once
+// The ONNX importer's state and per-node logic (private to src/onnx): import.cpp binds inputs,
+// orders and maps nodes and folds constants; control_flow.cpp inlines If, Loop and Scan and
+// keeps sequences as import-time lists of tensors.
+#include <unordered_map>
+
+#include "op_mapping.hpp"
+#include "expand.hpp"
+#include "pet/eval/interpreter.hpp"
+
+namespace pet::onnx::detail {
+
+/// Largest constant-folded tensor (elements); bigger results stay as nodes.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+/// Newest default-domain opset pet imports (what current PyTorch and ONNX Runtime emit).
+constexpr int64_t kMaxOpset = 21;
+
+struct Importer {
+  const ImportOptions& opt;
+  std::string label, base_dir;
+  Model m;
+  std::map<std::string, std::pair<DType, ConstValue>> consts;  // by ONNX name
+  std::map<std::string, TensorId> ids;                         // ONNX name -> pet tensor
+  std::set<std::string> bound_inputs;
+  std::set<std::string> dim_params;  // symbolic dimensions of the declared inputs
+  std::map<std::string, std::pair<DType, ConstValue>> values;  // known input values by name
+  std::map<std::string, std::pair<DType, ConstValue>> evaluated;  // graph tensors computed from constants (computed())
+  std::vector<std::string> dropped_empty;  // nodes that compute only empty tensors
+  /// ONNX sequences, import-time lists of tensor names (control_flow.cpp): what the sequence
+  /// ops build and read is known at import once loops are unrolled.
+  std::map<std::string, std::vector<std::string>> sequences;
+  std::set<std::string> taken;  // every name in the model (all scopes) and every name import made up
+  int64_t unrolled = 0;         // body nodes imported by unrolling so far (kMaxUnrolledNodes)
+
+  [[noreturn]] void fail_invalid(const std::string& msg) { throw InvalidInput(cat(label, ": ", msg)); }
+
+  Shape bind_shape(const ::onnx::ValueInfoProto& vi) {
+    const std::string& name = vi.name();
+    if (auto it = opt.input_shapes.find(name); it != opt.input_shapes.end()) return it->second;
+    if (auto it = values.find(name); it != values.end())
+      return std::visit([](const auto& t) { return t.shape(); }, it->second.second);
+    const auto& tt = vi.type().tensor_type();
+    if (!tt.has_shape()) fail_invalid(cat("input '", name, "' has no declared shape; pass its shape explicitly"));
+    Shape s;
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) fail_invalid(cat("input '", name, "' has the negative dimension ", d.dim_value()));
+        s.push_back(d.dim_value());
+      } else {
+        std::string p = d.has_dim_param() ? d.dim_param() : "";
+        if (!p.empty()) dim_params.insert(p);
+        auto it = p.empty() ? opt.dims.end() : opt.dims.find(p);
+        int64_t v = it != opt.dims.end() ? it->second : opt.default_dim;
+        if (it == opt.dims.end())
+          m.notes.push_back(cat("input '", name, "' dimension ", s.size(), p.empty() ? "" : cat(" ('", p, "')"), " set to ", v));
+        s.push_back(v);
+      }
+    }
+    return s;
+  }
+
+  /// A value given by position must be for this input: its name (when it has one), rank and
+  /// static dimensions agree with the declaration.
+  void check_given(const ::onnx::ValueInfoProto& vi, size_t k) {
+    const std::string src = k < opt.ordered_input_sources.size() ? opt.ordered_input_sources[k] : cat("input value ", k);
+    const std::string given_name = k < opt.ordered_input_names.size() ? opt.ordered_input_names[k] : "";
+    if (!given_name.empty() && given_name != vi.name())
+      fail_invalid(cat(src, " holds tensor '", given_name, "' but input ", k, " of the model is '", vi.name(), "'"));
+    const Shape s = std::visit([](const auto& t) { return t.shape(); }, opt.ordered_input_values[k].second);
+    const auto& tt = vi.type().tensor_type();
+    if (!tt.has_shape() || opt.input_shapes.count(vi.name())) return;
+    std::vector<std::string> decl;
+    bool ok = tt.shape().dim_size() == int(s.size());
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto& dim = tt.shape().dim(d);
+      decl.push_back(dim.has_dim_value() ? std::to_string(dim.dim_value()) : dim.has_dim_param() ? dim.dim_param() : "?");
+      if (ok && dim.has_dim_value() && dim.dim_value() != s[size_t(d)]) ok = false;
+    }
+    if (!ok) fail_invalid(cat(src, " has shape ", s, " but input '", vi.name(), "' is declared ", decl));
+  }
+
+  void add_graph_inputs(const ::onnx::GraphProto& g) {
+    values = opt.input_values;
+    size_t declared = 0;
+    for (const auto& vi : g.input()) {
+      const std::string& name = vi.name();
+      if (name.empty()) fail_invalid("a graph input has an empty name");
+      if (consts.count(name)) continue;  // an initializer listed as input (IR < 4): a constant
+      if (declared < opt.ordered_input_values.size()) {
+        values[name] = opt.ordered_input_values[declared];
+        check_given(vi, declared);
+      }
+      m.declared_inputs.push_back(name);
+      ++declared;
+      if (ids.count(name)) fail_invalid(cat("graph input '", name, "' is declared twice"));
+      if (!vi.type().has_tensor_type()) throw Unsupported(cat(label, ": input '", name, "' is not a tensor"));
+      DType dt = dtype_from_onnx(vi.type().tensor_type().elem_type(), cat(label, ": input '", name, "'"));
+      Shape s = bind_shape(vi);
+      if (auto it = values.find(name); it != values.end() && it->second.first != dt)
+        fail_invalid(cat("input '", name, "' is ", dtype_name(dt), " but the given value is ", dtype_name(it->second.first)));
+      ids[name] = m.graph.add_input(name, {dt, s});
+    }
+    for (const auto& [name, _] : opt.input_shapes)
+      if (!ids.count(name))
+        fail_invalid(cat("a shape was given for input '", name, "', which the model does not have (its inputs: ",
+                         m.declared_inputs, ")"));
+    for (const auto& [name, _] : opt.dims)
+      if (!dim_params.count(name))
+        fail_invalid(cat("a value was given for dimension '", name, "', which no input of the model has (",
+                         dim_params.empty() ? std::string("it has no symbolic dimensions")
+                                            : cat("its symbolic dimensions: ", std::vector<std::string>(dim_params.begin(), dim_params.end())),
+                         ")"));
+    if (opt.ordered_input_values.size() > declared)
+      fail_invalid(cat(opt.ordered_input_values.size(), " input values were given but the model declares ", declared, " inputs"));
+  }
+
+  /// Constant value of an ONNX tensor name: initializer, folded, or a bound graph input.
+  const std::pair<DType, ConstValue>* constant(const std::string& name) {
+    if (auto it = consts.find(name); it != consts.end()) return &it->second;
+    if (auto it = values.find(name); it != values.end() && ids.count(name)) {
+      bound_inputs.insert(name);
+      return &it->second;
+    }
+    return nullptr;
+  }
+
+  /// Constant value of a name that needs no binding: an initializer, a folded value, or an
+  /// input already bound (a given input's value is used only where an op needs it constant).
+  const std::pair<DType, ConstValue>* folded(const std::string& name) {
+    if (auto it = consts.find(name); it != consts.end()) return &it->second;
+    if (auto it = values.find(name); it != values.end() && bound_inputs.count(name)) return &it->second;
+    return nullptr;
+  }
+
+  /// Value of a name an op needs constant: constant(), else the value of a graph tensor
+  /// computed from constants only (float arithmetic, which import does not fold: Swin-T's
+  /// window masks, scattered with ScatterND), evaluated here; null when it reads a graph input
+  /// whose value was not given (a given one is bound, as constant() binds).
+  const std::pair<DType, ConstValue>* computed(const std::string& name) {
+    if (const auto* c = constant(name)) return c;
+    if (auto it = evaluated.find(name); it != evaluated.end()) return &it->second;
+    auto id = ids.find(name);
+    if (id == ids.end()) return nullptr;
+    const Graph& g = m.graph;
+    std::vector<NodeId> cone;  // producers, found depth-first; evaluated in node order
+    std::set<NodeId> seen;
+    std::vector<TensorId> todo{id->second};
+    std::set<TensorId> leaves;  // graph inputs with given values
+    int64_t total = 0;
+    while (!todo.empty()) {
+      const TensorId t = todo.back();
+      todo.pop_back();
+      const auto& info = g.tensor(t);
+      if (info.is_constant()) continue;
+      if (info.producer < 0) {  // a graph input: known only where the user gave its value
+        if (!values.count(info.name)) return nullptr;
+        leaves.insert(t);
+        continue;
+      }
+      if (!seen.insert(info.producer).second) continue;
+      for (TensorId o : g.node(info.producer).outputs) total += numel(g.type(o).shape);
+      if (total > kMaxFoldElements) return nullptr;
+      cone.push_back(info.producer);
+      for (TensorId in : g.node(info.producer).inputs) todo.push_back(in);
+    }
+    std::sort(cone.begin(), cone.end());  // nodes are added in dependency order
+    std::map<TensorId, Value<float>> val;
+    auto as_value = [](const ConstValue& c) { return std::visit([](const auto& v) { return Value<float>(v); }, c); };
+    for (TensorId t : leaves) val.emplace(t, as_value(constant(g.tensor(t).name)->second));  // binds them
+    for (NodeId n : cone) {
+      const Node& node = g.node(n);
+      std::vector<Value<float>> in;
+      for (TensorId t : node.inputs) in.push_back(g.tensor(t).is_constant() ? as_value(*g.tensor(t).value) : val.at(t));
+      auto outs = evaluate_op<float>(node.op, in, g.output_types(n));
+      for (size_t k = 0; k < outs.size(); ++k) val.emplace(node.outputs[k], std::move(outs[k]));
+    }
+    auto& v = val.at(id->second);
+    return &(evaluated[name] = {g.type(id->second).dtype, std::visit([](const auto& x) { return ConstValue(x); }, v)});
+  }
+
+  TensorId tensor_id(const std::string& name) {
+    if (auto it = ids.find(name); it != ids.end()) {
+      if (bound_inputs.count(name)) return constant_id(name);
+      return it->second;
+    }
+    return constant_id(name);
+  }
+  /// Materialises a constant as a graph tensor on first use as data (an empty one only as a
+  /// graph output: import_empty_reader keeps empty tensors from nodes).
+  TensorId constant_id(const std::string& name) {
+    std::string key = "const:" + name;
+    if (auto it = ids.find(key); it != ids.end()) return it->second;
+    const auto* c = constant(name);
+    PET_CHECK(c, "no value for '", name, "'");
+    std::string gname = m.graph.find(name) ? m.graph.unique_name(name + "_const") : name;
+    TensorId id = m.graph.add_constant(gname, c->first, c->second);
+    ids[key] = id;
+    return id;
+  }
+
+  /// ONNX nodes in dependency order (Boost.Graph); dangling inputs and cycles are errors.
+  std::vector<int> order_nodes(const ::onnx::GraphProto& g) {
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < g.node_size(); ++i)
+      for (const auto& o : g.node(i).output()) {
+        if (o.empty()) continue;
+        if (producer.count(o) || consts.count(o) || ids.count(o) || sequences.count(o))
+          fail_invalid(cat("tensor '", o, "' is defined twice (again by node '", g.node(i).name(), "')"));
+        producer[o] = i;
+      }
+    std::vector<std::pair<int, int>> edges;
+    for (int i = 0; i < g.node_size(); ++i) {
+      for (const auto& in : g.node(i).input()) {
+        if (in.empty()) continue;
+        if (auto it = producer.find(in); it != producer.end()) edges.emplace_back(it->second, i);
+        else if (!consts.count(in) && !ids.count(in) && !sequences.count(in))
+          fail_invalid(cat("node '", g.node(i).name(), "' (", g.node(i).op_type(), ") reads tensor '", in,
+                           "', which no node, graph input or initializer defines"));
+      }
+      std::set<std::string> inner;  // what its If / Loop / Scan bodies read from this scope
+      for (const auto& a : g.node(i).attribute()) {
+        if (a.has_g()) collect_reads(a.g(), inner);
+        for (const auto& sub : a.graphs()) collect_reads(sub, inner);
+      }
+      for (const auto& in : inner)
+        if (auto it = producer.find(in); it != producer.end() && it->second != i) edges.emplace_back(it->second, i);
+    }
+    std::vector<int> cycle;
+    auto order = topological_order(g.node_size(), edges, &cycle);
+    if (int(order.size()) != g.node_size()) {
+      std::vector<std::string> names;
+      for (int v : cycle) names.push_back(g.node(v).name().empty() ? g.node(v).op_type() : g.node(v).name());
+      fail_invalid(cat("the graph has a cycle through nodes ", names));
+    }
+    return order;
+  }
+
+  /// Imports one ONNX node; `opset` other than 0 overrides the model's (for the nodes
+  /// control_flow.cpp writes, always in opset 11's form).
+  void import_node(const ::onnx::NodeProto& node, int index, int64_t opset = 0) {
+    const std::string name = node.name().empty() ? cat(node.op_type(), "_", index) : node.name();
+    if (opset == 0) opset = m.opset;
+    const std::string who = cat(label, ": node '", name, "' (", node.op_type(), ", opset ", opset, "): ");
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      throw Unsupported(cat(who, "domain '", node.domain(), "' is not supported (only the default ONNX domain)"));
+    const auto& table = import_table();
+    auto it = table.find(node.op_type());
+    const auto expand = expand_table().find(node.op_type());
+    const bool structured = is_structured(node);
+    if (it == table.end() && expand == expand_table().end() && !structured)
+      throw Unsupported(cat(who, "op '", node.op_type(), "' is not supported"));
+    NodeCtx ctx{node, opset,
+                [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? constant(node.input(i)) : nullptr; },
+                [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? computed(node.input(i)) : nullptr; },
+                [&](int i) -> std::optional<TensorType> {
+                  if (!ctx_present(node, i)) return std::nullopt;
+                  if (const auto* c = folded(node.input(i)))  // a type never binds a given input
+                    return TensorType{c->first, std::visit([](const auto& t) { return t.shape(); }, c->second)};
+                  if (auto it = ids.find(node.input(i)); it != ids.end()) return m.graph.type(it->second);
+                  return std::nullopt;
+                }};
+    try {
+      if (structured) return import_structured(ctx, name);  // control_flow.cpp
+      for (int i = 0; i < node.input_size(); ++i)
+        if (sequences.count(node.input(i)))
+          throw Unsupported(cat("input ", i, " ('", node.input(i), "') is a sequence; ", node.op_type(), " takes tensors"));
+      if (expand != expand_table().end()) {  // several pet ops (expand.cpp)
+        auto outs = expand->second(ctx, name, m.graph, [&](int i) { return tensor_id(node.input(i)); });
+        for (size_t k = 0; k < outs.size(); ++k)
+          if (outs[k] >= 0) ids[node.output(int(k))] = outs[k];
+        return;
+      }
+      Mapped mp = it->second(ctx);
+      if (try_fold_constants(node, ctx, mp)) return;
+      if (import_empty_reader(node, name, mp)) return;
+      std::vector<TensorId> inputs;
+      for (int i : mp.data_inputs) {
+        if (!ctx.present(i)) throw InvalidInput(cat("required input ", i, " is missing"));
+        inputs.push_back(tensor_id(node.input(i)));
+      }
+      const size_t count = inputs.size();  // Mean divides by it
+      // Variadic Sum / Max / Min of more than two inputs: a chain of the binary op.
+      while (inputs.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) {
+        std::string part = m.graph.unique_name(cat(name, ":partial"));
+        inputs.insert(inputs.begin() + 2, m.graph.add_node(m.graph.unique_name(cat(name, "_", inputs.size())), mp.op,
+                                                           {inputs[0], inputs[1]}, {part})[0]);
+        inputs.erase(inputs.begin(), inputs.begin() + 2);
+        mp.data_inputs.erase(mp.data_inputs.begin() + 1);
+      }
+      // Mean of n > 1 inputs: their sum (the chain above), divided by n.
+      if (node.op_type() == "Mean" && inputs.size() == 2) {
+        std::string sum = m.graph.unique_name(cat(name, ":sum"));
+        TensorId s = m.graph.add_node(m.graph.unique_name(cat(name, "_sum")), mp.op, inputs, {sum})[0];
+        TensorId n = m.graph.add_constant(m.graph.unique_name(cat(name, ":count")), Tensor<float>(Shape{}, std::vector<float>{float(count)}));
+        inputs = {s, n};
+        mp.op = ops::Div{};
+      }
+      Types in_types;
+      for (TensorId t : inputs) in_types.push_back(m.graph.type(t));
+      Types out_types = infer_types(mp.op, in_types);  // errors get the node prefix below
+      if (import_empty_outputs(node, name, mp, inputs, out_types)) return;
+      for (int k = int(out_types.size()); k < node.output_size(); ++k)
+        if (!node.output(k).empty())
+          throw Unsupported(cat("output ", k, " ('", node.output(k), "') is not produced by pet's ", node.op_type()));
+      add_imported(node, name, mp.op, inputs, out_types.size());
+    } catch (const InvalidInput& e) {
+      if (from_inner_node(e)) throw;
+      throw InvalidInput(who + e.what());
+    } catch (const Unsupported& e) {
+      if (from_inner_node(e)) throw;
+      throw Unsupported(who + e.what());
+    }
+  }
+  /// An error of a node inside an If, Loop or Scan body already names that node.
+  bool from_inner_node(const std::exception& e) const { return std::string_view(e.what()).substr(0, label.size() + 8) == label + ": node '"; }
+
+  // If, Loop, Scan and the sequence ops (control_flow.cpp).
+  static void collect_names(const ::onnx::GraphProto& g, std::set<std::string>& out);
+  static void collect_reads(const ::onnx::GraphProto& g, std::set<std::string>& out);
+  bool is_structured(const ::onnx::NodeProto& node) const;
+  void import_structured(const NodeCtx& c, const std::string& name);
+  void import_if(const NodeCtx& c, const std::string& name);
+  void import_loop(const NodeCtx& c, const std::string& name);
+  void import_scan(const NodeCtx& c, const std::string& name);
+  void import_sequence_op(const NodeCtx& c, const std::string& name);
+  struct Body;
+  Body instantiate(const ::onnx::GraphProto& g, const std::string& owner, const std::string& tag);
+  void import_body(const Body& b);
+  std::vector<std::string> scan_steps(const ::onnx::GraphProto& body, const std::string& name, std::vector<std::string>& states,
+                                      const std::vector<std::string>& xs, const std::vector<int64_t>& in_axes,
+                                      const std::vector<int64_t>& in_dirs, const std::vector<int64_t>& out_axes,
+                                      const std::vector<int64_t>& out_dirs, const std::string& tag);
+  void alias(const std::string& to, const std::string& from);
+  void bind_output(const std::string& to, const std::string& from);
+  std::string fresh(const std::string& base);
+  std::vector<std::string> emit(const std::string& op_type, const std::vector<std::string>& inputs, int n_out, const std::string& node_name,
+                                const std::vector<std::pair<std::string, std::vector<int64_t>>>& ints = {},
+                                const std::vector<std::pair<std::string, int64_t>>& int_attrs = {}, std::vector<std::string> out_names = {});
+  std::string stack(const std::vector<std::string>& items, int64_t axis, const std::string& node_name, const std::string& out = "");
+  std::vector<std::string> unstack(const std::string& x, int64_t axis, const std::string& node_name);
+  TensorType type_of(const std::string& name, const std::string& what);
+  static bool ctx_present(const ::onnx::NodeProto& n, int i) { return i < n.input_size() && !n.input(i).empty(); }
+
+  /// Empty tensors (a zero dimension) never become graph tensors that a node reads or
+  /// writes: a node whose outputs are all empty computes nothing, so its outputs become
+  /// empty constants (only their shapes matter; a graph output may be one); an empty input
+  /// of a Concat contributes nothing and is dropped. An empty graph input stays an input that
+  /// no node reads. Whatever else reads an empty tensor into a non-empty result is refused.
+  bool is_empty(const std::string& name) {
+    if (auto it = ids.find(name); it != ids.end()) return numel(m.graph.type(it->second).shape) == 0;
+    if (auto it = consts.find(name); it != consts.end())
+      return std::visit([](const auto& t) { return t.size(); }, it->second.second) == 0;
+    return false;
+  }
+  TensorType data_type(const std::string& name) {
+    if (auto it = ids.find(name); it != ids.end()) return m.graph.type(it->second);
+    const auto& c = consts.at(name);
+    return {c.first, std::visit([](const auto& t) { return t.shape(); }, c.second)};
+  }
+  void store_empty(const ::onnx::NodeProto& node, const Types& out_types) {
+    for (size_t k = 0; k < out_types.size(); ++k) {
+      const TensorType& t = out_types[k];
+      store(node, int(k), t.dtype, is_float(t.dtype) ? ConstValue(Tensor<float>(t.shape)) : ConstValue(Tensor<int64_t>(t.shape)));
+    }
+  }
+  /// A node with an empty data input; false when it has none.
+  bool import_empty_reader(const ::onnx::NodeProto& node, const std::string& name, Mapped& mp) {
+    std::vector<size_t> empty;
+    for (size_t k = 0; k < mp.data_inputs.size(); ++k) {
+      const int i = mp.data_inputs[k];
+      if (i < node.input_size() && !node.input(i).empty() && is_empty(node.input(i))) empty.push_back(k);
+    }
+    if (empty.empty()) return false;
+    Types in_types;
+    for (int i : mp.data_inputs) {
+      if (i >= node.input_size() || node.input(i).empty()) throw InvalidInput(cat("required input ", i, " is missing"));
+      in_types.push_back(data_type(node.input(i)));
+    }
+    Types out_types;
+    if (in_types.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) {  // variadic (and Mean): broadcast all
+      Types acc{in_types[0]};
+      for (size_t k = 1; k < in_types.size(); ++k) acc = infer_types(mp.op, Types{acc[0], in_types[k]});
+      out_types = acc;
+    } else {
+      out_types = infer_types(mp.op, in_types);
+    }
+    bool all_empty = true;
+    for (const auto& t : out_types) all_empty = all_empty && numel(t.shape) == 0;
+    if (all_empty) {
+      store_empty(node, out_types);
+      dropped_empty.push_back(name);
+      return true;
+    }
+    if (std::holds_alternative<ops::Concat>(mp.op)) {
+      std::vector<TensorId> inputs;
+      for (int i : mp.data_inputs)
+        if (!is_empty(node.input(i))) inputs.push_back(tensor_id(node.input(i)));
+      add_imported(node, name, inputs.size() == 1 ? Op(ops::Identity{}) : mp.op, inputs, out_types.size());
+      return true;
+    }
+    const size_t k = empty[0];
+    size_t o = 0;
+    while (numel(out_types[o].shape) == 0) ++o;
+    throw Unsupported(cat("input ", mp.data_inputs[k], " ('", node.input(mp.data_inputs[k]), "') is empty (shape ",
+                          in_types[k].shape, ") but output ", o, " is not (shape ", out_types[o].shape,
+                          "): pet supports empty tensors where the node's outputs are empty too, and as Concat inputs"));
+  }
+  /// Empty outputs of a node that reads no empty tensor; false when it has none.
+  bool import_empty_outputs(const ::onnx::NodeProto& node, const std::string& name, const Mapped& mp, const std::vector<TensorId>& inputs,
+                            const Types& out_types) {
+    std::vector<int> kept;  // outputs that are not empty
+    for (size_t k = 0; k < out_types.size(); ++k)
+      if (numel(out_types[k].shape) != 0) kept.push_back(int(k));
+    if (kept.size() == out_types.size()) return false;
+    store_empty(node, out_types);  // the kept ones are replaced below
+    if (kept.empty()) {
+      dropped_empty.push_back(name);
+      return true;
+    }
+    const auto* split = std::get_if<ops::Split>(&mp.op);
+    if (!split) {
+      const int k = [&] { for (size_t j = 0; j < out_types.size(); ++j) if (numel(out_types[j].shape) == 0) return int(j); return 0; }();
+      throw Unsupported(cat("output ", k, " would be empty (shape ", out_types[size_t(k)].shape, ") but output ", kept[0],
+                            " would not: pet supports empty outputs only where all of a node's outputs are empty, or Split's parts"));
+    }
+    ops::Split parts = *split;  // the non-empty parts, in order
+    parts.split.clear();
+    for (int k : kept) parts.split.push_back(split->split[size_t(k)]);
+    parts.num_outputs = int(kept.size());
+    parts.uneven = false;
+    std::vector<std::string> names;
+    for (int k : kept) names.push_back(node.output(k));
+    add_imported(node, name, kept.size() == 1 ? Op(ops::Identity{}) : Op(parts), inputs, kept.size(), &names);
+    for (int k : kept) consts.erase(node.output(k));
+    return true;
+  }
+  /// Adds the node as pet's `op` on `inputs`; its outputs are the ONNX node's (or `names`).
+  void add_imported(const ::onnx::NodeProto& node, const std::string& name, const Op& op,
+                    const std::vector<TensorId>& inputs, size_t n_out, const std::vector<std::string>* names = nullptr) {
+    std::vector<std::string> onnx_names, out_names;
+    for (size_t k = 0; k < n_out; ++k) {
+      std::string o = names ? (*names)[k] : int(k) < node.output_size() ? node.output(int(k)) : "";
+      onnx_names.push_back(o);
+      out_names.push_back(o.empty() || m.graph.find(o) ? m.graph.unique_name(cat(name, ":unused", k)) : o);
+    }
+    auto outs = m.graph.add_node(name, op, inputs, out_names);
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (!onnx_names[k].empty()) ids[onnx_names[k]] = outs[k];
+  }
+
+  /// Folds shape arithmetic: Shape of a static tensor, and Constant and integer-typed nodes
+  /// whose inputs are all constant, evaluated on the constants' values before any of them
+  /// becomes a graph tensor. Such values may be empty (a shape sliced down to nothing, as
+  /// Swin-T's window masks do).
+  bool try_fold_constants(const ::onnx::NodeProto& node, const NodeCtx& ctx, Mapped& mp) {
+    if (!opt.fold_constants) return false;
+    if (std::holds_alternative<ops::ShapeOf>(mp.op)) {  // reads only the static shape
+      const auto t = mp.data_inputs.size() == 1 ? ctx.type(mp.data_inputs[0]) : std::nullopt;
+      if (!t) return false;
+      const Types one{*t};
+      infer_types(mp.op, one);  // clamps start and end to the rank
+      const auto& shape = std::get<ops::ShapeOf>(mp.op);
+      std::vector<int64_t> part(t->shape.begin() + shape.start, t->shape.begin() + std::max(shape.start, shape.end));
+      store(node, 0, DType::Int64, Tensor<int64_t>({int64_t(part.size())}, part));
+      return true;
+    }
+    std::vector<const std::pair<DType, ConstValue>*> cv;
+    Types in_types;
+    for (int i : mp.data_inputs) {
+      const auto* c = ctx.present(i) ? folded(node.input(i)) : nullptr;
+      if (!c) return false;
+      cv.push_back(c);
+      in_types.push_back(TensorType{c->first, std::visit([](const auto& t) { return t.shape(); }, c->second)});
+    }
+    if (cv.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) return false;  // variadic: a chain below
+    if (node.op_type() == "Mean") return false;                                          // a chain and a Div below
+    bool any_int = false;
+    for (const auto& t : in_types) any_int = any_int || !is_float(t.dtype);
+    const Types out_types = infer_types(mp.op, in_types);
+    for (const auto& t : out_types) any_int = any_int || !is_float(t.dtype);
+    if (!(any_int || std::holds_alternative<ops::Constant>(mp.op))) return false;
+    int64_t total = 0;
+    for (const auto& t : out_types) total += numel(t.shape);
+    if (total > kMaxFoldElements) return false;
+    std::vector<Value<float>> vals;
+    for (const auto* c : cv) vals.push_back(std::visit([](const auto& v) { return Value<float>(v); }, c->second));
+    auto outs = evaluate_op<float>(mp.op, vals, out_types);
+    for (size_t k = 0; k < outs.size(); ++k)
+      store(node, int(k), out_types[k].dtype, std::visit([](const auto& v) { return ConstValue(v); }, outs[k]));
+    return true;
+  }
+  void store(const ::onnx::NodeProto& node, int k, DType dt, ConstValue v) {
+    if (k < node.output_size() && !node.output(k).empty()) consts[node.output(k)] = {dt, std::move(v)};
+  }
+
+  /// Imports `model`, releasing each initializer's bytes once converted (peak memory).
+  void run(::onnx::ModelProto& model) {
+    m.opset = -1;
+    for (const auto& os : model.opset_import())
+      if (os.domain().empty() || os.domain() == "ai.onnx") m.opset = os.version();
+    if (m.opset < 0) fail_invalid("the model imports no version of the default ONNX opset");
+    if (m.opset > kMaxOpset) throw Unsupported(cat(label, ": opset ", m.opset, " is newer than pet supports (up to ", kMaxOpset, ")"));
+    if (m.opset < 1) fail_invalid(cat("opset version ", m.opset, " is not a valid ONNX opset"));
+    if (!model.has_graph()) fail_invalid("the model has no graph");
+    auto& g = *model.mutable_graph();
+    m.graph.name = g.name().empty() ? "model" : g.name();
+    for (auto& init : *g.mutable_initializer()) {
+      if (init.name().empty()) fail_invalid("an initializer has an empty name");
+      if (consts.count(init.name())) fail_invalid(cat("initializer '", init.name(), "' is defined twice"));
+      try {
+        consts[init.name()] = tensor_from_proto(init, base_dir, "initializer");
+        init.clear_raw_data();
+      } catch (const InvalidInput& e) {
+        fail_invalid(e.what());
+      } catch (const Unsupported& e) {
+        throw Unsupported(cat(label, ": ", e.what()));
+      }
+    }
+    if (g.sparse_initializer_size()) throw Unsupported(cat(label, ": sparse initializers"));
+    add_graph_inputs(g);
+    collect_names(g, taken);
+    for (int i : order_nodes(g)) import_node(g.node(i), i);
+    if (g.output_size() == 0) fail_invalid("the graph has no outputs");
+    std::set<std::string> listed;
+    for (const auto& o : g.output()) {
+      if (!listed.insert(o.name()).second) fail_invalid(cat("graph output '", o.name(), "' is listed twice"));
+      if (sequences.count(o.name()))
+        throw Unsupported(cat(label, ": graph output '", o.name(), "' is a sequence; pet's outputs are tensors"));
+      if (!ids.count(o.name()) && !consts.count(o.name()))
+        fail_invalid(cat("graph output '", o.name(), "' is not produced by any node"));
+      m.graph.add_output(tensor_id(o.name()));
+    }
+    remove_bound_inputs();
+    if (!dropped_empty.empty()) {
+      std::vector<std::string> some(dropped_empty.begin(), dropped_empty.begin() + std::min<size_t>(dropped_empty.size(), 5));
+      m.notes.push_back(cat(dropped_empty.size(), " node", dropped_empty.size() == 1 ? "" : "s",
+                            " compute only empty tensors (a zero dimension) and were left out: ", some,
+                            dropped_empty.size() > some.size() ? " ..." : ""));
+    }
+    m.graph.validate();
+  }
+
+  /// Bound inputs became constants; the graph no longer takes them.
+  void remove_bound_inputs() {
+    if (bound_inputs.empty()) return;
+    Graph g2;
+    g2.name = m.graph.name;
+    const Graph& g = m.graph;
+    auto uses = g.consumers();
+    GraphCopy c(g, g2);
+    c.leaves([&](TensorId t) {
+      const auto& info = g.tensor(t);
+      if (info.is_constant() || !bound_inputs.count(info.name) || !uses[size_t(t)].empty()) return true;
+      m.notes.push_back(cat("input '", info.name, "' bound to its given value (an attribute of the model)"));
+      return false;
+    });
+    for (NodeId n : g.topo_order()) c.node(n);
+    c.outputs();
+    m.graph = std::move(g2);
+  }
+};
+
+}  // namespace pet::onnx::detail
