@@ -33,7 +33,7 @@ const std::set<std::string> kOps = {
     "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
     "LogSoftmax", "Hardmax", "LRN", "GlobalMaxPool", "Celu", "ThresholdedRelu", "Shrink", "IsNaN", "IsInf", "ReduceLogSum",
     "CumSum", "TopK", "GatherElements", "GatherND", "Trilu", "OneHot", "Size", "EyeLike", "CastLike", "Upsample", "Mean",
-    "RNN", "GRU", "LSTM", "MeanVarianceNormalization", "If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct",
+    "RNN", "GRU", "LSTM", "MeanVarianceNormalization", "GridSample", "If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct",
     "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence"};
 /// Tests whose expected output (from ONNX's Python reference) ONNX Runtime does not produce
 /// either; pet follows ONNX Runtime, the runtime its files must agree with. Still counted

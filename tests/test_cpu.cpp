@@ -292,6 +292,8 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
   same_as_reference(one_op(ops::Trilu{.upper = false}, {f32({2, 4, 4})}), 45, "Trilu");
   same_as_reference(one_op(ops::OneHot{.depth = 3}, {i64({2, 4}), f32({2})}), 46, "OneHot");
   same_as_reference(one_op(ops::Celu{.alpha = 0.5f}, {f32({3, 4})}), 47, "Celu");
+  same_as_reference(one_op(ops::GridSample{.mode = ops::GridSample::Mode::Cubic, .padding = ops::GridSample::Padding::Reflection},
+                           {f32({2, 3, 5, 6}), f32({2, 4, 7, 2})}), 48, "GridSample");
   // Einsum: lowered to ReduceSum / Transpose / Reshape / MatMul (einsum-lowering) or, for a
   // diagonal or a broadcast summed label, the reference kernel.
   struct E {

@@ -887,3 +887,33 @@ TEST_CASE("If, Loop and Scan are inlined at import, sequences are import-time li
   CHECK_THROWS_WITH_AS(seq_model([](OnnxBuilder& b) { b.node("SequenceAt", {"x", "five"}, {"y"}); b.output("y"); }).import(),
                        doctest::Contains("input 0 ('x') is not a sequence"), InvalidInput);
 }
+
+TEST_CASE("GridSample imports opset 16 and 20 mode names, and refuses other modes and ranks") {
+  auto model = [](int64_t opset, const char* mode, std::vector<std::string> x_dims, std::vector<std::string> g_dims) {
+    OnnxBuilder b(opset);
+    b.input("x", x_dims).input("g", g_dims);
+    auto* n = b.node("GridSample", {"x", "g"}, {"y"});
+    if (mode) OnnxBuilder::attr(n, "mode", mode);
+    OnnxBuilder::attr(n, "padding_mode", "border");
+    b.output("y");
+    return b;
+  };
+  for (auto [opset, mode, want] : std::vector<std::tuple<int64_t, const char*, ops::GridSample::Mode>>{
+           {16, nullptr, ops::GridSample::Mode::Linear}, {16, "bicubic", ops::GridSample::Mode::Cubic},
+           {20, "linear", ops::GridSample::Mode::Linear}, {20, "cubic", ops::GridSample::Mode::Cubic}, {20, "nearest", ops::GridSample::Mode::Nearest}}) {
+    px::Model m = model(opset, mode, {"1", "2", "3", "4"}, {"1", "5", "6", "2"}).import();
+    const auto& op = std::get<ops::GridSample>(m.graph.node(0).op);
+    CHECK(op.mode == want);
+    CHECK(op.padding == ops::GridSample::Padding::Border);
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{1, 2, 5, 6});
+    // and back: export writes the opset-16 names, import reads the same op
+    CHECK(std::get<ops::GridSample>(px::import_bytes(px::export_bytes(m.graph), "r.onnx").graph.node(0).op) == op);
+  }
+  CHECK_THROWS_WITH_AS(model(16, "trilinear", {"1", "2", "3", "4"}, {"1", "5", "6", "2"}).import(),
+                       "m.onnx: node 'y' (GridSample, opset 16): mode 'trilinear' (bilinear, nearest or bicubic; linear or cubic from opset 20)",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(model(20, "linear", {"1", "2", "3", "4", "5"}, {"1", "5", "6", "7", "3"}).import(),
+                       "m.onnx: node 'y' (GridSample, opset 20): X has rank 5; pet samples 4-D inputs (N, C, H, W), the form pet's opset-17 "
+                       "files can write",
+                       Unsupported);
+}

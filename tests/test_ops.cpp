@@ -939,3 +939,65 @@ TEST_CASE("ONNX coverage, second batch: LogSoftmax, Hardmax, LRN, IsNaN, IsInf, 
     check_float_vs_field(ops::OneHot{.depth = 4, .axis = 0}, {i64({3}), f32({2})}, seed++, {.ints = [](Rng& r) { return r.range(-5, 5); }});
   }
 }
+
+TEST_CASE("GridSample: each mode and padding at hand-computed points, half to even, far points and NaN, shape errors") {
+  using G = ops::GridSample;
+  using VF = std::vector<float>;
+  const Tensor<float> x({1, 1, 2, 2}, VF{1, 2, 3, 4});
+  // one output point per grid entry: grid [1, 1, k, 2] of (x, y) pairs
+  auto sample = [&](G op, VF grid) {
+    const int64_t k = int64_t(grid.size() / 2);
+    auto [r, out] = resolve(op, {f32({1, 1, 2, 2}), f32({1, 1, k, 2})});
+    CHECK(out[0].shape == Shape{1, 1, 1, k});
+    return std::get<Tensor<float>>(evaluate_op<float>(r, std::vector<Value<float>>{x, Tensor<float>({1, 1, k, 2}, grid)}, out)[0]).vec();
+  };
+  // align_corners: the corners are the pixel centres; the middle averages all four
+  CHECK(sample(G{.align_corners = true}, {-1, -1, 1, 1, 0, 0, 1, -1}) == VF{1, 4, 2.5f, 2});
+  // not aligned: (-1, -1) is the outer corner of pixel (0, 0), half of its extent is padding
+  CHECK(sample(G{}, {-1, -1, 0, 0}) == VF{0.25f, 2.5f});
+  CHECK(sample(G{.padding = G::Padding::Border}, {-1, -1, 3, 0}) == VF{1, 3});  // (3, 0): x clamped to 1, y = 0.5
+  CHECK(sample(G{.padding = G::Padding::Reflection}, {-1, -1, -2, -1}) == VF{1, 1.5f});  // x = -1.5 reflects to 0.5
+  // nearest rounds half to even: x = y = 0.5 reads pixel (0, 0); x = 0.6, y = 0.4 reads (0, 1)
+  CHECK(sample(G{.mode = G::Mode::Nearest}, {0, 0, 0.1f, -0.1f, 5, 5}) == VF{1, 2, 0});
+  CHECK(sample(G{.mode = G::Mode::Nearest, .padding = G::Padding::Border}, {5, 5, -5, 5}) == VF{4, 3});
+  // cubic on a ramp: x = 0.92 / 2 * 5 = 2.3 weighs pixels 1..4 by Keys' kernel (a = -0.75),
+  // which overshoots a line: 2.342; x = 2 reads pixel 2 alone
+  {
+    const Tensor<float> ramp({1, 1, 1, 6}, VF{0, 1, 2, 3, 4, 5});
+    auto [r, out] = resolve(G{.mode = G::Mode::Cubic, .align_corners = true}, {f32({1, 1, 1, 6}), f32({1, 1, 2, 2})});
+    const auto v = std::get<Tensor<float>>(evaluate_op<float>(r, std::vector<Value<float>>{ramp, Tensor<float>({1, 1, 2, 2}, VF{-0.08f, 0, -0.2f, 0})}, out)[0]).vec();
+    CHECK(v[0] == doctest::Approx(2.342).epsilon(1e-4));
+    CHECK(v[1] == doctest::Approx(2.0).epsilon(1e-6));
+  }
+  // the kernel (taps once per point for all channels) agrees with the formula, every mode,
+  // padding and alignment, on grids reaching outside the image
+  uint64_t seed = 4100;
+  for (auto mode : {G::Mode::Linear, G::Mode::Nearest, G::Mode::Cubic})
+    for (auto pad : {G::Padding::Zeros, G::Padding::Border, G::Padding::Reflection})
+      for (bool align : {false, true})
+        check_fast_vs_formula(G{.mode = mode, .padding = pad, .align_corners = align}, {f32({2, 3, 4, 5}), f32({2, 3, 6, 2})}, seed++,
+                              {.lo = -1.4, .hi = 1.4});
+  // Cubic with Border padding clamps each neighbour, not the point (ONNX Runtime, PyTorch):
+  // x = 5.3 on the ramp reads 4, 5, 5, 5 with weights far(1.3) = -0.11025, ...: 5.11025
+  {
+    const Tensor<float> ramp({1, 1, 1, 6}, VF{0, 1, 2, 3, 4, 5});
+    auto [r, out] = resolve(G{.mode = G::Mode::Cubic, .padding = G::Padding::Border, .align_corners = true}, {f32({1, 1, 1, 6}), f32({1, 1, 1, 2})});
+    const auto v = std::get<Tensor<float>>(evaluate_op<float>(r, std::vector<Value<float>>{ramp, Tensor<float>({1, 1, 1, 2}, VF{1.12f, 0})}, out)[0]).vec();
+    CHECK(v[0] == doctest::Approx(5.11025).epsilon(1e-4));
+  }
+  // Reflection is periodic: a point 1,000 periods away reads what the near one reads
+  {
+    const auto near = sample(G{.padding = G::Padding::Reflection}, {0.3f, -0.2f, -0.7f, 0.9f});
+    const auto far = sample(G{.padding = G::Padding::Reflection}, {4000.3f, -0.2f, -0.7f, 4000.9f});
+    for (size_t k = 0; k < 2; ++k) CHECK(far[k] == doctest::Approx(near[k]).epsilon(1e-3));
+  }
+  // far outside and NaN read zeros; nothing reads out of bounds
+  CHECK(sample(G{}, {1e30f, -1e30f, std::nanf(""), 0}) == VF{0, 0});
+  CHECK(sample(G{.mode = G::Mode::Cubic}, {1e30f, 1e30f}) == VF{0});
+  CHECK(infer(G{}, {f32({2, 3, 5, 6}), f32({2, 4, 7, 2})})[0].shape == Shape{2, 3, 4, 7});
+  CHECK_THROWS_WITH_AS(infer(G{}, {f32({2, 3, 5}), f32({2, 4, 7, 2})}), doctest::Contains("X [2,3,5] must have rank 4 (N, C, H, W)"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(G{}, {f32({2, 3, 5, 6}), f32({2, 4, 7, 3})}), doctest::Contains("grid [2,4,7,3] must have shape [N, H_out, W_out, 2]"),
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(G{}, {f32({2, 3, 5, 6}), f32({1, 4, 7, 2})}), doctest::Contains("differ in batch"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(G{}, {f32({2, 3, 5, 6}), i64({2, 4, 7, 2})}), doctest::Contains("grid"), InvalidInput);
+}

@@ -45,6 +45,17 @@ class Out(torch.nn.Module):
         return y["out"] if isinstance(y, dict) else y
 
 
+class TwoFrames(torch.nn.Module):
+    """RAFT on two frames stacked along the channels: its last flow estimate."""
+
+    def __init__(self, m, updates=2):
+        super().__init__()
+        self.m, self.updates = m, updates
+
+    def forward(self, x):
+        return self.m(x[:, :3], x[:, 3:], num_flow_updates=self.updates)[-1]
+
+
 IMG = (1, 3, 224, 224)
 ZOO = {
     "alexnet": (lambda: tv.alexnet(), IMG),
@@ -71,6 +82,8 @@ ZOO = {
     "s3d": (lambda: tv.video.s3d(), (1, 3, 16, 224, 224)),
     # exports Loop, If and sequence ops (its pooling's shape arithmetic), inlined at import
     "mvit_v1_b": (lambda: tv.video.mvit_v1_b(), (1, 3, 16, 224, 224)),
+    # optical flow: GridSample looks up its correlation pyramid
+    "raft_small": (lambda: TwoFrames(tv.optical_flow.raft_small()), (1, 6, 128, 128)),
 }
 
 

@@ -183,7 +183,7 @@ class CpuExecutable final : public Executable {
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
                       ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan, ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,
                       ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
-                      ops::CumSum, ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot>
+                      ops::CumSum, ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample>
   bool lower_op(NodeId, const O&, const std::string&) {
     return false;
   }

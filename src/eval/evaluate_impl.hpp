@@ -129,6 +129,8 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
         return V{Value<T>(std::move(v)), Value<T>(std::move(i))};
       }, in[0]);
     }
+  } else if constexpr (std::is_same_v<OpT, ops::GridSample> && real) {
+    return V{kernels::grid_sample(op, data(in, 0), data(in, 1), os)};
   } else if constexpr ((std::is_same_v<OpT, ops::Softmax> || std::is_same_v<OpT, ops::LogSoftmax>) && real) {
     return V{kernels::softmax(op, data(in, 0))};
   } else if constexpr (std::is_same_v<OpT, ops::LayerNormalization> && real) {

@@ -306,6 +306,40 @@ std::pair<Tensor<E>, Tensor<int64_t>> topk(const ops::TopK& op, const Tensor<E>&
   return {vals, idx};
 }
 
+/// GridSample with each output point's taps computed once for all its channels; the sums
+/// in the formula's order.
+template <class E>
+Tensor<E> grid_sample(const ops::GridSample& op, const Tensor<E>& x, const Tensor<E>& grid, const Shape& os) {
+  const int64_t C = os[1], Ho = os[2], Wo = os[3], H = x.shape()[2], W = x.shape()[3];
+  Tensor<E> out(os);
+  const E* xp = x.data();
+  const E* gp = grid.data();
+  E* yp = out.data();
+  parallel_for(os[0] * Ho, [&](int64_t ni) {
+    const int64_t n = ni / Ho, i = ni % Ho;
+    for (int64_t j = 0; j < Wo; ++j) {
+      const E* g = gp + ((n * Ho + i) * Wo + j) * 2;
+      std::array<int64_t, 4> yi{}, xi{};
+      std::array<E, 4> yw{}, xw{};
+      const int ny = op.taps<E>(op.source(float(g[1]), H), H, yi, yw), nx = op.taps<E>(op.source(float(g[0]), W), W, xi, xw);
+      for (int64_t c = 0; c < C; ++c) {
+        const E* plane = xp + (n * C + c) * H * W;
+        E acc(0);
+        for (int a = 0; a < ny; ++a) {
+          if (yi[size_t(a)] < 0) continue;
+          const E* row_p = plane + yi[size_t(a)] * W;
+          E row(0);
+          for (int b = 0; b < nx; ++b)
+            if (xi[size_t(b)] >= 0) row += xw[size_t(b)] * row_p[xi[size_t(b)]];
+          acc += yw[size_t(a)] * row;
+        }
+        yp[((n * C + c) * Ho + i) * Wo + j] = acc;
+      }
+    }
+  }, os[0] * Ho * Wo * C > 16384);
+  return out;
+}
+
 /// Softmax or LogSoftmax (O) over the contiguous dims [axis, end) (rows of length L with
 /// stride `inner`).
 template <class O, class T>

@@ -15,8 +15,7 @@ std::vector<TensorId> mean_variance_normalization(const NodeCtx& c, const std::s
   mean.axes = c.ints("axes", {0, 2, 3});
   mean.keepdims = true;
   auto op = [&](const std::string& what, Op o, std::vector<TensorId> in, const std::string& out = "") {
-    return g.add_node(g.unique_name(cat(name, "/", what)), std::move(o), std::move(in),
-                      out.empty() ? std::vector<std::string>{} : std::vector<std::string>{out})[0];
+    return add_part(g, name, what, std::move(o), std::move(in), out);
   };
   const TensorId x = data(0);
   const TensorId m = op("mean", mean, {x});

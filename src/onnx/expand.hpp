@@ -12,6 +12,14 @@ using ExpandFn = std::function<std::vector<TensorId>(const NodeCtx& c, const std
                                                      const std::function<TensorId(int)>& data)>;
 const std::map<std::string, ExpandFn, std::less<>>& expand_table();
 
+/// Adds `o` on `in` as a node named "name/what" (made unique) and returns its first output,
+/// named `out` where given (an ONNX output's name).
+inline TensorId add_part(Graph& g, const std::string& name, const std::string& what, Op o, std::vector<TensorId> in,
+                         const std::string& out = "") {
+  return g.add_node(g.unique_name(cat(name, "/", what)), std::move(o), std::move(in),
+                    out.empty() ? std::vector<std::string>{} : std::vector<std::string>{out})[0];
+}
+
 /// ONNX RNN, GRU and LSTM, unrolled over their static sequence length: per direction, the
 /// input projection of every step as one MatMul (biases added once), then per step the
 /// recurrent MatMul, the gates (Split), their activations and the state update, as ONNX's

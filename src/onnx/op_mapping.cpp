@@ -640,6 +640,24 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     if (!a) throw InvalidInput("attribute 'equation' is required");
     return Mapped{ops::Einsum{.equation = c.s("equation", "")}, all_inputs(c)};
   };
+  t["GridSample"] = [](const NodeCtx& c) {  // opset 16 (bilinear, bicubic), 20 (linear, cubic; N-D)
+    using G = ops::GridSample;
+    G o;
+    const std::string mode = c.s("mode", c.opset >= 20 ? "linear" : "bilinear");
+    if (mode == "bilinear" || mode == "linear") o.mode = G::Mode::Linear;
+    else if (mode == "nearest") o.mode = G::Mode::Nearest;
+    else if (mode == "bicubic" || mode == "cubic") o.mode = G::Mode::Cubic;
+    else throw InvalidInput(cat("mode '", mode, "' (bilinear, nearest or bicubic; linear or cubic from opset 20)"));
+    const std::string pad = c.s("padding_mode", "zeros");
+    if (pad == "zeros") o.padding = G::Padding::Zeros;
+    else if (pad == "border") o.padding = G::Padding::Border;
+    else if (pad == "reflection") o.padding = G::Padding::Reflection;
+    else throw InvalidInput(cat("padding_mode '", pad, "' (zeros, border or reflection)"));
+    o.align_corners = c.i("align_corners", 0) != 0;
+    if (const auto t = c.type(0); t && t->shape.size() != 4)
+      throw Unsupported(cat("X has rank ", t->shape.size(), "; pet samples 4-D inputs (N, C, H, W), the form pet's opset-17 files can write"));
+    return Mapped{o, {0, 1}};
+  };
   t["Resize"] = [](const NodeCtx& c) {
     if (c.opset < 11) throw Unsupported("Resize before opset 11 (Upsample semantics, no coordinate_transformation_mode)");
     ops::Resize o;
@@ -1091,6 +1109,14 @@ struct Exporter {
     }
     set(p, "coordinate_transformation_mode", std::string(coords[int(coord)]));
     if (o.mode == ops::Resize::Mode::Nearest) set(p, "nearest_mode", std::string(rounds[int(o.nearest_mode)]));
+  }
+  void operator()(const ops::GridSample& o) {
+    static const char* modes[] = {"bilinear", "nearest", "bicubic"};
+    static const char* pads[] = {"zeros", "border", "reflection"};
+    auto* p = simple("GridSample");
+    set(p, "mode", std::string(modes[int(o.mode)]));
+    set(p, "padding_mode", std::string(pads[int(o.padding)]));
+    set(p, "align_corners", int64_t(o.align_corners));
   }
   void operator()(const ops::InstanceNormalization& o) { set(simple("InstanceNormalization"), "epsilon", o.epsilon); }
   /// Reductions whose axes are an attribute at opset 17 (an empty list is the identity).

@@ -143,8 +143,7 @@ std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name
   const std::vector<Op> acts = activations(c, cell, D);
 
   auto op = [&](const std::string& what, Op o, std::vector<TensorId> in, const std::string& out_name = "") {
-    return g.add_node(g.unique_name(cat(name, "/", what)), std::move(o), std::move(in),
-                      out_name.empty() ? std::vector<std::string>{} : std::vector<std::string>{out_name})[0];
+    return add_part(g, name, what, std::move(o), std::move(in), out_name);
   };
   auto constant = [&](const std::string& what, Tensor<float> v) { return g.add_constant(g.unique_name(cat(name, "/", what)), std::move(v)); };
   auto split = [&](const std::string& what, TensorId t, int parts) {

@@ -306,3 +306,14 @@ save("control17", [
    [const("init", np.linspace(-1, 1, C2).astype(np.float32)), const("init3", np.float32([0.5, -0.25, 1])), const("two", np.float32(2)), const("half", np.float32(0.5)),
     const("zero_f", np.float32(0)), const("zero_i", np.int64(0)), const("one_i", np.int64(1)), const("two_i", np.int64(2)),
     const("three_i", np.int64(3)), const("minus1_i", np.int64(-1)), const("true_b", np.bool_(True))], opset=17)
+
+# GridSample (opset 16): every mode, padding and align_corners on one grid that reaches
+# outside the image (ort_testdata's inputs lie in [-2, 2]).
+gs_nodes, gs_outs = [], []
+for mode in ("bilinear", "nearest", "bicubic"):
+    for pad in ("zeros", "border", "reflection"):
+        for align in (0, 1):
+            o = f"{mode}_{pad}_{align}"
+            gs_nodes.append(mk("GridSample", ["x", "grid"], [o], mode=mode, padding_mode=pad, align_corners=align, name=o))
+            gs_outs.append(vi(o, [2, 3, 4, 6]))
+save("gridsample16", gs_nodes, [vi("x", [2, 3, 5, 7]), vi("grid", [2, 4, 6, 2])], gs_outs, opset=16)

@@ -42,7 +42,7 @@ using Op = std::variant<
     ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,                    //
     ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf,        //
     ops::LogSoftmax, ops::Hardmax, ops::LRN, ops::ReduceLogSum, ops::CumSum,     //
-    ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot>;
+    ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample>;
 
 /// Whether O is one of Ts (visitors list the ops each branch handles; a final
 /// static_assert(always_false<O>) makes a forgotten op a compile error).

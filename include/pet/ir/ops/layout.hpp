@@ -479,6 +479,124 @@ struct Resize {
   bool operator==(const Resize&) const = default;
 };
 
+/// X [N, C, H, W] sampled at the points of grid [N, Ho, Wo, 2] (x, y normalised to [-1, 1]):
+///   out[n, c, i, j] = X[n, c] interpolated at (y, x) = (denormalise(grid[n, i, j, 1], H),
+///                     denormalise(grid[n, i, j, 0], W))
+/// with denormalise(g, d) = (g + 1) / 2 * (d - 1) (align_corners) or ((g + 1) d - 1) / 2.
+/// Nearest rounds the point half to even; Linear weighs the 2 x 2 neighbours, Cubic the
+/// 4 x 4 (Keys, a = -0.75). A neighbour index i outside [0, d) reads 0 (Zeros), index
+/// clamp(i, 0, d - 1) (Border) or i reflected at lo and hi (Reflection; [lo, hi] = [0, d - 1]
+/// with align_corners, else [-0.5, d - 0.5]). As ONNX Runtime and PyTorch compute it: the
+/// point itself is not moved (ONNX's Python reference also clamps it, which differs for
+/// Cubic with Border padding near the edges).
+struct GridSample {
+  enum class Mode { Linear, Nearest, Cubic };
+  enum class Padding { Zeros, Border, Reflection };
+  static constexpr std::string_view name = "GridSample";
+  PET_ATTRS(mode, padding, align_corners);
+  static constexpr bool multilinear = false;
+  Mode mode = Mode::Linear;
+  Padding padding = Padding::Zeros;
+  bool align_corners = false;
+
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 2, 2);
+    pet::detail::expect_float(in, 0, "input X");
+    pet::detail::expect_float(in, 1, "grid");
+    const Shape &x = in[0].shape, &g = in[1].shape;
+    if (x.size() != 4) throw InvalidInput(cat("X ", x, " must have rank 4 (N, C, H, W)"));
+    if (g.size() != 4 || g[3] != 2) throw InvalidInput(cat("grid ", g, " must have shape [N, H_out, W_out, 2]"));
+    if (g[0] != x[0]) throw InvalidInput(cat("grid ", g, " and X ", x, " differ in batch"));
+    return {{in[0].dtype, Shape{x[0], x[1], g[1], g[2]}}};
+  }
+
+  // Coordinates in float arithmetic, as ONNX Runtime and PyTorch compute them (a rounding
+  // or a floor at a boundary follows theirs).
+  /// The unnormalised coordinate of g along a dim of extent d (Nearest: rounded).
+  float source(float g, int64_t d) const {
+    const float v = align_corners ? (g + 1) / 2 * float(d - 1) : ((g + 1) * float(d) - 1) / 2;
+    return mode == Mode::Nearest ? std::nearbyint(v) : v;
+  }
+  static float reflect(float v, float lo, float hi) {
+    const float range = hi - lo;
+    if (!(range > 0)) return lo;
+    const float dv = v < lo ? lo - v : v - hi;
+    const int64_t k = int64_t(dv / range);
+    const float r = dv - float(k) * range;
+    if (v < lo) return k % 2 == 0 ? lo + r : hi - r;
+    return k % 2 == 0 ? hi - r : lo + r;
+  }
+  /// The index a neighbour i along a dim of extent d reads, or -1 for a zero.
+  int64_t fetch(int64_t i, int64_t d) const {
+    if (i >= 0 && i < d) return i;
+    if (padding == Padding::Zeros) return -1;
+    if (padding == Padding::Border) return std::clamp<int64_t>(i, 0, d - 1);
+    const float lo = align_corners ? 0.f : -0.5f, hi = align_corners ? float(d - 1) : float(d) - 0.5f;
+    return std::clamp<int64_t>(int64_t(reflect(float(i), lo, hi)), 0, d - 1);
+  }
+  template <class E>
+  int taps(float v, int64_t d, std::array<int64_t, 4>& idx, std::array<E, 4>& w) const {
+    // A point far outside reads what one nearer reads, from an index that fits: the same
+    // zeros or edge beyond [-3, d + 2] (Zeros, Border); the same reflections a whole number of
+    // periods 2 (hi - lo) nearer (Reflection). NaN reads as a point far below.
+    const float lo = align_corners ? 0.f : -0.5f, hi = align_corners ? float(d - 1) : float(d) - 0.5f, period = 2 * (hi - lo);
+    if (std::isnan(v)) {
+      v = -3.f;
+    } else if (padding == Padding::Reflection && period > 0) {
+      if (v < lo - period || v > hi + period) {
+        v = lo + std::fmod(v - lo, period);
+        if (v < lo) v += period;
+      }
+    } else {
+      v = std::clamp(v, -3.f, float(d) + 2);
+    }
+    if (mode == Mode::Nearest) {
+      idx[0] = fetch(int64_t(v), d);
+      w[0] = E(1);
+      return 1;
+    }
+    const float f = std::floor(v);
+    const E t = E(v - f);
+    const int64_t i0 = int64_t(f);
+    if (mode == Mode::Linear) {
+      idx[0] = fetch(i0, d), idx[1] = fetch(i0 + 1, d);
+      w[0] = E(1) - t, w[1] = t;
+      return 2;
+    }
+    const E A(-0.75);
+    auto near = [&](E s) { return ((A + 2) * s - (A + 3)) * s * s + 1; };        // |s| <= 1
+    auto far = [&](E s) { return ((A * s - 5 * A) * s + 8 * A) * s - 4 * A; };  // 1 < |s| < 2
+    const std::array<E, 4> k{far(t + 1), near(t), near(1 - t), far(2 - t)};
+    for (int j = 0; j < 4; ++j) idx[size_t(j)] = fetch(i0 - 1 + j, d), w[size_t(j)] = k[size_t(j)];
+    return 4;
+  }
+
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    if constexpr (!detail::is_real_v<E>) {
+      pet::detail::require_ordered<E>(name);
+      throw Unsupported("GridSample takes float input only");
+    } else {
+      const Shape& x = read.shape(0);
+      const float gx = float(read(1, Index{o[0], o[2], o[3], 0})), gy = float(read(1, Index{o[0], o[2], o[3], 1}));
+      std::array<int64_t, 4> yi{}, xi{};
+      std::array<E, 4> yw{}, xw{};
+      const int ny = taps<E>(source(gy, x[2]), x[2], yi, yw), nx = taps<E>(source(gx, x[3]), x[3], xi, xw);
+      E acc(0);
+      for (int a = 0; a < ny; ++a) {
+        if (yi[size_t(a)] < 0) continue;
+        E row(0);
+        for (int b = 0; b < nx; ++b)
+          if (xi[size_t(b)] >= 0) row += xw[size_t(b)] * read(0, Index{o[0], o[1], yi[size_t(a)], xi[size_t(b)]});
+        acc += yw[size_t(a)] * row;
+      }
+      return acc;
+    }
+  }
+  int64_t flops(InTypes, InTypes out) const { return mode == Mode::Nearest ? 0 : (mode == Mode::Linear ? 8 : 32) * numel(out[0].shape); }
+  bool operator==(const GridSample&) const = default;
+};
+
 /// out = x broadcast to bcast(x.shape, shape)
 struct Expand {
   static constexpr std::string_view name = "Expand";
