@@ -452,16 +452,26 @@ TEST_CASE("backend registry and the op profiler's cache") {
   auto cpu = backend::make_backend("cpu");
   Op conv = ops::Conv{.pads = {1, 1, 1, 1}};
   Types in{f32({1, 8, 14, 14}), f32({8, 8, 3, 3})};
-  {
+  // A measurement that stays disturbed (other tests busy on both cores) is never written to
+  // disk, so the disk half needs a trusted one: a fresh profiler measures again, a few times.
+  bool trusted = false;
+  for (int attempt = 0; attempt < 5 && !trusted; ++attempt) {
     backend::Profiler p(*cpu, file, 3, 0);
     auto t = p.time_op(conv, in);
     CHECK(t.median_ms > 0);
-    CHECK(t.runs >= 3);
     CHECK(!t.cached);
     CHECK(p.measured() == 1);
     auto again = p.time_op(conv, in);
-    CHECK(again.median_ms == t.median_ms);
+    CHECK(again.median_ms == t.median_ms);  // this process keeps even a doubtful timing
     CHECK(p.hits() == 1);
+    trusted = t.trusted;
+    if (trusted) CHECK(t.runs >= 3);
+    else CHECK(p.untrusted() == 1);
+  }
+  if (!trusted) {
+    MESSAGE("every measurement was disturbed (a busy machine): the disk cache is not checked this time");
+    std::filesystem::remove(file);
+    return;
   }
   {
     auto rows = backend::CacheStore(file, "opcache").all();
