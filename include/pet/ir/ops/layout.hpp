@@ -57,6 +57,14 @@ inline Splits reshape_splits(InSplits in, InTypes it, InTypes ot) {
 inline std::vector<Box> reshape_input(const Box& out, InTypes it, InTypes ot) {
   return {bounding_preimage(out, it[0].shape, [&](const Index& o) { return unflatten(flat_offset(o, ot[0].shape), it[0].shape); })};
 }
+/// Keys' cubic convolution weights (parameter a) of the neighbours x0 - 1 .. x0 + 2 of the
+/// point x0 + t, 0 <= t < 1 (Resize's and GridSample's cubic modes).
+template <class E>
+std::array<E, 4> cubic_weights(E t, E a) {
+  auto near = [&](E d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };        // |d| <= 1
+  auto far = [&](E d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
+}
 }  // namespace detail
 
 /// ONNX Reshape: `shape` may hold one -1 (inferred) and 0 (copy the input dim unless
@@ -427,10 +435,7 @@ struct Resize {
       return t == E(0) || idx[1] == idx[0] ? 1 : 2;
     }
     const float x0 = std::floor(v);
-    const E t = E(v - x0), A = E(cubic_coeff_a);
-    auto near = [&](E d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };        // |d| <= 1
-    auto far = [&](E d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < |d| < 2
-    const std::array<E, 4> k{far(t + 1), near(t), near(1 - t), far(2 - t)};
+    const std::array<E, 4> k = detail::cubic_weights(E(v - x0), E(cubic_coeff_a));
     E sum(0);
     for (int j = 0; j < 4; ++j) {
       const int64_t i = int64_t(x0) - 1 + j;
@@ -563,10 +568,7 @@ struct GridSample {
       w[0] = E(1) - t, w[1] = t;
       return 2;
     }
-    const E A(-0.75);
-    auto near = [&](E s) { return ((A + 2) * s - (A + 3)) * s * s + 1; };        // |s| <= 1
-    auto far = [&](E s) { return ((A * s - 5 * A) * s + 8 * A) * s - 4 * A; };  // 1 < |s| < 2
-    const std::array<E, 4> k{far(t + 1), near(t), near(1 - t), far(2 - t)};
+    const std::array<E, 4> k = detail::cubic_weights(t, E(-0.75));
     for (int j = 0; j < 4; ++j) idx[size_t(j)] = fetch(i0 - 1 + j, d), w[size_t(j)] = k[size_t(j)];
     return 4;
   }
