@@ -1,6 +1,6 @@
 // Runs ONNX's backend node tests (Debian's libonnx-testdata) through pet's importer and
 // reference interpreter. In scope: every test whose graph uses only the ops of pet's operator
-// list with float32/int64/int32/bool tensors (decided from the model file alone, not from
+// list with float32/int64/int32/int8/uint8/bool tensors (decided from the model file alone, not from
 // what pet accepts). Prints every in-scope failure with its reason and passes when at least
 // 95 % of the in-scope tests pass. Tolerance as in ONNX's runner: rtol 1e-3, atol 1e-7.
 // Exit: 0 pass, 1 below 95 %, 77 test data not installed.
@@ -34,7 +34,8 @@ const std::set<std::string> kOps = {
     "LogSoftmax", "Hardmax", "LRN", "GlobalMaxPool", "Celu", "ThresholdedRelu", "Shrink", "IsNaN", "IsInf", "ReduceLogSum",
     "CumSum", "TopK", "GatherElements", "GatherND", "Trilu", "OneHot", "Size", "EyeLike", "CastLike", "Upsample", "Mean",
     "RNN", "GRU", "LSTM", "MeanVarianceNormalization", "GridSample", "If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct",
-    "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence"};
+    "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence",
+    "ScatterElements", "ScatterND", "Scatter", "QuantizeLinear", "DequantizeLinear"};
 /// Tests whose expected output (from ONNX's Python reference) ONNX Runtime does not produce
 /// either; pet follows ONNX Runtime, the runtime its files must agree with. Still counted
 /// as failures.
@@ -44,7 +45,7 @@ const std::map<std::string, std::string> kFollowsOnnxRuntime = {
     {"test_resize_downsample_scales_cubic_align_corners",
      "align_corners with the output's integer length, as ONNX Runtime 1.20 (same max error 1.048); ONNX's reference uses n * scale"}};
 const std::set<int> kTypes = {onnx::TensorProto::FLOAT, onnx::TensorProto::INT64, onnx::TensorProto::INT32,
-                              onnx::TensorProto::BOOL};
+                              onnx::TensorProto::BOOL,  onnx::TensorProto::INT8,  onnx::TensorProto::UINT8};
 
 /// Every node of `g` and of its subgraphs (If, Loop, Scan bodies) uses pet's ops and types.
 bool nodes_in_scope(const onnx::GraphProto& g) {

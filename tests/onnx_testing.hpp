@@ -56,6 +56,15 @@ struct OnnxBuilder {
     for (int64_t x : v) t->add_int64_data(x);
     return *this;
   }
+  /// An int32, int8, uint8 or bool initializer (values in int32_data, as ONNX stores them).
+  OnnxBuilder& small_ints(const std::string& name, int elem, const std::vector<int64_t>& dims, const std::vector<int64_t>& v) {
+    auto* t = g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(elem);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t x : v) t->add_int32_data(int32_t(x));
+    return *this;
+  }
   ::onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
                           const std::string& name = "") {
     auto* n = g().add_node();

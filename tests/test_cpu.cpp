@@ -1189,3 +1189,31 @@ TEST_CASE("cache store: processes sharing a cache lose no entries, foreign files
   CHECK(aside == 1);
   fs::remove_all(dir);
 }
+
+TEST_CASE("cpu QDQ pairs: one quantize-and-dequantize step per DequantizeLinear (per tensor, per axis); the int8 tensor is written where it is read") {
+  using VI = std::vector<int64_t>;
+  auto model = [](bool q_is_output, bool per_axis, bool second_reader) {
+    Graph g;
+    const TensorId x = g.add_input("x", f32({2, 3, 5, 7}));
+    const TensorId s = per_axis ? g.add_constant("s", Tensor<float>({3}, std::vector<float>{0.02f, 0.05f, 0.1f}))
+                                : g.add_constant("s", Tensor<float>(Shape{}, 0.03f));
+    const TensorId z = g.add_constant("z", DType::Int8, per_axis ? Tensor<int64_t>({3}, VI{0, -5, 7}) : Tensor<int64_t>(Shape{}, int64_t(-3)));
+    const TensorId q = g.add_node("q", ops::QuantizeLinear{.axis = 1, .to = DType::Int8}, {x, s, z})[0];
+    const TensorId y = g.add_node("dq", ops::DequantizeLinear{.axis = 1}, {q, s, z})[0];
+    g.add_output(g.add_node("relu", ops::Relu{}, {y})[0]);
+    if (q_is_output) g.add_output(q);
+    if (second_reader) g.add_output(g.add_node("cast", ops::Cast{.to = DType::Float32}, {q})[0]);
+    return g;
+  };
+  same_as_reference(model(false, false, false), 1, "QDQ per tensor", {}, "quantize and dequantize in one step");
+  same_as_reference(model(false, true, false), 2, "QDQ per axis", {}, "quantize and dequantize in one step");
+  // The int8 tensor is a graph output, or read by another op: QuantizeLinear runs as a step.
+  for (auto [out, other] : {std::pair{true, false}, std::pair{false, true}}) {
+    CHECK(plan_of(model(out, false, other)).find("quantize and dequantize in one step") == std::string::npos);
+    same_as_reference(model(out, false, other), 3, "QDQ with the int8 tensor read elsewhere");
+  }
+  // Scatter ops run the reference kernel.
+  same_as_reference(one_op(ops::ScatterElements{.axis = 1, .reduction = ops::ScatterReduction::Add}, {f32({2, 6}), i64({2, 4}), f32({2, 4})}), 4,
+                    "ScatterElements");
+  same_as_reference(one_op(ops::ScatterND{}, {f32({4, 3}), i64({1, 1}), f32({1, 3})}), 5, "ScatterND");
+}

@@ -587,8 +587,8 @@ TEST_CASE("RNN, GRU, LSTM and MeanVarianceNormalization import as several pet op
           "direction 'sideways' (forward, reverse or bidirectional)", false);
 }
 
-TEST_CASE("ScatterND imports as the constant it computes (reductions, negative indices), and refuses data and bad indices") {
-  // data [4, 2] (from float arithmetic on constants), indices [2, 1], updates [2, 2]
+TEST_CASE("Scatter ops import as graph ops (ScatterND, ScatterElements, opset-9 Scatter), on data or constants, and export back") {
+  // data [4, 2] (an input, or float arithmetic on constants), indices [n, 1], updates [n, 2]
   auto model = [](const char* reduction, std::vector<int64_t> idx, bool data_is_input = false) {
     OnnxBuilder b(18);
     b.input("x", {"4", "2"});
@@ -603,9 +603,9 @@ TEST_CASE("ScatterND imports as the constant it computes (reductions, negative i
     b.output("y");
     return b;
   };
-  auto result = [](const OnnxBuilder& b) {
+  auto result = [](const OnnxBuilder& b, float x = 0.f) {
     px::Model m = b.import();
-    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({4, 2}, 0.f)});
+    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({4, 2}, x)});
     return std::get<Tensor<float>>(y[0]).vec();
   };
   CHECK(result(model(nullptr, {1, -1})) == std::vector<float>{1, 2, 10, 10, 5, 6, 10, 10});
@@ -613,18 +613,104 @@ TEST_CASE("ScatterND imports as the constant it computes (reductions, negative i
   CHECK(result(model("mul", {2, 3})) == std::vector<float>{1, 2, 3, 4, 50, 60, 70, 80});
   CHECK(result(model("max", {0, 3})) == std::vector<float>{10, 10, 3, 4, 5, 6, 10, 10});
   CHECK(result(model("min", {0, 3})) == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
-  CHECK_THROWS_WITH_AS(model(nullptr, {4}).import(), doctest::Contains("(ScatterND, opset 18): index 4 (tuple 0, dim 0) is out of range for dim 4"),
-                       InvalidInput);
+  // On data (the input x): x + scatter(x) with x = 1 everywhere.
+  CHECK(result(model(nullptr, {2}, true), 1.f) == std::vector<float>{2, 2, 2, 2, 11, 11, 2, 2});
+  {
+    px::Model m = model("add", {0, 2}, true).import();
+    const auto& op = std::get<ops::ScatterND>(m.graph.node(0).op);
+    CHECK(op.reduction == ops::ScatterReduction::Add);
+    CHECK(std::get<ops::ScatterND>(px::import_bytes(px::export_bytes(m.graph), "r.onnx").graph.node(0).op) == op);
+  }
+  // max and min need opset 18; pet writes 17.
+  CHECK_THROWS_WITH_AS(px::export_bytes(model("max", {0}, true).import().graph), doctest::Contains("Scatter reduction max needs opset 18"), Unsupported);
+  // An index out of range is found when the op runs.
+  CHECK_THROWS_WITH_AS(result(model(nullptr, {4}, true)), doctest::Contains("ScatterND: index 4 is out of range for dim 0 of size 4"), InvalidInput);
   CHECK_THROWS_WITH_AS(model("sum", {0}).import(), doctest::Contains("reduction 'sum' is not one of none, add, mul, max, min"), InvalidInput);
-  CHECK_THROWS_WITH_AS(model(nullptr, {0}, true).import(),
-                       doctest::Contains("must be constants: pet computes ScatterND at import (a constant the model builds), not on data"), Unsupported);
   {
     OnnxBuilder b(18);
     b.input("x", {"2"}).floats("d", {2}, {1, 2}).ints("idx", {1, 1}, {0}).floats("upd", {2}, {5, 5});
     b.node("ScatterND", {"d", "idx", "upd"}, {"sc"});
     b.node("Add", {"x", "sc"}, {"y"});
     b.output("y");
-    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("updates have shape [2]; indices [1,1] and data [2] need [1]"), InvalidInput);
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("updates [2] must have shape [1]"), InvalidInput);
+  }
+  // ScatterElements (axis 1, opset 11) and the deprecated Scatter (opset 9; refused from 11).
+  auto elements = [](const char* op, int64_t opset) {
+    OnnxBuilder b(opset);
+    b.input("x", {"2", "3"}).ints("idx", {2, 1}, {2, -3}).floats("upd", {2, 1}, {7, 8});
+    b.attr(b.node(op, {"x", "idx", "upd"}, {"y"}), "axis", int64_t(1));
+    b.output("y");
+    return b;
+  };
+  for (auto [op, opset] : std::vector<std::pair<const char*, int64_t>>{{"ScatterElements", 11}, {"Scatter", 9}}) {
+    CAPTURE(op);
+    px::Model m = elements(op, opset).import();
+    CHECK(std::get<ops::ScatterElements>(m.graph.node(0).op).axis == 1);
+    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({2, 3}, 0.f)});
+    CHECK(std::get<Tensor<float>>(y[0]).vec() == std::vector<float>{0, 0, 7, 8, 0, 0});
+    CHECK(std::get<ops::ScatterElements>(px::import_bytes(px::export_bytes(m.graph), "r.onnx").graph.node(0).op) ==
+          std::get<ops::ScatterElements>(m.graph.node(0).op));
+  }
+  CHECK_THROWS_WITH_AS(elements("Scatter", 11).import(), doctest::Contains("Scatter is deprecated from opset 11"), InvalidInput);
+}
+
+TEST_CASE("QDQ models: QuantizeLinear and DequantizeLinear import (int8 and uint8, per tensor and per axis), weights stay int8, export back") {
+  // y = DQ(Q(x; 0.5, 128 uint8)) + DQ(w int8; scales [0.5, 0.25] and zero points [0, -2] on axis 0)
+  auto model = [](int64_t opset) {
+    OnnxBuilder b(opset);
+    b.input("x", {"2", "2"});
+    b.floats("s", {}, {0.5f}).small_ints("z", ::onnx::TensorProto::UINT8, {}, {128});
+    b.small_ints("w", ::onnx::TensorProto::INT8, {2, 2}, {2, -4, 6, 8}).floats("ws", {2}, {0.5f, 0.25f});
+    b.small_ints("wz", ::onnx::TensorProto::INT8, {2}, {0, -2});
+    b.node("QuantizeLinear", {"x", "s", "z"}, {"q"});
+    b.node("DequantizeLinear", {"q", "s", "z"}, {"dq"});
+    b.attr(b.node("DequantizeLinear", {"w", "ws", "wz"}, {"wf"}), "axis", int64_t(0));
+    b.node("Add", {"dq", "wf"}, {"y"});
+    b.output("y");
+    return b;
+  };
+  px::Model m = model(13).import();
+  const Tensor<float> x({2, 2}, std::vector<float>{0.3f, -1.2f, 2.f, 100.f});
+  auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{x});
+  // Q: 0.6 -> 1, -2.4 -> -2, 4, 200 -> 255 (saturated); + 128; DQ back: 0.5, -1, 2, 63.5.
+  CHECK(std::get<Tensor<float>>(y[0]).vec() == std::vector<float>{1.5f, -3.f, 4.f, 66.f});
+  // The weight stays an int8 constant with its DequantizeLinear.
+  int int8_constants = 0;
+  for (TensorId t = 0; t < m.graph.num_tensors(); ++t) int8_constants += m.graph.tensor(t).is_constant() && m.graph.type(t).dtype == DType::Int8;
+  CHECK(int8_constants == 2);
+  CHECK(m.graph.num_nodes() == 4);
+  // and back: onnx.checker passes, the same program comes back
+  px::Model back = px::import_bytes(px::export_bytes(m.graph), "r.onnx");
+  CHECK(Interpreter<float>(back.graph).run(std::vector<Value<float>>{x}).size() == 1);
+  CHECK(std::get<Tensor<float>>(Interpreter<float>(back.graph).run(std::vector<Value<float>>{x})[0]).vec() ==
+        std::vector<float>{1.5f, -3.f, 4.f, 66.f});
+  // Opset 21's output_dtype; blocked quantization and other types are refused.
+  {
+    OnnxBuilder b(21);
+    b.input("x", {"3"}).floats("s", {}, {1.f});
+    b.attr(b.node("QuantizeLinear", {"x", "s"}, {"y"}), "output_dtype", int64_t(::onnx::TensorProto::INT8));
+    b.output("y");
+    px::Model q = b.import();
+    CHECK(q.graph.type(q.graph.outputs()[0]).dtype == DType::Int8);
+    const auto r = Interpreter<float>(q.graph).run(std::vector<Value<float>>{Tensor<float>({3}, std::vector<float>{-200.f, 1.5f, 2.5f})});
+    CHECK(std::get<Tensor<int64_t>>(r[0]).vec() == std::vector<int64_t>{-128, 2, 2});
+    // written at opset 17 with an explicit int8 zero point
+    px::Model q2 = px::import_bytes(px::export_bytes(q.graph), "r.onnx");
+    CHECK(q2.graph.type(q2.graph.outputs()[0]).dtype == DType::Int8);
+  }
+  {
+    OnnxBuilder b(21);
+    b.input("x", {"4"}).floats("s", {2}, {1.f, 2.f});
+    b.attr(b.node("QuantizeLinear", {"x", "s"}, {"y"}), "block_size", int64_t(2));
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("blocked quantization (block_size 2); pet quantizes per tensor or per axis"), Unsupported);
+  }
+  {
+    OnnxBuilder b(21);
+    b.input("x", {"4"}).floats("s", {}, {1.f}).small_ints("z", ::onnx::TensorProto::INT16, {}, {0});
+    b.node("QuantizeLinear", {"x", "s", "z"}, {"y"});
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("has element type INT16; pet supports float32, int64, int32, int8, uint8 and bool"), Unsupported);
   }
 }
 

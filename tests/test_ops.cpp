@@ -1001,3 +1001,143 @@ TEST_CASE("GridSample: each mode and padding at hand-computed points, half to ev
   CHECK_THROWS_WITH_AS(infer(G{}, {f32({2, 3, 5, 6}), f32({1, 4, 7, 2})}), doctest::Contains("differ in batch"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(G{}, {f32({2, 3, 5, 6}), i64({2, 4, 7, 2})}), doctest::Contains("grid"), InvalidInput);
 }
+
+TEST_CASE("ScatterElements and ScatterND: ONNX's examples, duplicates, reductions, negative indices, errors, fast vs formula") {
+  using VF = std::vector<float>;
+  using VI = std::vector<int64_t>;
+  auto run = [](Op op, std::vector<Value<float>> in) {
+    Types t;
+    for (const auto& v : in) t.push_back({std::holds_alternative<Tensor<float>>(v) ? DType::Float32 : DType::Int64, value_shape(v)});
+    auto [r, out] = resolve(op, t);
+    return evaluate_op<float>(r, in, out);
+  };
+  auto floats = [](const Value<float>& v) { return std::get<Tensor<float>>(v).vec(); };
+  using R = ops::ScatterReduction;
+  using SE = ops::ScatterElements;
+  using SN = ops::ScatterND;
+  // ScatterElements, ONNX's two examples.
+  CHECK(floats(run(SE{}, {Tensor<float>({3, 3}, 0.f), Tensor<int64_t>({2, 3}, VI{1, 0, 2, 0, 2, 1}),
+                          Tensor<float>({2, 3}, VF{1.f, 1.1f, 1.2f, 2.f, 2.1f, 2.2f})})[0]) == VF{2.f, 1.1f, 0.f, 1.f, 0.f, 2.2f, 0.f, 2.1f, 1.2f});
+  const Tensor<float> row({1, 5}, VF{1, 2, 3, 4, 5});
+  CHECK(floats(run(SE{.axis = 1}, {row, Tensor<int64_t>({1, 2}, VI{1, 3}), Tensor<float>({1, 2}, VF{1.1f, 2.1f})})[0]) == VF{1, 1.1f, 3, 2.1f, 5});
+  // Negative index; duplicates: the last update wins, reductions combine all of them.
+  CHECK(floats(run(SE{.axis = 1}, {row, Tensor<int64_t>({1, 1}, VI{-1}), Tensor<float>({1, 1}, VF{9})})[0]) == VF{1, 2, 3, 4, 9});
+  const Tensor<int64_t> twice({1, 2}, VI{1, 1});
+  const Tensor<float> u({1, 2}, VF{10, 20}), v({1, 2}, VF{1, 20});
+  CHECK(floats(run(SE{.axis = 1}, {row, twice, u})[0]) == VF{1, 20, 3, 4, 5});
+  CHECK(floats(run(SE{.axis = 1, .reduction = R::Add}, {row, twice, u})[0]) == VF{1, 32, 3, 4, 5});
+  CHECK(floats(run(SE{.axis = 1, .reduction = R::Mul}, {row, twice, u})[0]) == VF{1, 400, 3, 4, 5});
+  CHECK(floats(run(SE{.axis = 1, .reduction = R::Max}, {row, twice, v})[0]) == VF{1, 20, 3, 4, 5});
+  CHECK(floats(run(SE{.axis = 1, .reduction = R::Min}, {row, twice, v})[0]) == VF{1, 1, 3, 4, 5});
+  // Integer data scatters too.
+  CHECK(std::get<Tensor<int64_t>>(run(SE{}, {Tensor<int64_t>({3}, VI{7, 8, 9}), Tensor<int64_t>({1}, VI{2}), Tensor<int64_t>({1}, VI{-5})})[0]).vec() ==
+        VI{7, 8, -5});
+  CHECK_THROWS_WITH_AS(run(SE{.axis = 1}, {row, Tensor<int64_t>({1, 1}, VI{5}), Tensor<float>({1, 1}, VF{9})}),
+                       "ScatterElements: index 5 is out of range for dim 1 of size 5", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(SE{}, {f32({3, 3}), i64({2, 3}), f32({2, 2})}), doctest::Contains("indices [2,3] and updates [2,2] must have the same shape"),
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(SE{}, {f32({3, 3}), i64({3}), f32({3})}), doctest::Contains("must have the rank of data"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(SE{}, {f32({3, 3}), i64({2, 4}), f32({2, 4})}), doctest::Contains("larger than data [3,3] in dim 1"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(SE{}, {f32({3, 3}), i64({2, 3}), i64({2, 3})}), doctest::Contains("input 0 is float32 but input 2 is int64"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(SE{}, {f32({3, 3}), f32({2, 3}), f32({2, 3})}), doctest::Contains("indices must be int64 or int32, got float32"), InvalidInput);
+
+  // ScatterND, ONNX's first example; slices of rows; a full index tuple; reductions.
+  CHECK(floats(run(SN{}, {Tensor<float>({8}, VF{1, 2, 3, 4, 5, 6, 7, 8}), Tensor<int64_t>({4, 1}, VI{4, 3, 1, 7}),
+                          Tensor<float>({4}, VF{9, 10, 11, 12})})[0]) == VF{1, 11, 3, 10, 9, 6, 7, 12});
+  const Tensor<float> d({4, 2}, VF{1, 2, 3, 4, 5, 6, 7, 8});
+  auto rows = [&](R r, VI idx) {
+    return floats(run(SN{.reduction = r}, {d, Tensor<int64_t>({int64_t(idx.size()), 1}, idx), Tensor<float>({int64_t(idx.size()), 2}, 10.f)})[0]);
+  };
+  CHECK(rows(R::None, {1, -1}) == VF{1, 2, 10, 10, 5, 6, 10, 10});
+  CHECK(rows(R::Add, {0, 0}) == VF{21, 22, 3, 4, 5, 6, 7, 8});
+  CHECK(rows(R::Mul, {2, 3}) == VF{1, 2, 3, 4, 50, 60, 70, 80});
+  CHECK(rows(R::Max, {0, 3}) == VF{10, 10, 3, 4, 5, 6, 10, 10});
+  CHECK(rows(R::Min, {0, 3}) == VF{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(floats(run(SN{}, {Tensor<float>({2, 2}, VF{0, 1, 2, 3}), Tensor<int64_t>({1, 2}, VI{1, 0}), Tensor<float>({1}, VF{9})})[0]) == VF{0, 1, 9, 3});
+  CHECK_THROWS_WITH_AS(rows(R::None, {4}), "ScatterND: index 4 is out of range for dim 0 of size 4", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(SN{}, {f32({2}), i64({1, 1}), f32({2})}),
+                       doctest::Contains("updates [2] must have shape [1] (indices' shape without its last dim, then data's dims after the first 1)"),
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(SN{}, {f32({2, 3}), i64({1, 3}), f32({1})}), doctest::Contains("indices' last dim 3 must be in [1, 2]"), InvalidInput);
+
+  // The fast kernels against the formulas (random indices with duplicates and negatives),
+  // and the field agrees for none, add and mul.
+  uint64_t seed = 5200;
+  InputSpec idx{.ints = [](Rng& r) { return r.range(-3, 2); }};
+  for (R r : {R::None, R::Add, R::Mul, R::Max, R::Min}) {
+    CAPTURE(int(r));
+    check_fast_vs_formula(SE{.axis = 1, .reduction = r}, {f32({3, 3, 2}), i64({3, 5, 2}), f32({3, 5, 2})}, seed++, idx);
+    check_fast_vs_formula(SE{.axis = -1, .reduction = r}, {f32({2, 4}), i64({1, 6}), f32({1, 6})}, seed++, idx);
+    check_fast_vs_formula(SN{.reduction = r}, {f32({3, 3, 2}), i64({4, 2}), f32({4, 2})}, seed++, idx);
+    check_fast_vs_formula(SN{.reduction = r}, {f32({3, 4}), i64({2, 3, 1}), f32({2, 3, 4})}, seed++, idx);
+    if (r == R::None || r == R::Add || r == R::Mul) {
+      check_float_vs_field(SE{.axis = 1, .reduction = r}, {f32({3, 3, 2}), i64({3, 5, 2}), f32({3, 5, 2})}, seed++, idx);
+      check_float_vs_field(SN{.reduction = r}, {f32({3, 3, 2}), i64({4, 2}), f32({4, 2})}, seed++, idx);
+    }
+  }
+}
+
+TEST_CASE("QuantizeLinear and DequantizeLinear: half to even, saturation, NaN, per axis, int32 input, errors; int8 results wrap") {
+  using VF = std::vector<float>;
+  using VI = std::vector<int64_t>;
+  auto run = [](Op op, std::vector<Value<float>> in, std::vector<DType> types) {
+    Types t;
+    for (size_t i = 0; i < in.size(); ++i) t.push_back({types[i], value_shape(in[i])});
+    auto [r, out] = resolve(op, t);
+    return evaluate_op<float>(r, in, out);
+  };
+  const DType F = DType::Float32, I8 = DType::Int8, U8 = DType::UInt8, I32 = DType::Int32;
+  using Q = ops::QuantizeLinear;
+  using DQ = ops::DequantizeLinear;
+  auto ints = [](const Value<float>& v) { return std::get<Tensor<int64_t>>(v).vec(); };
+  auto floats = [](const Value<float>& v) { return std::get<Tensor<float>>(v).vec(); };
+  const Tensor<float> x({8}, VF{0.f, 1.f, 2.5f, -2.5f, 3.5f, 1000.f, -1000.f, NAN});
+  const Tensor<float> one(Shape{}, 1.f), two(Shape{}, 2.f);
+  CHECK(ints(run(Q{.to = I8}, {x, one, Tensor<int64_t>(Shape{}, int64_t(0))}, {F, F, I8})[0]) == VI{0, 1, 2, -2, 4, 127, -128, -128});
+  CHECK(ints(run(Q{}, {x, two, Tensor<int64_t>(Shape{}, int64_t(128))}, {F, F, U8})[0]) == VI{128, 128, 129, 127, 130, 255, 0, 0});
+  CHECK(ints(run(Q{}, {x, one}, {F, F})[0]) == VI{0, 1, 2, 0, 4, 255, 0, 0});  // uint8 without a zero point
+  // Per axis: one scale and zero point per column.
+  const Tensor<float> m({2, 3}, VF{1, 2, 3, 4, 5, 6});
+  CHECK(ints(run(Q{.axis = 1, .to = I8}, {m, Tensor<float>({3}, VF{1, 2, 4}), Tensor<int64_t>({3}, VI{0, 1, 2})}, {F, F, I8})[0]) == VI{1, 2, 3, 4, 3, 4});
+  CHECK(run(Q{.to = I8}, {m, one, Tensor<int64_t>(Shape{}, int64_t(0))}, {F, F, I8}).size() == 1);
+  // Dequantize: int8, uint8 per axis, int32 (a bias).
+  CHECK(floats(run(DQ{}, {Tensor<int64_t>({3}, VI{-128, 0, 127}), Tensor<float>(Shape{}, 0.5f), Tensor<int64_t>(Shape{}, int64_t(-1))}, {I8, F, I8})[0]) ==
+        VF{-63.5f, 0.5f, 64.f});
+  CHECK(floats(run(DQ{.axis = 0}, {Tensor<int64_t>({2, 2}, VI{0, 255, 10, 20}), Tensor<float>({2}, VF{1.f, 0.25f}), Tensor<int64_t>({2}, VI{0, 4})},
+                   {U8, F, U8})[0]) == VF{0, 255, 1.5f, 4});
+  CHECK(floats(run(DQ{}, {Tensor<int64_t>({2}, VI{100, -300}), Tensor<float>(Shape{}, 0.5f)}, {I32, F})[0]) == VF{50, -150});
+  // Errors.
+  auto types = [](std::vector<std::pair<DType, Shape>> v) {
+    Types t;
+    for (auto& [d, s] : v) t.push_back({d, s});
+    return t;
+  };
+  CHECK_THROWS_WITH_AS(infer(Q{}, types({{DType::Int64, {3}}, {F, {}}})), "QuantizeLinear 'n': x must be float32, got int64", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Q{}, types({{F, {3}}, {F, {}}, {I8, {}}})), "QuantizeLinear 'n': y_zero_point is int8 but the output type is uint8",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Q{.axis = 1}, types({{F, {2, 3}}, {F, {2}}})),
+                       "QuantizeLinear 'n': y_scale [2] must have one value per element of the input's dim 1 (3)", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Q{.axis = 1}, types({{F, {2, 3}}, {F, {3}}, {U8, {1}}})),
+                       "QuantizeLinear 'n': y_zero_point [1] must have the shape of y_scale [3]", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(Q{.axis = 2}, types({{F, {2, 3}}, {F, {3}}})), doctest::Contains("axis"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(DQ{}, types({{F, {3}}, {F, {}}})), "DequantizeLinear 'n': x must be int8, uint8 or int32, got float32", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(DQ{}, types({{I8, {3}}, {F, {}}, {U8, {}}})), "DequantizeLinear 'n': x_zero_point is uint8 but x is int8", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(DQ{}, types({{I8, {3}}, {DType::Int64, {}}})), "DequantizeLinear 'n': x_scale must be float32, got int64", InvalidInput);
+  // The fast kernels against the formulas, per tensor and per axis.
+  InputSpec q8{.lo = -3, .hi = 3, .ints = [](Rng& r) { return r.range(-128, 127); }};
+  check_fast_vs_formula(Q{.axis = 1, .to = I8}, types({{F, {2, 3, 4}}, {F, {3}}, {I8, {3}}}), 5300, q8);
+  check_fast_vs_formula(Q{.to = I8}, types({{F, {2, 3, 4}}, {F, {}}, {I8, {}}}), 5301, q8);
+  check_fast_vs_formula(DQ{.axis = -1}, types({{I8, {2, 3, 4}}, {F, {4}}, {I8, {4}}}), 5302, q8);
+  check_fast_vs_formula(DQ{}, types({{I8, {2, 3, 4}}, {F, {1}}}), 5303, q8);
+  // Neither has a finite-field meaning.
+  CHECK_THROWS_AS(evaluate_op<F31>(DQ{}, std::vector<Value<F31>>{Tensor<int64_t>({1}, VI{1}), Tensor<F31>(Shape{}, F31(1))}, types({{F, {1}}})),
+                  Unsupported);
+
+  // int8 and uint8 arithmetic and casts wrap as the types do.
+  CHECK(ints(run(ops::Add{}, {Tensor<int64_t>({2}, VI{100, -100}), Tensor<int64_t>({2}, VI{100, -100})}, {I8, I8})[0]) == VI{-56, 56});
+  CHECK(ints(run(ops::Mul{}, {Tensor<int64_t>({1}, VI{16}), Tensor<int64_t>({1}, VI{17})}, {U8, U8})[0]) == VI{16});
+  CHECK(ints(run(ops::Add{}, {Tensor<int64_t>({1}, VI{INT32_MAX}), Tensor<int64_t>({1}, VI{1})}, {I32, I32})[0]) == VI{INT32_MIN});
+  CHECK(ints(run(ops::Cast{.to = I8}, {Tensor<float>({4}, VF{200.f, -1.9f, 127.f, -129.f})}, {F})[0]) == VI{-56, -1, 127, 127});
+  CHECK(ints(run(ops::Cast{.to = U8}, {Tensor<int64_t>({3}, VI{-1, 256, 300})}, {DType::Int64})[0]) == VI{255, 0, 44});
+  CHECK(ints(run(ops::Cast{.to = DType::Int64}, {Tensor<float>({3}, VF{NAN, 1e30f, -2.7f})}, {F})[0]) == VI{INT64_MIN, INT64_MIN, -2});
+}

@@ -261,6 +261,10 @@ std::string CpuExecutable::layout_name(const md_t& md) {
 void CpuExecutable::lower(NodeId n) {
   const Node& node = g_.node(n);
   const std::string who = cat(op_name(node.op), " '", node.name, "'");
+  if (lower_qdq(n, who)) {
+    lowered_.insert(n);
+    return;
+  }
   bool all_float = true;
   for (TensorId t : node.inputs) all_float = all_float && slots_[size_t(t)].is_float();
   for (TensorId t : node.outputs) all_float = all_float && slots_[size_t(t)].is_float();

@@ -183,10 +183,18 @@ class CpuExecutable final : public Executable {
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
                       ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan, ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,
                       ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
-                      ops::CumSum, ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample>
+                      ops::CumSum, ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample,
+                      ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear>
   bool lower_op(NodeId, const O&, const std::string&) {
     return false;
   }
+  /// QDQ pairs (quantized models): a QuantizeLinear whose result only DequantizeLinears read,
+  /// all with constant scales and zero points (per tensor, or on one common axis), computes
+  /// nothing itself; each DequantizeLinear then computes quantize-and-back from the float
+  /// input in one step (the ops' own element functions), the int8 tensor never written.
+  /// True when n was lowered so (a DequantizeLinear) or left to its readers (a QuantizeLinear).
+  bool lower_qdq(NodeId n, const std::string& who);
+  std::map<TensorId, NodeId> qdq_pending_;  ///< results of QuantizeLinears left to their DequantizeLinears
   bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);
   /// Inference BatchNormalization that no conv absorbed (DenseNet's, after a Concat) on
   /// oneDNN's batch norm, in the input's layout, with a following Relu fused.

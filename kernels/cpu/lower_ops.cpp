@@ -634,3 +634,84 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& 
 }
 
 }  // namespace pet::backend::cpu_detail
+
+namespace pet::backend::cpu_detail {
+
+namespace {
+/// A quantization op's constant parameters, expanded: `count` values along `axis` (count 1:
+/// per tensor).
+struct QuantParams {
+  std::vector<float> scale;
+  std::vector<int64_t> zero;
+  int64_t axis = -1;
+};
+std::optional<QuantParams> quant_params(const Graph& g, const Node& node, int64_t axis) {
+  QuantParams p;
+  const TensorInfo& s = g.tensor(node.inputs[1]);
+  if (!s.is_constant()) return std::nullopt;
+  p.scale = std::get<Tensor<float>>(*s.value).vec();
+  if (node.inputs.size() == 3) {
+    const TensorInfo& z = g.tensor(node.inputs[2]);
+    if (!z.is_constant()) return std::nullopt;
+    p.zero = std::get<Tensor<int64_t>>(*z.value).vec();
+  } else {
+    p.zero.assign(p.scale.size(), 0);
+  }
+  p.axis = p.scale.size() == 1 ? -1 : axis;
+  return p;
+}
+}  // namespace
+
+bool CpuExecutable::lower_qdq(NodeId n, const std::string& who) {
+  const Node& node = g_.node(n);
+  if (const auto* q = std::get_if<ops::QuantizeLinear>(&node.op)) {
+    const TensorId t = node.outputs[0];
+    const auto qp = quant_params(g_, node, q->axis);
+    if (!qp || is_output_.count(t) || consumers_[size_t(t)].empty() || numel(g_.type(t).shape) == 0) return false;
+    for (NodeId c : consumers_[size_t(t)]) {
+      const Node& dn = g_.node(c);
+      const auto* d = std::get_if<ops::DequantizeLinear>(&dn.op);
+      if (!d || dn.inputs[0] != t) return false;
+      const auto dp = quant_params(g_, dn, d->axis);
+      if (!dp || (qp->axis >= 0 && dp->axis >= 0 && qp->axis != dp->axis)) return false;
+    }
+    qdq_pending_[t] = n;
+    return true;
+  }
+  const auto* d = std::get_if<ops::DequantizeLinear>(&node.op);
+  if (!d || !qdq_pending_.count(node.inputs[0])) return false;
+  const Node& qn = g_.node(qdq_pending_.at(node.inputs[0]));
+  const ops::QuantizeLinear q = std::get<ops::QuantizeLinear>(qn.op);
+  const QuantParams qp = *quant_params(g_, qn, q.axis), dp = *quant_params(g_, node, d->axis);
+  const TensorId y = node.outputs[0];
+  const Shape& shape = g_.type(y).shape;
+  const int64_t axis = std::max(qp.axis, dp.axis);
+  int64_t outer = 1, count = 1, inner = numel(shape);
+  if (axis >= 0) {
+    count = shape[size_t(axis)];
+    outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= shape[size_t(i)];
+    for (size_t i = size_t(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
+  }
+  const int src = plain_slot(int(qn.inputs[0]));
+  define(y, plain_md(shape));
+  Step& st = add_step(cat(who, ": quantize and dequantize in one step (with QuantizeLinear '", qn.name, "'; the ",
+                          dtype_name(q.to), " tensor is never written)"),
+                      {src}, {int(y)});
+  st.fn = [this, src, y = int(y), q, qp, dp, total = outer * count * inner, count, inner, per_axis = axis >= 0] {
+    const float* x = ptr(src);
+    float* out = ptr(y);
+    parallel_chunks(total, 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e;) {
+        const int64_t c = per_axis ? i / inner % count : 0, end = per_axis ? std::min(e, (i / inner + 1) * inner) : e;
+        const size_t iq = qp.axis >= 0 ? size_t(c) : 0, id = dp.axis >= 0 ? size_t(c) : 0;
+        const float qs = qp.scale[iq], ds = dp.scale[id];
+        const int64_t qz = qp.zero[iq], dz = dp.zero[id];
+        for (; i < end; ++i) out[i] = ops::DequantizeLinear::dequantize(q.quantize(x[i], qs, qz), ds, dz);
+      }
+    });
+  };
+  return true;
+}
+
+}  // namespace pet::backend::cpu_detail

@@ -129,6 +129,23 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
         return V{Value<T>(std::move(v)), Value<T>(std::move(i))};
       }, in[0]);
     }
+  } else if constexpr (std::is_same_v<OpT, ops::ScatterElements> || std::is_same_v<OpT, ops::ScatterND>) {
+    const auto* idx = std::get_if<Tensor<int64_t>>(&in[1]);
+    if (!idx || in[0].index() != in[2].index()) return std::nullopt;
+    return V{std::visit([&](const auto& x) {
+      using TT = std::decay_t<decltype(x)>;
+      if constexpr (std::is_same_v<OpT, ops::ScatterElements>) return Value<T>(kernels::scatter_elements(op, x, *idx, std::get<TT>(in[2])));
+      else return Value<T>(kernels::scatter_nd(op, x, *idx, std::get<TT>(in[2])));
+    }, in[0])};
+  } else if constexpr (std::is_same_v<OpT, ops::QuantizeLinear> && real) {
+    const auto* zero = in.size() == 3 ? std::get_if<Tensor<int64_t>>(&in[2]) : nullptr;
+    if (!all_data(in.first(2)) || (in.size() == 3 && !zero)) return std::nullopt;
+    return V{kernels::quantize(op, data(in, 0), data(in, 1), zero)};
+  } else if constexpr (std::is_same_v<OpT, ops::DequantizeLinear> && real) {
+    const auto* x = std::get_if<Tensor<int64_t>>(&in[0]);
+    const auto* zero = in.size() == 3 ? std::get_if<Tensor<int64_t>>(&in[2]) : nullptr;
+    if (!x || !std::holds_alternative<Tensor<T>>(in[1]) || (in.size() == 3 && !zero)) return std::nullopt;
+    return V{kernels::dequantize(op, *x, data(in, 1), zero)};
   } else if constexpr (std::is_same_v<OpT, ops::GridSample> && real) {
     return V{kernels::grid_sample(op, data(in, 0), data(in, 1), os)};
   } else if constexpr ((std::is_same_v<OpT, ops::Softmax> || std::is_same_v<OpT, ops::LogSoftmax>) && real) {
@@ -155,12 +172,34 @@ std::vector<Value<T>> evaluate_by_formula(const Op& op, std::span<const Value<T>
   return std::visit([&](const auto& o) { return detail::by_formula<T>(o, in, out_types); }, op);
 }
 
+namespace detail {
+/// Integer results of a narrower type than int64 (int32, int8, uint8) wrap to it, as that
+/// type's arithmetic does in ONNX Runtime (an int8 Add of 100 and 100 is -56). Outputs that
+/// are already in range (almost all) are left as they are, aliases included.
+template <class T>
+void wrap_narrow_ints(std::vector<Value<T>>& out, InTypes out_types) {
+  for (size_t k = 0; k < out.size() && k < out_types.size(); ++k) {
+    const DType dt = out_types[k].dtype;
+    auto* t = std::get_if<Tensor<int64_t>>(&out[k]);
+    if (!t || (dt != DType::Int32 && !is_int8(dt))) continue;
+    int64_t i = 0;
+    while (i < t->size() && (*t)[i] == wrap_to(dt, (*t)[i])) ++i;
+    if (i == t->size()) continue;
+    Tensor<int64_t> w = t->clone();
+    for (; i < w.size(); ++i) w[i] = wrap_to(dt, w[i]);
+    out[k] = std::move(w);
+  }
+}
+}  // namespace detail
+
 template <class T>
 std::vector<Value<T>> evaluate_op(const Op& op, std::span<const Value<T>> in, InTypes out_types) {
-  return std::visit([&](const auto& o) {
+  std::vector<Value<T>> out = std::visit([&](const auto& o) {
     if (auto r = detail::fast<T>(o, in, out_types)) return std::move(*r);
     return detail::by_formula<T>(o, in, out_types);
   }, op);
+  detail::wrap_narrow_ints(out, out_types);
+  return out;
 }
 
 namespace detail {

@@ -306,6 +306,81 @@ std::pair<Tensor<E>, Tensor<int64_t>> topk(const ops::TopK& op, const Tensor<E>&
   return {vals, idx};
 }
 
+/// ScatterElements: data copied, then each update written or combined in row-major order of
+/// the indices (so duplicates resolve as the formula says).
+template <class E>
+Tensor<E> scatter_elements(const ops::ScatterElements& op, const Tensor<E>& x, const Tensor<int64_t>& idx, const Tensor<E>& upd) {
+  Tensor<E> out = x.clone();
+  const Shape& ix = idx.shape();
+  if (idx.size() == 0) return out;
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  const int a = int(op.axis);
+  const int64_t n = x.shape()[size_t(a)];
+  Index j(int(ix.size()));
+  int64_t k = 0;
+  do {
+    int64_t off = 0;
+    for (int d = 0; d < j.rank; ++d) off += (d == a ? ops::detail::scatter_index(op.name, idx[k], n, a) : j[d]) * xs[size_t(d)];
+    out[off] = ops::detail::scatter_combine(op.reduction, out[off], upd[k]);
+    ++k;
+  } while (next_index(j, ix));
+  return out;
+}
+
+/// ScatterND: data copied, then each index tuple's slice of updates written or combined, in
+/// row-major order of the tuples.
+template <class E>
+Tensor<E> scatter_nd(const ops::ScatterND& op, const Tensor<E>& x, const Tensor<int64_t>& idx, const Tensor<E>& upd) {
+  Tensor<E> out = x.clone();
+  const Shape& xs = x.shape();
+  const int64_t k = idx.shape().back(), tuples = k ? idx.size() / k : 0;
+  int64_t slice = 1;
+  for (size_t d = size_t(k); d < xs.size(); ++d) slice *= xs[d];
+  const std::vector<int64_t> st = strides_of(xs);
+  for (int64_t p = 0; p < tuples; ++p) {
+    int64_t off = 0;
+    for (int64_t c = 0; c < k; ++c) off += ops::detail::scatter_index(op.name, idx[p * k + c], xs[size_t(c)], c) * st[size_t(c)];
+    for (int64_t t = 0; t < slice; ++t) out[off + t] = ops::detail::scatter_combine(op.reduction, out[off + t], upd[p * slice + t]);
+  }
+  return out;
+}
+
+/// Rows of x for per-axis quantization parameters: outer * count * inner elements, the
+/// parameter index being the middle coordinate (count 1 for one parameter).
+inline std::array<int64_t, 3> quant_blocks(const Shape& x, const Shape& s, int64_t axis) {
+  if (s.size() != 1 || s[0] == 1) return {1, 1, numel(x)};
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < x.size(); ++d) inner *= x[d];
+  return {outer, x[size_t(axis)], inner};
+}
+
+template <class T>
+Tensor<int64_t> quantize(const ops::QuantizeLinear& op, const Tensor<T>& x, const Tensor<T>& scale, const Tensor<int64_t>* zero) {
+  Tensor<int64_t> out(x.shape());
+  const auto [outer, count, inner] = quant_blocks(x.shape(), scale.shape(), op.axis);
+  parallel_for(outer * count, [&](int64_t oc) {
+    const int64_t c = oc % count;
+    const float s = float(scale[c]);
+    const int64_t z = zero ? (*zero)[c] : 0;
+    for (int64_t i = oc * inner; i < (oc + 1) * inner; ++i) out[i] = op.quantize(float(x[i]), s, z);
+  }, x.size() > 16384);
+  return out;
+}
+
+template <class T>
+Tensor<T> dequantize(const ops::DequantizeLinear& op, const Tensor<int64_t>& x, const Tensor<T>& scale, const Tensor<int64_t>* zero) {
+  Tensor<T> out(x.shape());
+  const auto [outer, count, inner] = quant_blocks(x.shape(), scale.shape(), op.axis);
+  parallel_for(outer * count, [&](int64_t oc) {
+    const int64_t c = oc % count;
+    const float s = float(scale[c]);
+    const int64_t z = zero ? (*zero)[c] : 0;
+    for (int64_t i = oc * inner; i < (oc + 1) * inner; ++i) out[i] = T(op.dequantize(x[i], s, z));
+  }, x.size() > 16384);
+  return out;
+}
+
 /// GridSample with each output point's taps computed once for all its channels; the sums
 /// in the formula's order.
 template <class E>

@@ -474,6 +474,9 @@ struct Importer {
     }
     if (cv.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) return false;  // variadic: a chain below
     if (node.op_type() == "Mean") return false;                                          // a chain and a Div below
+    // A QDQ model's int8 weights stay int8 with their DequantizeLinear (the file pet writes
+    // back keeps them small); the backends fold them when they compile.
+    if (std::holds_alternative<ops::DequantizeLinear>(mp.op)) return false;
     bool any_int = false;
     for (const auto& t : in_types) any_int = any_int || !is_float(t.dtype);
     const Types out_types = infer_types(mp.op, in_types);

@@ -288,63 +288,57 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     }
     return Mapped{o, {}};
   };
-  // ScatterND writes updates into a copy of data at the given index tuples. Exporters emit it
-  // where Python code assigns into a slice of a tensor it built (Swin-T's shifted-window
-  // masks): there all three inputs are constants and so is the result. On data it is refused.
-  t["ScatterND"] = [](const NodeCtx& c) {
+  // ScatterND, ScatterElements and the deprecated Scatter (opsets 9-10: ScatterElements
+  // without reduction). Reductions from opset 16 (add, mul) and 18 (max, min).
+  auto scatter_reduction = [](const NodeCtx& c) {
     for (int i = 0; i < 3; ++i)
       if (!c.present(i)) throw InvalidInput(cat("input ", i, " is missing (data, indices and updates are all required)"));
-    const auto *data = c.computed(0), *indices = c.computed(1), *updates = c.computed(2);
-    if (!data || !indices || !updates)
-      throw Unsupported("data, indices and updates must be constants: pet computes ScatterND at import (a constant the model builds), not on data");
-    if (is_float(indices->first)) throw InvalidInput("indices (input 1) must be an integer tensor");
-    if (data->first != updates->first)
-      throw InvalidInput(cat("data and updates must have one type, got ", dtype_name(data->first), " and ", dtype_name(updates->first)));
-    const std::string reduction = c.s("reduction", "none");
-    if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
-      throw InvalidInput(cat("reduction '", reduction, "' is not one of none, add, mul, max, min"));
-    const auto& idx = std::get<Tensor<int64_t>>(indices->second);
-    const Shape ds = std::visit([](const auto& t) { return t.shape(); }, data->second);
-    const Shape us = std::visit([](const auto& t) { return t.shape(); }, updates->second);
-    const Shape& is = idx.shape();
-    if (is.empty()) throw InvalidInput("indices must have rank 1 or more");
-    const int64_t r = int64_t(ds.size()), k = is.back();
-    if (k < 1 || k > r) throw InvalidInput(cat("indices' last dim ", k, " must be in [1, data's rank ", r, "]"));
-    Shape want(is.begin(), is.end() - 1);
-    want.insert(want.end(), ds.begin() + k, ds.end());
-    if (us != want) throw InvalidInput(cat("updates have shape ", us, "; indices ", is, " and data ", ds, " need ", want));
-    int64_t slice = 1;
-    for (int64_t d = k; d < r; ++d) slice *= ds[size_t(d)];
-    const int64_t tuples = numel(is) / k;
-    ops::Constant o;
-    o.dtype = data->first;
-    o.value = std::visit([&](const auto& d) -> ConstValue {
-      using T = std::decay_t<decltype(d)>;
-      using E = std::decay_t<decltype(d[0])>;
-      const T& u = std::get<T>(updates->second);
-      T out = d.clone();  // copies share storage: never write into the input constant
-      for (int64_t j = 0; j < tuples; ++j) {
-        int64_t off = 0;
-        for (int64_t a = 0; a < k; ++a) {
-          int64_t v = idx[j * k + a];
-          const int64_t n = ds[size_t(a)];
-          if (v < -n || v >= n) throw InvalidInput(cat("index ", v, " (tuple ", j, ", dim ", a, ") is out of range for dim ", n));
-          off = off * n + (v < 0 ? v + n : v);
-        }
-        off *= slice;
-        for (int64_t e = 0; e < slice; ++e) {
-          E& y = out[off + e];
-          const E x = u[j * slice + e];
-          if (reduction == "add") y = E(y + x);
-          else if (reduction == "mul") y = E(y * x);
-          else if (reduction == "max") y = std::max(y, x);
-          else if (reduction == "min") y = std::min(y, x);
-          else y = x;
-        }
-      }
-      return out;
-    }, data->second);
-    return Mapped{o, {}};
+    const std::string r = c.s("reduction", "none");
+    using R = ops::ScatterReduction;
+    if (r == "none") return R::None;
+    if (r == "add") return R::Add;
+    if (r == "mul") return R::Mul;
+    if (r == "max") return R::Max;
+    if (r == "min") return R::Min;
+    throw InvalidInput(cat("reduction '", r, "' is not one of none, add, mul, max, min"));
+  };
+  t["ScatterND"] = [scatter_reduction](const NodeCtx& c) { return Mapped{ops::ScatterND{.reduction = scatter_reduction(c)}, {0, 1, 2}}; };
+  t["ScatterElements"] = [scatter_reduction](const NodeCtx& c) {
+    return Mapped{ops::ScatterElements{.axis = c.i("axis", 0), .reduction = scatter_reduction(c)}, {0, 1, 2}};
+  };
+  t["Scatter"] = [scatter_reduction](const NodeCtx& c) {
+    if (c.opset >= 11) throw InvalidInput("Scatter is deprecated from opset 11 (ScatterElements replaces it)");
+    return Mapped{ops::ScatterElements{.axis = c.i("axis", 0), .reduction = scatter_reduction(c)}, {0, 1, 2}};
+  };
+  // QuantizeLinear and DequantizeLinear: opsets 10 (per tensor), 13 (per axis), 19 (float8
+  // types: refused by type), 21 (blocked: refused; output_dtype).
+  auto no_blocks = [](const NodeCtx& c) {
+    if (c.i("block_size", 0) != 0)
+      throw Unsupported(cat("blocked quantization (block_size ", c.i("block_size", 0), "); pet quantizes per tensor or per axis"));
+  };
+  t["QuantizeLinear"] = [no_blocks](const NodeCtx& c) {
+    no_blocks(c);
+    ops::QuantizeLinear o;
+    o.axis = c.i("axis", 1);
+    if (c.present(2)) {
+      const auto zt = c.type(2);
+      if (!zt) throw InvalidInput("y_zero_point (input 2) has no type");
+      o.to = zt->dtype;
+    }
+    if (c.attr("output_dtype") && c.i("output_dtype", 0) != 0) {
+      const int64_t od = c.i("output_dtype", 0);
+      if (od < INT32_MIN || od > INT32_MAX) throw InvalidInput(cat("output_dtype ", od, " is not an ONNX type"));
+      const DType d = dtype_from_onnx(int32_t(od), "output_dtype");
+      if (c.present(2) && d != o.to)
+        throw InvalidInput(cat("output_dtype is ", dtype_name(d), " but y_zero_point is ", dtype_name(o.to)));
+      o.to = d;
+    }
+    if (!is_int8(o.to)) throw Unsupported(cat("quantization to ", dtype_name(o.to), "; pet quantizes to int8 and uint8"));
+    return Mapped{o, c.present(2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1}};
+  };
+  t["DequantizeLinear"] = [no_blocks](const NodeCtx& c) {
+    no_blocks(c);
+    return Mapped{ops::DequantizeLinear{.axis = c.i("axis", 1)}, c.present(2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1}};
   };
   // DepthToSpace and SpaceToDepth are reshape-transpose-reshape: pet's R/T op.
   auto block_rt = [](bool to_space) {
@@ -1001,6 +995,31 @@ struct Exporter {
     set(p, "sorted", int64_t(o.sorted));
   }
   void operator()(const ops::GatherElements& o) { set(simple("GatherElements"), "axis", o.axis); }
+  static const char* reduction_name(ops::ScatterReduction r) {
+    using R = ops::ScatterReduction;
+    return r == R::Add ? "add" : r == R::Mul ? "mul" : r == R::Max ? "max" : r == R::Min ? "min" : "none";
+  }
+  // Written at opset 17: reductions max and min (opset 18) are refused by export.
+  void reduction(::onnx::NodeProto* p, ops::ScatterReduction r) {
+    if (r == ops::ScatterReduction::Max || r == ops::ScatterReduction::Min)
+      throw Unsupported(cat("node '", n.name, "': Scatter reduction ", reduction_name(r), " needs opset 18; pet writes opset 17"));
+    if (r != ops::ScatterReduction::None) set(p, "reduction", std::string(reduction_name(r)));
+  }
+  void operator()(const ops::ScatterElements& o) {
+    auto* p = simple("ScatterElements");
+    set(p, "axis", o.axis);
+    reduction(p, o.reduction);
+  }
+  void operator()(const ops::ScatterND& o) { reduction(simple("ScatterND"), o.reduction); }
+  void operator()(const ops::QuantizeLinear& o) {
+    // Without a zero point ONNX's output is uint8 (opset 17 has no output_dtype): an int8 one
+    // gets an explicit zero.
+    auto* p = o.to == DType::Int8 && n.inputs.size() == 2
+                  ? with_inputs("QuantizeLinear", {ctx.initializer(n.name + "_zero", DType::Int8, Tensor<int64_t>(Shape{}, int64_t(0)))})
+                  : simple("QuantizeLinear");
+    set(p, "axis", o.axis);
+  }
+  void operator()(const ops::DequantizeLinear& o) { set(simple("DequantizeLinear"), "axis", o.axis); }
   void operator()(const ops::GatherND& o) { set(simple("GatherND"), "batch_dims", o.batch_dims); }
   void operator()(const ops::Trilu& o) {
     auto* p = with_inputs("Trilu", {ctx.initializer(n.name + "_k", DType::Int64, Tensor<int64_t>(Shape{}, std::vector<int64_t>{o.k}))});

@@ -17,9 +17,11 @@ DType dtype_from_onnx(int32_t t, std::string_view who) {
     case TensorProto::INT64: return DType::Int64;
     case TensorProto::INT32: return DType::Int32;
     case TensorProto::BOOL: return DType::Bool;
+    case TensorProto::INT8: return DType::Int8;
+    case TensorProto::UINT8: return DType::UInt8;
     default:
       throw Unsupported(cat(who, " has element type ", onnx_type_name(t),
-                            "; pet supports float32, int64, int32 and bool"));
+                            "; pet supports float32, int64, int32, int8, uint8 and bool"));
   }
 }
 
@@ -29,6 +31,8 @@ int32_t dtype_to_onnx(DType t) {
     case DType::Int64: return TensorProto::INT64;
     case DType::Int32: return TensorProto::INT32;
     case DType::Bool: return TensorProto::BOOL;
+    case DType::Int8: return TensorProto::INT8;
+    case DType::UInt8: return TensorProto::UINT8;
   }
   return TensorProto::UNDEFINED;
 }
@@ -116,7 +120,13 @@ std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::
         int32_t x;
         std::memcpy(&x, b, 4);
         t[i] = x;
-      } else t[i] = *b != 0;
+      } else if (dt == DType::Int8) {
+        t[i] = int8_t(*b);
+      } else if (dt == DType::UInt8) {
+        t[i] = uint8_t(*b);
+      } else {
+        t[i] = *b != 0;
+      }
     }
     return {dt, t};
   }
@@ -131,10 +141,9 @@ std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::
     check(p.int64_data_size());
     return {dt, Tensor<int64_t>(shape, from_field<int64_t>(p.int64_data()))};
   }
-  check(p.int32_data_size());  // int32 and bool are stored in int32_data
+  check(p.int32_data_size());  // int32, int8, uint8 and bool are stored in int32_data
   std::vector<int64_t> v = from_field<int64_t>(p.int32_data());
-  if (dt == DType::Bool)
-    for (auto& x : v) x = x != 0;
+  for (auto& x : v) x = wrap_to(dt, x);
   return {dt, Tensor<int64_t>(shape, std::move(v))};
 }
 
@@ -154,7 +163,9 @@ void tensor_to_proto(DType dtype, const ConstValue& v, TensorProto* p) {
       else if (dtype == DType::Int32) {
         int32_t y = int32_t(x);
         raw.append(reinterpret_cast<const char*>(&y), 4);
-      } else raw.push_back(char(x != 0));
+      } else {
+        raw.push_back(char(uint8_t(uint64_t(wrap_to(dtype, x)))));
+      }
     }
   }
   p->set_raw_data(std::move(raw));

@@ -317,3 +317,34 @@ for mode in ("bilinear", "nearest", "bicubic"):
             gs_nodes.append(mk("GridSample", ["x", "grid"], [o], mode=mode, padding_mode=pad, align_corners=align, name=o))
             gs_outs.append(vi(o, [2, 3, 4, 6]))
 save("gridsample16", gs_nodes, [vi("x", [2, 3, 5, 7]), vi("grid", [2, 4, 6, 2])], gs_outs, opset=16)
+
+# A QDQ model (opset 16): a uint8-quantized input, a conv with int8 weights quantized per
+# output channel and an int32 bias, requantized after Relu (a uint8 output too), an int8
+# path with a negative zero point, and ScatterElements and ScatterND on data with and
+# without reductions (no duplicate indices without one: ONNX leaves their order open).
+rq = np.random.default_rng(16)
+qw = rq.integers(-127, 128, [4, 3, 3, 3]).astype(np.int8)
+qws = np.float32([0.004, 0.006, 0.005, 0.003])
+save("quant16", [
+    mk("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="quant_x"),
+    mk("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dequant_x"),
+    mk("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0, name="dequant_w"),
+    mk("DequantizeLinear", ["b", "bs"], ["bd"], axis=0, name="dequant_b"),
+    mk("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+    mk("Relu", ["c"], ["r"], name="relu"),
+    mk("QuantizeLinear", ["r", "rs", "rz"], ["rq"], name="quant_r"),
+    mk("DequantizeLinear", ["rq", "rs", "rz"], ["rd"], name="dequant_r"),
+    mk("QuantizeLinear", ["x", "ss", "sz"], ["sq"], name="quant_s8"),
+    mk("Cast", ["sq"], ["sq_f"], to=F, name="cast_s8"),
+    mk("ScatterElements", ["a", "ia", "ua"], ["se"], axis=1, name="scatter_el"),
+    mk("ScatterElements", ["a", "ia_dup", "ua"], ["se_add"], axis=1, reduction="add", name="scatter_el_add"),
+    mk("ScatterND", ["m", "im", "um"], ["sn"], name="scatter_nd"),
+    mk("ScatterND", ["m", "im_dup", "um"], ["sn_mul"], reduction="mul", name="scatter_nd_mul"),
+], [vi("x", [1, 3, 8, 8]), vi("a", [2, 5]), vi("ua", [2, 2]), vi("m", [4, 3]), vi("um", [2, 3])],
+   [vi("rd", [1, 4, 8, 8]), vi("rq", [1, 4, 8, 8], TensorProto.UINT8), vi("sq_f", [1, 3, 8, 8]), vi("se", [2, 5]),
+    vi("se_add", [2, 5]), vi("sn", [4, 3]), vi("sn_mul", [4, 3])],
+   [const("xs", np.float32(0.02)), const("xz", np.uint8(128)), const("w", qw), const("ws", qws), const("wz", np.zeros(4, np.int8)),
+    const("b", np.int32([1000, -2000, 0, 500])), const("bs", (qws * np.float32(0.02)).astype(np.float32)),
+    const("rs", np.float32(0.01)), const("rz", np.uint8(0)), const("ss", np.float32(0.03)), const("sz", np.int8(-3)),
+    const("ia", np.int64([[1, -2], [0, 4]])), const("ia_dup", np.int64([[1, 1], [-1, 4]])),
+    const("im", np.int64([[2], [0]])), const("im_dup", np.int64([[3], [-1]]))], opset=16)

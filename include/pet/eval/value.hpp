@@ -1,6 +1,7 @@
 #pragma once
 /// Run-time values of the reference interpreter over an element type T (float, double or a
 /// field): data tensors hold T; integer, int32 and bool tensors hold int64.
+#include <cstdint>
 #include <variant>
 
 #include "pet/ir/tensor_type.hpp"
@@ -26,6 +27,11 @@ To convert_element(From x) {
     return To(x);
   } else if constexpr (is_field_v<From>) {
     throw Unsupported("a finite-field value cannot be converted to an integer or real");
+  } else if constexpr (std::is_same_v<To, int64_t>) {
+    // Truncation; NaN and values beyond int64 give INT64_MIN, as x86's conversion does (and
+    // so ONNX Runtime there), never C++'s undefined behaviour.
+    const double d = double(x);
+    return d == d && d > -9223372036854775808.0 && d < 9223372036854775808.0 ? int64_t(d) : INT64_MIN;
   } else {
     return To(x);
   }

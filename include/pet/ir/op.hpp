@@ -14,6 +14,7 @@
 #include "pet/ir/ops/matmul.hpp"
 #include "pet/ir/ops/normalization.hpp"
 #include "pet/ir/ops/pool.hpp"
+#include "pet/ir/ops/quantize.hpp"
 #include "pet/ir/ops/reduce.hpp"
 #include "pet/ir/ops/slicing.hpp"
 
@@ -42,7 +43,8 @@ using Op = std::variant<
     ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,                    //
     ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf,        //
     ops::LogSoftmax, ops::Hardmax, ops::LRN, ops::ReduceLogSum, ops::CumSum,     //
-    ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample>;
+    ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample,   //
+    ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear>;
 
 /// Whether O is one of Ts (visitors list the ops each branch handles; a final
 /// static_assert(always_false<O>) makes a forgotten op a compile error).

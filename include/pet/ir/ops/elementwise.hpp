@@ -456,7 +456,9 @@ struct Where {
   bool operator==(const Where&) const = default;
 };
 
-/// out = x converted to `to` (float -> int truncates toward zero; -> bool is x != 0).
+/// out = x converted to `to`: float -> int truncates toward zero (NaN and values beyond int64
+/// give INT64_MIN first), then wraps to int32, int8 or uint8 as a C++ cast does; -> bool is
+/// x != 0.
 struct Cast {
   static constexpr std::string_view name = "Cast";
   PET_ATTRS(to);
@@ -469,7 +471,7 @@ struct Cast {
   template <class E, class R>
   E at(const Index& o, const R& read) const {
     if (to == DType::Bool) return E(read.real(0, o) != 0.0 ? 1 : 0);
-    if (to == DType::Int32) return E(int32_t(int64_t(read.real(0, o))));
+    if (to == DType::Int32 || is_int8(to)) return E(wrap_to(to, read.ints(0, o)));
     return read(0, o);
   }
   bool operator==(const Cast&) const = default;

@@ -494,6 +494,132 @@ struct OneHot {
   bool operator==(const OneHot&) const = default;
 };
 
+/// How Scatter ops combine an update u with the value v already at its position: none
+/// (v = u; of several updates to one position the last in row-major order of the indices
+/// wins, as ONNX Runtime writes them), add, mul, max or min.
+enum class ScatterReduction { None, Add, Mul, Max, Min };
+
+namespace detail {
+template <class E>
+E scatter_combine(ScatterReduction r, E v, E u) {
+  switch (r) {
+    case ScatterReduction::None: return u;
+    case ScatterReduction::Add: return v + u;
+    case ScatterReduction::Mul: return v * u;
+    case ScatterReduction::Max:
+    case ScatterReduction::Min:
+      if constexpr (is_field_v<E>) {
+        pet::detail::require_ordered<E>("Scatter with reduction max or min");
+        return v;
+      } else {
+        return r == ScatterReduction::Max ? (v < u ? u : v) : (u < v ? u : v);
+      }
+  }
+  return u;
+}
+inline void expect_indices(InTypes in, size_t i) {
+  if (in[i].dtype != DType::Int64 && in[i].dtype != DType::Int32)
+    throw InvalidInput(cat("indices must be int64 or int32, got ", dtype_name(in[i].dtype)));
+}
+/// An index k into a dim of size n, negative from the end; out of range is an error.
+inline int64_t scatter_index(std::string_view op, int64_t k, int64_t n, int64_t dim) {
+  if (k < -n || k >= n) throw InvalidInput(cat(op, ": index ", k, " is out of range for dim ", dim, " of size ", n));
+  return k < 0 ? k + n : k;
+}
+}  // namespace detail
+
+/// data with updates written (or combined by `reduction`) at positions along `axis`:
+/// for every position j of indices (and updates, of the same shape and data's rank),
+///   out[j with dim axis replaced by indices[j]] = combine(out[...], updates[j]),
+/// in row-major order of j, starting from out = data. Negative indices count from the end.
+/// (ONNX's deprecated Scatter is this with reduction none.)
+struct ScatterElements {
+  static constexpr std::string_view name = "ScatterElements";
+  PET_ATTRS(axis, reduction);
+  static constexpr bool multilinear = false;
+  int64_t axis = 0;
+  ScatterReduction reduction = ScatterReduction::None;
+  Types infer(InTypes in) {
+    pet::detail::expect_arity(in, 3, 3);
+    detail::expect_indices(in, 1);
+    pet::detail::expect_same_dtype(in, 0, 2);
+    const Shape &x = in[0].shape, &ix = in[1].shape, &u = in[2].shape;
+    if (x.empty()) throw InvalidInput("data must have rank >= 1");
+    if (ix != u) throw InvalidInput(cat("indices ", ix, " and updates ", u, " must have the same shape"));
+    if (ix.size() != x.size()) throw InvalidInput(cat("indices ", ix, " must have the rank of data ", x));
+    axis = normalize_axis(axis, int64_t(x.size()), "axis");
+    for (size_t d = 0; d < x.size(); ++d)
+      if (int64_t(d) != axis && ix[d] > x[d])
+        throw InvalidInput(cat("indices ", ix, " are larger than data ", x, " in dim ", d));
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const int a = int(axis);
+    const Shape &x = read.shape(0), &ix = read.shape(1);
+    E v = read(0, o);
+    Index j = o;
+    for (int d = 0; d < o.rank; ++d)
+      if (d != a && o[d] >= ix[size_t(d)]) return v;  // no update reaches this row
+    for (int64_t k = 0; k < ix[size_t(a)]; ++k) {
+      j[a] = k;
+      if (detail::scatter_index(name, read.ints(1, j), x[size_t(a)], a) == o[a]) v = detail::scatter_combine(reduction, v, read(2, j));
+    }
+    return v;
+  }
+  int64_t flops(InTypes in, InTypes) const { return reduction == ScatterReduction::None ? 0 : numel(in[2].shape); }
+  bool operator==(const ScatterElements&) const = default;
+};
+
+/// data with updates written (or combined by `reduction`) at index tuples: indices (rank q)
+/// holds, for each position p of its first q - 1 dims, k = indices.shape[-1] coordinates into
+/// data's first k dims; updates has shape indices.shape[:-1] + data.shape[k:] and
+///   out[indices[p], t] = combine(out[indices[p], t], updates[p, t])
+/// in row-major order of p, starting from out = data. Negative coordinates count from the end.
+struct ScatterND {
+  static constexpr std::string_view name = "ScatterND";
+  PET_ATTRS(reduction);
+  static constexpr bool multilinear = false;
+  ScatterReduction reduction = ScatterReduction::None;
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 3, 3);
+    detail::expect_indices(in, 1);
+    pet::detail::expect_same_dtype(in, 0, 2);
+    const Shape &x = in[0].shape, &ix = in[1].shape, &u = in[2].shape;
+    if (x.empty() || ix.empty()) throw InvalidInput(cat("data ", x, " and indices ", ix, " must have rank >= 1"));
+    const int64_t k = ix.back();
+    if (k < 1 || k > int64_t(x.size())) throw InvalidInput(cat("indices' last dim ", k, " must be in [1, ", x.size(), "] (data's rank)"));
+    Shape want(ix.begin(), ix.end() - 1);
+    want.insert(want.end(), x.begin() + k, x.end());
+    if (u != want) throw InvalidInput(cat("updates ", u, " must have shape ", want, " (indices' shape without its last dim, then data's dims after the first ", k, ")"));
+    return {in[0]};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    const Shape &x = read.shape(0), &ix = read.shape(1);
+    const int q = int(ix.size()), k = int(ix.back());
+    E v = read(0, o);
+    Shape ps(ix.begin(), ix.end() - 1);
+    if (numel(ps) == 0) return v;
+    Index p(q - 1), ii(q), ui(q - 1 + o.rank - k);
+    do {
+      bool hit = true;
+      for (int i = 0; i < q - 1; ++i) ii[i] = p[i];
+      for (int c = 0; c < k && hit; ++c) {
+        ii[q - 1] = c;
+        hit = detail::scatter_index(name, read.ints(1, ii), x[size_t(c)], c) == o[c];
+      }
+      if (!hit) continue;
+      for (int i = 0; i < q - 1; ++i) ui[i] = p[i];
+      for (int d = k; d < o.rank; ++d) ui[q - 1 + d - k] = o[d];
+      v = detail::scatter_combine(reduction, v, read(2, ui));
+    } while (next_index(p, ps));
+    return v;
+  }
+  int64_t flops(InTypes in, InTypes) const { return reduction == ScatterReduction::None ? 0 : numel(in[2].shape); }
+  bool operator==(const ScatterND&) const = default;
+};
+
 /// pet's correction patch: `base` with `patch` written over the box that starts at `offsets`.
 ///   out[v] = patch[v - offsets] where offsets <= v < offsets + patch.shape, else base[v]
 /// Exported to ONNX as Slice and Concat ops.
