@@ -263,7 +263,8 @@ int main(int argc, char** argv) {
     for (const char* t : {"test_conv_with_strides_padding", "test_reshape_negative_dim", "test_slice_neg_steps", "test_gather_2d_indices",
                           "test_maxpool_2d_ceil", "test_layer_normalization_4d_axis1", "test_split_variable_parts_2d", "test_constant_pad",
                           "test_expand_dim_changed", "test_where_example", "test_softmax_example_expanded", "test_mvn_expanded",
-                          "test_loop11", "test_scan9_sum", "test_scan_sum", "test_if"})
+                          "test_loop11", "test_scan9_sum", "test_scan_sum", "test_if", "test_quantizelinear_axis", "test_dequantizelinear_axis",
+                          "test_scatter_elements_with_negative_indices", "test_scatternd_add"})
       if (fs::exists(fs::path(argv[2]) / t / "model.onnx")) seeds.emplace_back(t, read_file(fs::path(argv[2]) / t / "model.onnx"));
   if (argc > 3) seeds.emplace_back("bundled", read_file(argv[3]));
 

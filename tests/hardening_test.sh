@@ -172,14 +172,19 @@ expect 0 "on cpu: median" -- "$PET" run "$M/opset21.onnx"
 if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/dev/null; then
   for name in opset18 opset21 coverage17 coverage17b coverage17c upsample9 empty17 recurrent17 mvn13 control17 gridsample16 mish18 einsum_resize13 resize19 convtranspose_implicit13 quant16; do
     "$ORT_PY" "$SRC/tests/hardening/ort_testdata.py" "$M/$name.onnx" "$TMP/ort_$name"
+    # A quantized model's outputs move by one quantization step where another float conv
+    # kernel (oneDNN's, Eigen's, ONNX Runtime's) rounds a value to the other side of a grid
+    # midpoint: quant16's last layer has steps 0.01 (rd) and 1 (rq, max 255).
+    tol=()
+    [ "$name" = quant16 ] && tol=(--atol 1e-4 --rtol 0.005)
     for be in reference cpu; do
-      expect 0 "check .* pass" -- "$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name"
-      if grep -q FAIL <<<"$("$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name" 2>&1)"; then
+      expect 0 "check .* pass" -- "$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name" "${tol[@]}"
+      if grep -q FAIL <<<"$("$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name" "${tol[@]}" 2>&1)"; then
         echo "FAIL: $name on $be differs from ONNX Runtime"; fails=$((fails + 1)); fi
     done
     # what pet writes (opset 17: Mish and Gelu spelled out) passes onnx.checker and ONNX Runtime
     expect 0 "" -- "$PET" optimize "$M/$name.onnx" -o "$TMP/$name.pet.onnx" --budget 5 --quiet --profile-cache none
-    expect 0 "ok in ONNX Runtime" -- "$ORT_PY" "$SRC/tests/ort_compare.py" "$M/$name.onnx" "$TMP/$name.pet.onnx"
+    expect 0 "ok in ONNX Runtime" -- "$ORT_PY" "$SRC/tests/ort_compare.py" "$M/$name.onnx" "$TMP/$name.pet.onnx" "${tol[@]}"
   done
 else
   echo "SKIP: no python with onnxruntime given; opset 18-21 outputs not compared with ONNX Runtime"

@@ -1190,7 +1190,7 @@ TEST_CASE("cache store: processes sharing a cache lose no entries, foreign files
   fs::remove_all(dir);
 }
 
-TEST_CASE("cpu QDQ pairs: one quantize-and-dequantize step per DequantizeLinear (per tensor, per axis); the int8 tensor is written where it is read") {
+TEST_CASE("cpu QDQ pairs: one quantize-and-dequantize step per DequantizeLinear (per tensor, per axis), the int8 tensor written where it is read") {
   using VI = std::vector<int64_t>;
   auto model = [](bool q_is_output, bool per_axis, bool second_reader) {
     Graph g;
@@ -1211,6 +1211,38 @@ TEST_CASE("cpu QDQ pairs: one quantize-and-dequantize step per DequantizeLinear 
   for (auto [out, other] : {std::pair{true, false}, std::pair{false, true}}) {
     CHECK(plan_of(model(out, false, other)).find("quantize and dequantize in one step") == std::string::npos);
     same_as_reference(model(out, false, other), 3, "QDQ with the int8 tensor read elsewhere");
+  }
+  // After a conv (blocked layouts): integer inputs and weights and a power-of-two scale keep
+  // every value exact in any summation order, so cpu and reference agree exactly.
+  {
+    Graph g;
+    const TensorId x = g.add_input("x", f32({1, 16, 6, 6}));
+    Rng rng(7);
+    Tensor<float> w({16, 16, 3, 3});
+    for (int64_t i = 0; i < w.size(); ++i) w[i] = float(rng.range(-2, 2));
+    const TensorId c = g.add_node("conv", ops::Conv{.pads = {1, 1, 1, 1}}, {x, g.add_constant("w", w)})[0];
+    const TensorId s = g.add_constant("s", Tensor<float>(Shape{}, 0.5f));
+    const TensorId z = g.add_constant("z", DType::UInt8, Tensor<int64_t>(Shape{}, int64_t(0)));
+    const TensorId q = g.add_node("q", ops::QuantizeLinear{}, {c, s, z})[0];
+    const TensorId y = g.add_node("dq", ops::DequantizeLinear{}, {q, s, z})[0];
+    g.add_output(g.add_node("conv2", ops::Conv{.pads = {1, 1, 1, 1}}, {y, g.add_constant("w2", w)})[0]);
+    Tensor<float> in({1, 16, 6, 6});
+    for (int64_t i = 0; i < in.size(); ++i) in[i] = float(rng.range(-3, 3));
+    const std::vector<Value<float>> inputs{in};
+    auto exe = backend::make_backend("cpu")->compile(g);
+    INFO(exe->describe());
+    CHECK(exe->describe().find("quantize and dequantize in one step") != std::string::npos);
+    const auto got = std::get<Tensor<float>>(exe->run(inputs)[0]).vec();
+    const auto want = std::get<Tensor<float>>(backend::make_backend("reference")->compile(g)->run(inputs)[0]).vec();
+    CHECK(got == want);
+  }
+  // --check's rule for quantized outputs: one step within the tolerance passes, other integers must match.
+  {
+    const Value<float> a = Tensor<int64_t>({3}, VI{0, 128, 255}), b = Tensor<int64_t>({3}, VI{0, 129, 255});
+    CHECK_FALSE(compare(a, b, 1e-4, 1e-3).pass);
+    CHECK_FALSE(compare(a, b, 1e-4, 1e-3, Tolerance::WholeTensor, true).pass);  // 1 > 0.255
+    CHECK(compare(a, b, 1e-4, 0.005, Tolerance::WholeTensor, true).pass);        // 1 <= 1.275
+    CHECK_FALSE(compare(a, b, 1e-4, 0.005).pass);
   }
   // Scatter ops run the reference kernel.
   same_as_reference(one_op(ops::ScatterElements{.axis = 1, .reduction = ops::ScatterReduction::Add}, {f32({2, 6}), i64({2, 4}), f32({2, 4})}), 4,

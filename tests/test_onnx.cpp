@@ -231,7 +231,7 @@ TEST_CASE("import errors name the file, node, op and problem") {
     b.input("x", {"2"}, ::onnx::TensorProto::DOUBLE);
     b.node("Relu", {"x"}, {"y"});
     b.output("y");
-    CHECK_THROWS_WITH_AS(b.import(), "m.onnx: input 'x' has element type DOUBLE; pet supports float32, int64, int32 and bool", Unsupported);
+    CHECK_THROWS_WITH_AS(b.import(), "m.onnx: input 'x' has element type DOUBLE; pet supports float32, int64, int32, int8, uint8 and bool", Unsupported);
   }
   SUBCASE("missing external data file") {
     OnnxBuilder b(13);

@@ -1077,7 +1077,7 @@ TEST_CASE("ScatterElements and ScatterND: ONNX's examples, duplicates, reduction
   }
 }
 
-TEST_CASE("QuantizeLinear and DequantizeLinear: half to even, saturation, NaN, per axis, int32 input, errors; int8 results wrap") {
+TEST_CASE("QuantizeLinear and DequantizeLinear: half to even, saturation, NaN, per axis, int32 input, errors, and int8 results wrap") {
   using VF = std::vector<float>;
   using VI = std::vector<int64_t>;
   auto run = [](Op op, std::vector<Value<float>> in, std::vector<DType> types) {
@@ -1096,6 +1096,9 @@ TEST_CASE("QuantizeLinear and DequantizeLinear: half to even, saturation, NaN, p
   CHECK(ints(run(Q{.to = I8}, {x, one, Tensor<int64_t>(Shape{}, int64_t(0))}, {F, F, I8})[0]) == VI{0, 1, 2, -2, 4, 127, -128, -128});
   CHECK(ints(run(Q{}, {x, two, Tensor<int64_t>(Shape{}, int64_t(128))}, {F, F, U8})[0]) == VI{128, 128, 129, 127, 130, 255, 0, 0});
   CHECK(ints(run(Q{}, {x, one}, {F, F})[0]) == VI{0, 1, 2, 0, 4, 255, 0, 0});  // uint8 without a zero point
+  // A one-element scale with a scalar zero point (exporters mix the two forms); axis unread.
+  CHECK(ints(run(Q{.axis = 5, .to = I8}, {x, Tensor<float>({1}, 1.f), Tensor<int64_t>(Shape{}, int64_t(-1))}, {F, F, I8})[0]) ==
+        VI{-1, 0, 1, -3, 3, 127, -128, -128});
   // Per axis: one scale and zero point per column.
   const Tensor<float> m({2, 3}, VF{1, 2, 3, 4, 5, 6});
   CHECK(ints(run(Q{.axis = 1, .to = I8}, {m, Tensor<float>({3}, VF{1, 2, 4}), Tensor<int64_t>({3}, VI{0, 1, 2})}, {F, F, I8})[0]) == VI{1, 2, 3, 4, 3, 4});

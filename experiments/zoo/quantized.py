@@ -33,6 +33,12 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# Tolerance of the checks, relative to max|ref|: float kernels that sum in another order move
+# a value across a rounding midpoint now and then, and the quantized layers after it carry
+# that step on (a quantized MobileNet-v2: 25 % of the outputs differ, by up to 0.7 % of the
+# largest); ONNX Runtime's int8 kernels against its plain QDQ execution differ as much
+# (reported per model as ort_int8_vs_plain).
+RTOL = 0.02
 
 
 def log(msg):
@@ -88,12 +94,19 @@ def one(pet, src, d, optimize):
     os.makedirs(td, exist_ok=True)
     for k, i in enumerate(s.get_inputs()):
         open(os.path.join(td, f"input_{k}.pb"), "wb").write(numpy_helper.from_array(x[i.name], i.name).SerializeToString())
-    for k, (o, y) in enumerate(zip(s.get_outputs(), s.run(None, x))):
+    for k, (o, y) in enumerate(zip(s.get_outputs(), s.run(None, x))):  # the oracle
         open(os.path.join(td, f"output_{k}.pb"), "wb").write(numpy_helper.from_array(y, o.name).SerializeToString())
+    ref = s.run(None, x)
+    # ONNX Runtime's int8 kernels (all optimisations) against its own plain QDQ execution: how
+    # far two correct executions of a quantized model lie apart (whole quantization steps
+    # wherever float rounding differs), the scale of the tolerance below.
+    fast = ort.InferenceSession(q, providers=["CPUExecutionProvider"]).run(None, x)
+    res["ort_int8_vs_plain"] = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) / max(1e-12, float(np.max(np.abs(b))))
+                                   for a, b in zip(fast, ref))
     ok = True
     for be in ("cpu", "reference"):
-        rc, out = run([pet, "run", q, "--backend", be, "--check", td])
-        m_err = re.search(r"max abs error ([0-9.eE+-]+)", out)
+        rc, out = run([pet, "run", q, "--backend", be, "--check", td, "--atol", "1e-4", "--rtol", str(RTOL)])
+        m_err = re.search(r"max\|out-ref\| ([0-9.eE+-]+)", out)
         res[f"check_{be}"] = "pass" if rc == 0 else out.strip().splitlines()[-1][:300] if out.strip() else f"exit {rc}"
         if m_err:
             res[f"max_error_{be}"] = float(m_err.group(1))
@@ -111,9 +124,9 @@ def one(pet, src, d, optimize):
         if rc == 0:
             rep = json.load(open(os.path.join(d, "report.json")))
             res["speedup"] = rep.get("speedup")
-            rc, out = run([pet, "run", o, "--check", td])
+            rc, out = run([pet, "run", o, "--check", td, "--atol", "1e-4", "--rtol", str(RTOL)])
             res["check_optimized"] = "pass" if rc == 0 else out.strip().splitlines()[-1][:300]
-            rc2, out2 = run([sys.executable, os.path.join(ROOT, "tests", "ort_compare.py"), q, o])
+            rc2, out2 = run([sys.executable, os.path.join(ROOT, "tests", "ort_compare.py"), q, o, "--rtol", str(RTOL)])
             res["ort_compare"] = "ok" if rc2 == 0 else out2.strip().splitlines()[-1][:300]
             ok = ok and rc == 0 and rc2 == 0
     res["ok"] = ok
@@ -139,6 +152,8 @@ def main():
         results.append(r)
         timing = f"pet {r['pet_ms']:.2f} ms, ORT int8 {r['ort_ms']:.2f} ms" if r.get("pet_ms") and r.get("ort_ms") else ""
         errs = ", ".join(f"max error {r[k]:.3g} ({k[10:]})" for k in ("max_error_cpu", "max_error_reference") if k in r)
+        if "ort_int8_vs_plain" in r:
+            errs += f", ORT int8 vs plain {100 * r['ort_int8_vs_plain']:.2f} % of max|ref|"
         print(f"{name}: {'ok' if r['ok'] else 'FAIL'} ({r.get('qdq_nodes', '?')} Q/DQ nodes) {errs} {timing} "
               f"{'' if r['ok'] else json.dumps({k: v for k, v in r.items() if k.startswith(('check', 'error', 'optimize', 'ort_compare'))})}", flush=True)
     os.makedirs(a.out, exist_ok=True)

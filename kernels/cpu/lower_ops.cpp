@@ -693,21 +693,35 @@ bool CpuExecutable::lower_qdq(NodeId n, const std::string& who) {
     for (int64_t i = 0; i < axis; ++i) outer *= shape[size_t(i)];
     for (size_t i = size_t(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
   }
-  const int src = plain_slot(int(qn.inputs[0]));
-  define(y, plain_md(shape));
+  // Per tensor with equal zero points, zero stays zero: the step runs on the producer's own
+  // layout (blocked layouts' padding included), so a conv's output needs no reorder first.
+  const bool any_layout = axis < 0 && qp.zero[0] == dp.zero[0];
+  const int src = any_layout ? int(qn.inputs[0]) : plain_slot(int(qn.inputs[0]));
+  const md_t md = any_layout ? slots_[size_t(src)].md : plain_md(shape);
+  define(y, md);
   Step& st = add_step(cat(who, ": quantize and dequantize in one step (with QuantizeLinear '", qn.name, "'; the ",
                           dtype_name(q.to), " tensor is never written)"),
                       {src}, {int(y)});
-  st.fn = [this, src, y = int(y), q, qp, dp, total = outer * count * inner, count, inner, per_axis = axis >= 0] {
+  // Float arithmetic only (vectorises): round(clamp(x / s_q, lo - z_q, hi - z_q)) + (z_q - z_d),
+  // times s_d, which is the ops' element functions exactly (small integers are exact in
+  // float); NaN quantizes to lo, as QuantizeLinear's does.
+  const int64_t total = any_layout ? int64_t(md.get_size() / sizeof(float)) : outer * count * inner;
+  st.fn = [this, src, y = int(y), lo = float(q.lo()), hi = float(q.hi()), qp, dp, total, count, inner, per_axis = axis >= 0] {
     const float* x = ptr(src);
     float* out = ptr(y);
     parallel_chunks(total, 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e;) {
         const int64_t c = per_axis ? i / inner % count : 0, end = per_axis ? std::min(e, (i / inner + 1) * inner) : e;
         const size_t iq = qp.axis >= 0 ? size_t(c) : 0, id = dp.axis >= 0 ? size_t(c) : 0;
-        const float qs = qp.scale[iq], ds = dp.scale[id];
-        const int64_t qz = qp.zero[iq], dz = dp.zero[id];
-        for (; i < end; ++i) out[i] = ops::DequantizeLinear::dequantize(q.quantize(x[i], qs, qz), ds, dz);
+        const float qs = qp.scale[iq], ds = dp.scale[id], qlo = lo - float(qp.zero[iq]), qhi = hi - float(qp.zero[iq]),
+                    shift = float(qp.zero[iq] - dp.zero[id]);
+        for (; i < end; ++i) {
+          float v = x[i] / qs;
+          v = v == v ? v : qlo;
+          v = v < qlo ? qlo : v;
+          v = v > qhi ? qhi : v;
+          out[i] = (std::nearbyint(v) + shift) * ds;
+        }
       }
     });
   };

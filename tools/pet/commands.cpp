@@ -30,7 +30,7 @@ const std::vector<CommandSpec>& commands() {
        with_model({{"backend", "cpu|cuda|reference", "where to run (default cpu; cuda where built and a GPU is present)"},
                    {"tf32", "", "cuda: TF32 tensor cores in convolutions and matrix products (faster, less exact; default off)"},
                    {"inputs", "DIR", "inputs from ONNX test data (input_0.pb, ...); default seeded random"},
-                   {"check", "DIR", "compare every output with DIR's output_N.pb (pass: max|out-ref| <= atol + rtol max|ref|)"},
+                   {"check", "DIR", "compare every output with DIR's output_N.pb (pass: max|out-ref| <= atol + rtol max|ref|; integer outputs exactly, int8 and uint8 ones by the same rule)"},
                    {"atol", "A", "absolute tolerance of --check (default 1e-4)"},
                    {"rtol", "R", "tolerance relative to max|ref| of --check (default 1e-3)"},
                    {"repeat", "N", "time N runs after one warm-up"},

@@ -150,7 +150,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (refs.size() != outputs.size())
       throw InvalidInput(cat(*check_dir, " holds ", refs.size(), " reference outputs but the model has ", outputs.size()));
     for (size_t k = 0; k < outputs.size(); ++k) {
-      Comparison c = compare(outputs[k], refs[k].value, atol, rtol);
+      Comparison c = compare(outputs[k], refs[k].value, atol, rtol, Tolerance::WholeTensor, is_int8(g.type(g.outputs()[k]).dtype));
       const std::string& name = g.tensor(g.outputs()[k]).name;
       if (!c.problem.empty())
         std::printf("check %-20s FAIL: %s\n", name.c_str(), c.problem.c_str());

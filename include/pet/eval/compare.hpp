@@ -17,11 +17,12 @@ struct Comparison {
 
 /// Tolerance rules: pet's whole-tensor rule |out - ref| <= atol + rtol * max|ref| (the
 /// default of `pet run --check`), or numpy's per-element |out - ref| <= atol + rtol * |ref|
-/// (ONNX's backend tests). Integer tensors must match exactly.
+/// (ONNX's backend tests). Integer tensors must match exactly, except quantized ones
+/// (`quantized`: int8 or uint8 data, where one step is 1), which follow the rule as floats do.
 enum class Tolerance { WholeTensor, PerElement };
 
 inline Comparison compare(const Value<float>& got, const Value<float>& ref, double atol, double rtol,
-                          Tolerance mode = Tolerance::WholeTensor) {
+                          Tolerance mode = Tolerance::WholeTensor, bool quantized = false) {
   Comparison c;
   if (got.index() != ref.index()) {
     c.problem = "one is a float tensor and the other an integer tensor";
@@ -37,8 +38,12 @@ inline Comparison compare(const Value<float>& got, const Value<float>& ref, doub
       double d = std::abs(double((*g)[i]) - double(r[i]));
       c.max_abs_err = std::max(c.max_abs_err, d);
       c.max_abs_ref = std::max(c.max_abs_ref, std::abs(double(r[i])));
-      c.mismatches += d != 0;
+      if (!quantized) c.mismatches += d != 0;
     }
+    if (quantized)
+      for (int64_t i = 0; i < g->size(); ++i)
+        c.mismatches += std::abs(double((*g)[i]) - double(r[i])) >
+                        atol + rtol * (mode == Tolerance::WholeTensor ? c.max_abs_ref : std::abs(double(r[i])));
     c.pass = c.mismatches == 0;
     return c;
   }

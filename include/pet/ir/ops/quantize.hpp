@@ -23,7 +23,8 @@ inline bool check_quant_params(InTypes in, int64_t& axis, std::string_view scale
       throw InvalidInput(cat(scale, " ", s, " must have one value per element of the input's dim ", axis, " (", x[size_t(axis)], ")"));
     per_axis = true;
   }  // per tensor: axis is not read (ONNX ignores it then)
-  if (in.size() == 3 && in[2].shape != s)
+  // one zero point per scale (a scalar and a 1-element tensor both mean one, as exporters mix them)
+  if (in.size() == 3 && in[2].shape != s && !(!per_axis && numel(in[2].shape) == 1))
     throw InvalidInput(cat(zero, " ", in[2].shape, " must have the shape of ", scale, " ", s));
   return per_axis;
 }
@@ -71,7 +72,7 @@ struct QuantizeLinear {
       return E(0);
     } else {
       const Index si = detail::quant_param_index(o, read.shape(1), axis);
-      const int64_t zero = read.count() == 3 ? read.ints(2, si) : 0;
+      const int64_t zero = read.count() == 3 ? read.ints(2, detail::quant_param_index(o, read.shape(2), axis)) : 0;
       return E(quantize(float(read.real(0, o)), float(read.real(1, si)), zero));
     }
   }
@@ -102,7 +103,7 @@ struct DequantizeLinear {
       return E(0);
     } else {
       const Index si = detail::quant_param_index(o, read.shape(1), axis);
-      const int64_t zero = read.count() == 3 ? read.ints(2, si) : 0;
+      const int64_t zero = read.count() == 3 ? read.ints(2, detail::quant_param_index(o, read.shape(2), axis)) : 0;
       return E(dequantize(read.ints(0, o), float(read.real(1, si)), zero));
     }
   }
