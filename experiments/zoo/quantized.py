@@ -37,7 +37,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # a value across a rounding midpoint now and then, and the quantized layers after it carry
 # that step on (a quantized MobileNet-v2: 25 % of the outputs differ, by up to 0.7 % of the
 # largest); ONNX Runtime's int8 kernels against its plain QDQ execution differ as much
-# (reported per model as ort_int8_vs_plain).
+# (reported per model as ort_int8_vs_plain, relative to max|ref|).
 RTOL = 0.02
 
 
@@ -103,9 +103,13 @@ def one(pet, src, d, optimize):
     fast = ort.InferenceSession(q, providers=["CPUExecutionProvider"]).run(None, x)
     res["ort_int8_vs_plain"] = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) / max(1e-12, float(np.max(np.abs(b))))
                                    for a, b in zip(fast, ref))
+    # Transformers carry a flipped step further (LayerNorm, Softmax): where ONNX Runtime's own two
+    # executions lie further apart than RTOL, pet is held to 1.5 times their distance.
+    rtol = max(RTOL, 1.5 * res["ort_int8_vs_plain"])
+    res["rtol"] = rtol
     ok = True
     for be in ("cpu", "reference"):
-        rc, out = run([pet, "run", q, "--backend", be, "--check", td, "--atol", "1e-4", "--rtol", str(RTOL)])
+        rc, out = run([pet, "run", q, "--backend", be, "--check", td, "--atol", "1e-4", "--rtol", str(rtol)])
         m_err = re.search(r"max\|out-ref\| ([0-9.eE+-]+)", out)
         res[f"check_{be}"] = "pass" if rc == 0 else out.strip().splitlines()[-1][:300] if out.strip() else f"exit {rc}"
         if m_err:
@@ -124,9 +128,9 @@ def one(pet, src, d, optimize):
         if rc == 0:
             rep = json.load(open(os.path.join(d, "report.json")))
             res["speedup"] = rep.get("speedup")
-            rc, out = run([pet, "run", o, "--check", td, "--atol", "1e-4", "--rtol", str(RTOL)])
+            rc, out = run([pet, "run", o, "--check", td, "--atol", "1e-4", "--rtol", str(rtol)])
             res["check_optimized"] = "pass" if rc == 0 else out.strip().splitlines()[-1][:300]
-            rc2, out2 = run([sys.executable, os.path.join(ROOT, "tests", "ort_compare.py"), q, o, "--rtol", str(RTOL)])
+            rc2, out2 = run([sys.executable, os.path.join(ROOT, "tests", "ort_compare.py"), q, o, "--rtol", str(rtol)])
             res["ort_compare"] = "ok" if rc2 == 0 else out2.strip().splitlines()[-1][:300]
             ok = ok and rc == 0 and rc2 == 0
     res["ok"] = ok
