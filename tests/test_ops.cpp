@@ -802,14 +802,18 @@ TEST_CASE("comparisons, logical ops and Mod: exact values, broadcasting, errors,
   check_fast_vs_formula(ops::Mod{.fmod = 1}, {f32({3, 4}), f32({1})}, 701, {.lo = 0.5, .hi = 2});
 }
 
+namespace {
+/// One op on float and int64 values (their types from the values), evaluated.
+std::vector<Value<float>> run(Op op, std::vector<Value<float>> in) {
+  Types t;
+  for (const auto& v : in) t.push_back({std::holds_alternative<Tensor<float>>(v) ? DType::Float32 : DType::Int64, value_shape(v)});
+  auto [r, out] = resolve(op, t);
+  return evaluate_op<float>(r, in, out);
+}
+}  // namespace
+
 TEST_CASE("ONNX coverage, second batch: LogSoftmax, Hardmax, LRN, IsNaN, IsInf, ReduceLogSum, CumSum, TopK, GatherElements, GatherND, Trilu, OneHot") {
   uint64_t seed = 3100;
-  auto run = [](Op op, std::vector<Value<float>> in) {
-    Types t;
-    for (const auto& v : in) t.push_back({std::holds_alternative<Tensor<float>>(v) ? DType::Float32 : DType::Int64, value_shape(v)});
-    auto [r, out] = resolve(op, t);
-    return evaluate_op<float>(r, in, out);
-  };
   auto floats = [](const Value<float>& v) { return std::get<Tensor<float>>(v).vec(); };
   auto ints = [](const Value<float>& v) { return std::get<Tensor<int64_t>>(v).vec(); };
   using VF = std::vector<float>;
@@ -1005,12 +1009,6 @@ TEST_CASE("GridSample: each mode and padding at hand-computed points, half to ev
 TEST_CASE("ScatterElements and ScatterND: ONNX's examples, duplicates, reductions, negative indices, errors, fast vs formula") {
   using VF = std::vector<float>;
   using VI = std::vector<int64_t>;
-  auto run = [](Op op, std::vector<Value<float>> in) {
-    Types t;
-    for (const auto& v : in) t.push_back({std::holds_alternative<Tensor<float>>(v) ? DType::Float32 : DType::Int64, value_shape(v)});
-    auto [r, out] = resolve(op, t);
-    return evaluate_op<float>(r, in, out);
-  };
   auto floats = [](const Value<float>& v) { return std::get<Tensor<float>>(v).vec(); };
   using R = ops::ScatterReduction;
   using SE = ops::ScatterElements;
