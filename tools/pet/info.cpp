@@ -39,8 +39,10 @@ int cmd_info(const std::vector<std::string>& argv) {
     if (g.tensor(t).is_constant()) {
       ++constants;
       int64_t n = numel(g.type(t).shape);
-      if (is_float(g.type(t).dtype)) params += n;
-      param_bytes += n * (is_float(g.type(t).dtype) || g.type(t).dtype == DType::Int32 ? 4 : g.type(t).dtype == DType::Bool ? 1 : 8);
+      const DType dt = g.type(t).dtype;
+      if (is_float(dt) || is_int8(dt)) params += n;  // weights, quantized ones included
+      // bytes as the file stores them (pet holds every integer as int64)
+      param_bytes += n * (is_float(dt) || dt == DType::Int32 ? 4 : dt == DType::Int64 ? 8 : 1);
     }
   auto subs = multilinear_subprograms(g);
 
