@@ -15,6 +15,7 @@
 #include "pairs.hpp"
 #include "op_testing.hpp"
 #include "pet/backend/backend.hpp"
+#include "pet/backend/cpu.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/eval/compare.hpp"
 #include "pet/mutate/mutate.hpp"
@@ -1248,4 +1249,149 @@ TEST_CASE("cpu QDQ pairs: one quantize-and-dequantize step per DequantizeLinear 
   same_as_reference(one_op(ops::ScatterElements{.axis = 1, .reduction = ops::ScatterReduction::Add}, {f32({2, 6}), i64({2, 4}), f32({2, 4})}), 4,
                     "ScatterElements");
   same_as_reference(one_op(ops::ScatterND{}, {f32({4, 3}), i64({1, 1}), f32({1, 3})}), 5, "ScatterND");
+}
+
+TEST_CASE("cpu int8 matrix products: QDQ Gemm and MatMul on oneDNN's int8 matmul where the CPU has VNNI, exactly the reference's result") {
+  // x [10, 16] -> Q -> DQ -> Gemm (trans_b, int8 weight [8, 16] per channel, int32 bias) -> Q
+  // (uint8, odd zero point 7) -> DQ -> MatMul (int8 weight [8, 4] per tensor) + Add [4] ->
+  // Relu -> output; powers of two and small integers keep every value exact.
+  auto model = [] {
+    Graph g;
+    Rng rng(5);
+    const TensorId x = g.add_input("x", f32({10, 16}));
+    auto scalar = [&](const char* n, float v) { return g.add_constant(n, Tensor<float>(Shape{}, v)); };
+    auto zero = [&](const char* n, DType t, int64_t v) { return g.add_constant(n, t, Tensor<int64_t>(Shape{}, v)); };
+    const TensorId sx = scalar("sx", 0.25f), zx = zero("zx", DType::UInt8, 100);
+    const TensorId qx = g.add_node("qx", ops::QuantizeLinear{}, {x, sx, zx})[0];
+    const TensorId dx = g.add_node("dqx", ops::DequantizeLinear{}, {qx, sx, zx})[0];
+    Tensor<int64_t> w1({8, 16}), b1({8}), w2({8, 4});
+    for (int64_t i = 0; i < w1.size(); ++i) w1[i] = rng.range(-4, 4);
+    for (int64_t i = 0; i < b1.size(); ++i) b1[i] = rng.range(-30, 30);
+    for (int64_t i = 0; i < w2.size(); ++i) w2[i] = rng.range(-3, 3);
+    std::vector<float> sw(8), sb(8);
+    for (size_t c = 0; c < 8; ++c) sw[c] = std::ldexp(1.f, int(c % 3) - 1), sb[c] = 0.25f * sw[c];
+    const TensorId dw1 = g.add_node("dqw1", ops::DequantizeLinear{.axis = 0},
+                                    {g.add_constant("w1", DType::Int8, w1), g.add_constant("sw1", Tensor<float>({8}, sw))})[0];
+    const TensorId db1 = g.add_node("dqb1", ops::DequantizeLinear{.axis = 0},
+                                    {g.add_constant("b1", DType::Int32, b1), g.add_constant("sb1", Tensor<float>({8}, sb))})[0];
+    const TensorId y1 = g.add_node("gemm", ops::Gemm{.trans_b = true}, {dx, dw1, db1})[0];
+    const TensorId sy = scalar("sy", 2.f), zy = zero("zy", DType::UInt8, 7);
+    const TensorId qy = g.add_node("qy", ops::QuantizeLinear{}, {y1, sy, zy})[0];
+    const TensorId dy = g.add_node("dqy", ops::DequantizeLinear{}, {qy, sy, zy})[0];
+    const TensorId dw2 = g.add_node("dqw2", ops::DequantizeLinear{}, {g.add_constant("w2", DType::Int8, w2), scalar("sw2", 0.5f)})[0];
+    const TensorId m = g.add_node("matmul", ops::MatMul{}, {dy, dw2})[0];
+    const TensorId a = g.add_node("bias", ops::Add{}, {m, g.add_constant("b2", Tensor<float>({4}, std::vector<float>{1, -2, 0.5f, 3}))})[0];
+    g.add_output(g.add_node("relu", ops::Relu{}, {a})[0]);
+    return g;
+  };
+  Tensor<float> in({10, 16});
+  Rng rng(9);
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.25f * float(rng.range(-60, 60));
+  const std::vector<Value<float>> inputs{in};
+  const Graph g = model();
+  const auto ref = std::get<Tensor<float>>(backend::make_backend("reference")->compile(g)->run(inputs)[0]).vec();
+  for (bool int8 : {true, false}) {
+    backend::CompileOptions opt;
+    opt.int8 = int8;
+    auto exe = backend::make_backend("cpu")->compile(g, opt);
+    const std::string plan = exe->describe();
+    INFO("int8 allowed ", int8, "\nplan:\n", plan);
+    const bool want = int8 && backend::cpu_int8_available();
+    CHECK((plan.find("Gemm 'gemm': oneDNN int8 matmul") != std::string::npos) == want);
+    CHECK((plan.find("MatMul 'matmul': oneDNN int8 matmul") != std::string::npos) == want);
+    if (want) {
+      CHECK(plan.find("+ QuantizeLinear 'qy' (writes uint8)") != std::string::npos);
+      CHECK(plan.find("+ bias + Relu") != std::string::npos);
+    }
+    for (int round = 0; round < 2; ++round) CHECK(std::get<Tensor<float>>(exe->run(inputs)[0]).vec() == ref);
+  }
+}
+
+TEST_CASE("cpu int8 convs: QDQ convs on oneDNN's int8 kernels where the CPU has VNNI, exactly the reference's result") {
+  using VI = std::vector<int64_t>;
+  // x -> Q -> DQ -> conv1 (int8 weights per channel, int32 bias) -> Relu -> Q -> DQ -> conv2
+  // (depthwise, weights per tensor) -> Q (int8, zero point -3) -> DQ -> output, and DQ's result
+  // also read by an Add (so dequantized from the int8 tensor conv1 wrote). Powers of two as
+  // scales and small integers keep every value exact in float, in any summation order, so
+  // the int8 kernels and the reference agree exactly (ties round to even in both).
+  auto model = [](bool signed_input, bool bn_after_conv1) {
+    Graph g;
+    Rng rng(11);
+    const TensorId x = g.add_input("x", f32({1, 16, 7, 7}));
+    auto scalar = [&](const char* n, float v) { return g.add_constant(n, Tensor<float>(Shape{}, v)); };
+    auto zero = [&](const char* n, DType t, int64_t v) { return g.add_constant(n, t, Tensor<int64_t>(Shape{}, v)); };
+    const DType act = signed_input ? DType::Int8 : DType::UInt8;
+    const TensorId sx = scalar("sx", 0.5f), zx = zero("zx", act, signed_input ? 5 : 128);
+    const TensorId qx = g.add_node("qx", ops::QuantizeLinear{.to = act}, {x, sx, zx})[0];
+    const TensorId dx = g.add_node("dqx", ops::DequantizeLinear{}, {qx, sx, zx})[0];
+    Tensor<int64_t> w1({16, 16, 3, 3}), b1({16}), w2({16, 1, 3, 3});
+    for (int64_t i = 0; i < w1.size(); ++i) w1[i] = rng.range(-3, 3);
+    for (int64_t i = 0; i < b1.size(); ++i) b1[i] = rng.range(-40, 40);
+    for (int64_t i = 0; i < w2.size(); ++i) w2[i] = rng.range(-2, 2);
+    std::vector<float> sw(16), sb(16);
+    for (size_t c = 0; c < 16; ++c) sw[c] = std::ldexp(1.f, int(c % 3) - 2), sb[c] = 0.5f * sw[c];
+    const TensorId dw1 = g.add_node("dqw1", ops::DequantizeLinear{.axis = 0},
+                                    {g.add_constant("w1", DType::Int8, w1), g.add_constant("sw1", Tensor<float>({16}, sw)),
+                                     g.add_constant("zw1", DType::Int8, Tensor<int64_t>({16}, VI(16, 0)))})[0];
+    const TensorId db1 = g.add_node("dqb1", ops::DequantizeLinear{.axis = 0},
+                                    {g.add_constant("b1", DType::Int32, b1), g.add_constant("sb1", Tensor<float>({16}, sb))})[0];
+    TensorId c1 = g.add_node("conv1", ops::Conv{.pads = {1, 1, 1, 1}}, {dx, dw1, db1})[0];
+    if (bn_after_conv1) {  // folded into conv1's weight: no longer its int8 weight
+      auto v = [&](const char* n, float a) { return g.add_constant(n, Tensor<float>({16}, std::vector<float>(16, a))); };
+      c1 = g.add_node("bn", ops::BatchNormalization{.epsilon = 0}, {c1, v("g", 2), v("be", 0), v("m", 0), v("var", 1)})[0];
+    }
+    const TensorId r1 = g.add_node("relu1", ops::Relu{}, {c1})[0];
+    const TensorId sy = scalar("sy", 4.f), zy = zero("zy", DType::UInt8, 0);
+    const TensorId q1 = g.add_node("q1", ops::QuantizeLinear{}, {r1, sy, zy})[0];
+    const TensorId d1 = g.add_node("dq1", ops::DequantizeLinear{}, {q1, sy, zy})[0];
+    const TensorId dw2 = g.add_node("dqw2", ops::DequantizeLinear{},
+                                    {g.add_constant("w2", DType::Int8, w2), scalar("sw2", 0.25f)})[0];
+    const TensorId c2 = g.add_node("conv2", ops::Conv{.pads = {1, 1, 1, 1}, .group = 16}, {d1, dw2})[0];
+    const TensorId sz = scalar("sz", 2.f), zz = zero("zz", DType::Int8, -3);
+    const TensorId q2 = g.add_node("q2", ops::QuantizeLinear{.to = DType::Int8}, {c2, sz, zz})[0];
+    g.add_output(g.add_node("dq2", ops::DequantizeLinear{}, {q2, sz, zz})[0]);
+    g.add_output(g.add_node("add", ops::Add{}, {d1, dx})[0]);
+    return g;
+  };
+  Tensor<float> in({1, 16, 7, 7});
+  Rng rng(3);
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.5f * float(rng.range(-12, 12));
+  const std::vector<Value<float>> inputs{in};
+  for (bool signed_input : {false, true})
+    for (bool bn : {false, true})
+      for (bool int8 : {true, false}) {
+        const Graph g = model(signed_input, bn);
+        backend::CompileOptions opt;
+        opt.int8 = int8;
+        auto exe = backend::make_backend("cpu")->compile(g, opt);
+        const std::string plan = exe->describe();
+        INFO("signed input ", signed_input, ", batch norm after conv1 ", bn, ", int8 allowed ", int8, "\nplan:\n", plan);
+        auto count = [&](const std::string& what) {
+          size_t n = 0;
+          for (size_t p = plan.find(what); p != std::string::npos; p = plan.find(what, p + 1)) ++n;
+          return n;
+        };
+        // Where the CPU has VNNI (not under ONEDNN_MAX_CPU_ISA=AVX2, say), both convs run
+        // int8, conv1 writing the uint8 tensor and conv2 the int8 one; a conv whose weight a
+        // pass changed (the batch norm folded into conv1) runs in float.
+        const size_t want = !int8 || !backend::cpu_int8_available() ? 0 : bn ? 1 : 2;
+        CHECK(count("oneDNN int8 conv") == want);
+        if (want == 2) {
+          CHECK(count("+ Relu + QuantizeLinear 'q1' (writes uint8)") == 1);
+          CHECK(count("+ QuantizeLinear 'q2' (writes int8)") == 1);
+          CHECK(count("dequantize (") >= 2);  // dq1 for the Add, dq2 for the output
+        }
+        const auto ref = backend::make_backend("reference")->compile(g)->run(inputs);
+        for (int round = 0; round < 2; ++round) {
+          const auto got = exe->run(inputs);
+          for (size_t k = 0; k < 2; ++k) {
+            const auto a = std::get<Tensor<float>>(got[k]).vec(), b = std::get<Tensor<float>>(ref[k]).vec();
+            size_t bad = 0, first = a.size();
+            for (size_t i = 0; i < a.size(); ++i)
+              if (a[i] != b[i]) bad += 1, first = std::min(first, i);
+            INFO("output ", k, ": ", bad, " of ", a.size(), " differ", bad ? cat(", first at ", first, ": ", a[first], " vs ", b[first]) : "");
+            CHECK(bad == 0);
+          }
+        }
+      }
 }

@@ -4,7 +4,8 @@ Runtime's own tool (quantize_static, QDQ format: uint8 activations, int8 weights
 channel, int32 biases; calibrated on seeded random inputs), then
   - ONNX Runtime (graph optimisations off: the plain QDQ semantics) computes the oracle,
   - `pet run --check` on cpu and reference compares pet with it,
-  - `pet run --repeat` and ONNX Runtime (all optimisations: its int8 kernels) are timed,
+  - `pet run --repeat` (int8 convs where the CPU has VNNI; and with --no-int8, all in float)
+    and ONNX Runtime (all optimisations: its int8 kernels) are timed,
   - with --optimize S, `pet optimize --budget S` writes a file that is checked again and
     compared in ONNX Runtime with the quantized original (tests/ort_compare.py).
 Writes OUT/quantized.json and prints one line per model; progress on stderr.
@@ -119,6 +120,9 @@ def one(pet, src, d, optimize):
         rc, out = run([pet, "run", q, "--repeat", "10"])
         m_t = re.search(r"median ([0-9.]+) ms", out)
         res["pet_ms"] = float(m_t.group(1)) if m_t else None
+        rc, out = run([pet, "run", q, "--repeat", "10", "--no-int8"])  # convs in float, as before int8 kernels
+        m_t = re.search(r"median ([0-9.]+) ms", out)
+        res["pet_float_ms"] = float(m_t.group(1)) if m_t else None
         res["ort_ms"] = round(ort_median_ms(q, x), 3)
     if ok and optimize:
         o = os.path.join(d, "opt.onnx")
@@ -154,7 +158,7 @@ def main():
             r = {"model": src, "ok": False, "error": str(e).splitlines()[0][:300]}
         r["name"] = name
         results.append(r)
-        timing = f"pet {r['pet_ms']:.2f} ms, ORT int8 {r['ort_ms']:.2f} ms" if r.get("pet_ms") and r.get("ort_ms") else ""
+        timing = f"pet {r['pet_ms']:.2f} ms (all float {r.get('pet_float_ms') or 0:.2f} ms), ORT int8 {r['ort_ms']:.2f} ms" if r.get("pet_ms") and r.get("ort_ms") else ""
         errs = ", ".join(f"max error {r[k]:.3g} ({k[10:]})" for k in ("max_error_cpu", "max_error_reference") if k in r)
         if "ort_int8_vs_plain" in r:
             errs += f", ORT int8 vs plain {100 * r['ort_int8_vs_plain']:.2f} % of max|ref|"

@@ -18,4 +18,6 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
+bool cpu_int8_available() { return cpu_detail::CpuExecutable::int8_isa(); }
+
 }  // namespace pet::backend

@@ -29,6 +29,7 @@ Graph prepare(const Graph& in, const CompileOptions& opt) {
 
 CpuExecutable::CpuExecutable(const Graph& original, const CompileOptions& opt) : opt_(opt), g_(prepare(original, opt)) {
   if (opt.threads > 0) set_num_threads(opt.threads);
+  if (opt.int8 && int8_isa()) collect_quant_weights(original);
   consumers_ = g_.consumers();
   for (TensorId t : g_.outputs()) is_output_.insert(t);
   slots_.resize(size_t(g_.num_tensors()));
@@ -261,10 +262,19 @@ std::string CpuExecutable::layout_name(const md_t& md) {
 void CpuExecutable::lower(NodeId n) {
   const Node& node = g_.node(n);
   const std::string who = cat(op_name(node.op), " '", node.name, "'");
-  if (lower_qdq(n, who)) {
+  if (lower_qdq(n, who) || lower_qconv(n, who) || lower_qmatmul(n, who)) {
     lowered_.insert(n);
+    for (NodeId a : absorbed_) lowered_.insert(a);
     return;
   }
+  // A DequantizeLinear's result left to int8 convs, needed after all (oneDNN has no int8
+  // kernel for this one): computed now, from the int8 tensor.
+  for (TensorId t : node.inputs)
+    if (auto it = dq_deferred_.find(t); it != dq_deferred_.end()) {
+      const NodeId d = it->second;
+      dq_deferred_.erase(it);
+      dequantize_step(d, cat(op_name(g_.node(d).op), " '", g_.node(d).name, "'"));
+    }
   bool all_float = true;
   for (TensorId t : node.inputs) all_float = all_float && slots_[size_t(t)].is_float();
   for (TensorId t : node.outputs) all_float = all_float && slots_[size_t(t)].is_float();

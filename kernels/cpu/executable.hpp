@@ -7,6 +7,7 @@
 //   lower_conv.cpp     convs and their algorithm choice (direct blocked/plain, Winograd), timed
 //   lower_matmul.cpp   MatMul and Gemm as oneDNN matmul (bias, scales, post-ops)
 //   lower_ops.cpp      pools, element-wise, binary, softmax, layer norm, reductions, concat
+//   lower_quant.cpp    quantized programs: QuantizeLinear / DequantizeLinear, int8 convs
 //   lower_copies.cpp   views and pet's strided copies (R/T, transpose, slice, split, pad, patch, expand)
 //   algorithm_cache.*  algorithm choices kept per configuration (in memory and on disk)
 // The graph reaching the executable has been through transform::backend_pipeline()
@@ -60,6 +61,15 @@ inline std::shared_ptr<float[]> aligned_floats(size_t n) {
   return std::shared_ptr<float[]>(static_cast<float*>(std::aligned_alloc(64, bytes)), [](float* p) { std::free(p); });
 }
 
+/// A quantization op's constant parameters, expanded: one value per tensor, or one per index
+/// of `axis`.
+struct QuantParams {
+  std::vector<float> scale;
+  std::vector<int64_t> zero;
+  int64_t axis = -1;
+  bool per_tensor() const { return axis < 0; }
+};
+
 struct Slot {
   TensorType type;
   md_t md;                         ///< float layout (empty for integer tensors)
@@ -91,6 +101,8 @@ class CpuExecutable final : public Executable {
   CpuExecutable(const Graph& original, const CompileOptions& opt);
   std::vector<Value<float>> run(std::span<const Value<float>> inputs) override;
   std::string describe() const override;
+  /// Whether oneDNN's int8 kernels compute exactly here (VNNI; see lower_quant.cpp).
+  static bool int8_isa();
 
  private:
   // ------------------------------------------------------------ slots and buffers
@@ -195,6 +207,63 @@ class CpuExecutable final : public Executable {
   /// True when n was lowered so (a DequantizeLinear) or left to its readers (a QuantizeLinear).
   bool lower_qdq(NodeId n, const std::string& who);
   std::map<TensorId, NodeId> qdq_pending_;  ///< results of QuantizeLinears left to their DequantizeLinears
+  /// Whether t is a QuantizeLinear's result (constant parameters) that only DequantizeLinears
+  /// (constant parameters, on the same axis) read, and not a graph output.
+  bool quantized_pair(TensorId t) const;
+  /// int8 weights of the original program's convs, MatMuls and Gemms (DequantizeLinear of a
+  /// constant int8 tensor, zero points 0, per tensor or per output channel), by node name: the
+  /// backend passes fold them to float, and an int8 kernel takes them back where the folded
+  /// weight is still exactly their dequantized value (node_qweights checks).
+  struct QuantWeights {
+    Tensor<int64_t> q;
+    std::vector<float> scale;
+    int64_t axis = -1;  ///< of the scales (-1: per tensor)
+  };
+  std::multimap<std::string, QuantWeights> qweights_;
+  std::map<NodeId, const QuantWeights*> qweights_of_;
+  void collect_quant_weights(const Graph& original);
+  const QuantWeights* node_qweights(NodeId n);
+  /// Whether a Conv, MatMul or Gemm can run int8 reading x: x is a per-tensor
+  /// DequantizeLinear's result of a per-tensor quantized pair, the weight is its int8 weight
+  /// (a MatMul's: 2-D), its bias constant (a Gemm's: alpha and beta 1, A not transposed).
+  bool qint8_candidate(NodeId n, TensorId x);
+  /// Whether only int8 kernels read the DequantizeLinear's result (it need not be computed).
+  bool dq_deferrable(NodeId dq);
+  std::set<TensorId> qdevice_;              ///< int8 tensors in buffers (u8 / s8 layouts)
+  std::map<TensorId, NodeId> dq_deferred_;  ///< DequantizeLinear results not computed (int8 convs read the int8 tensor)
+  /// A QuantizeLinear (per tensor) writing its int8 tensor, in its source's layout.
+  void quantize_step(NodeId q, const std::string& who);
+  /// A DequantizeLinear reading an int8 tensor in a buffer.
+  void dequantize_step(NodeId dq, const std::string& who);
+  /// What an int8 conv or matmul shares: its int8 source and the DequantizeLinear's
+  /// parameters, the int8 weight, output scales, the post-ops absorbed and the
+  /// QuantizeLinear after them that the kernel may compute too.
+  struct Int8Plan {
+    TensorId tq = -1, out = -1;  ///< the int8 source; the last float tensor absorbed
+    QuantParams xp, yp;
+    const QuantWeights* qw = nullptr;
+    std::vector<float> oscale;
+    PostOpChain chain;
+    std::string text;
+    NodeId qy = -1;  ///< the QuantizeLinear the kernel may absorb (-1: none)
+    std::set<NodeId> absorbed_before;
+  };
+  /// Fills p for node n (p.out: its float result) if it can run int8; absorbs its post-ops.
+  bool int8_begin(NodeId n, Int8Plan& p);
+  /// The kernel's attributes: output scales (per channel on dim `scale_mask`), post-ops,
+  /// zero points; with quantized_dst, the QuantizeLinear computed too (dst_type: u8 or s8).
+  primitive_attr int8_attr(const Int8Plan& p, bool quantized_dst, int scale_mask, dt& dst_type) const;
+  /// A constant slot holding `bytes` of data in layout md.
+  int int8_const(const md_t& md, const void* data, size_t bytes, const TensorType& type);
+  /// The int8 weight (in layout from_md) reordered once into to_md.
+  int int8_weights(const Int8Plan& p, const md_t& from_md, const md_t& to_md, const std::string& who);
+  /// Adds the bias (in units of the int32 sums) and zero points to the step; marks the
+  /// absorbed QuantizeLinear's result as an int8 tensor in a buffer.
+  void int8_finish(Step& st, const Int8Plan& p, bool quantized_dst, std::optional<TensorId> bias, const md_t& bias_md);
+  /// A conv on oneDNN's int8 kernel (see lower_quant.cpp); false where it does not apply.
+  bool lower_qconv(NodeId n, const std::string& who);
+  /// A MatMul ([.., M, K] x [K, N]) or Gemm with an int8 weight on oneDNN's int8 matmul.
+  bool lower_qmatmul(NodeId n, const std::string& who);
   bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);
   /// Inference BatchNormalization that no conv absorbed (DenseNet's, after a Concat) on
   /// oneDNN's batch norm, in the input's layout, with a following Relu fused.

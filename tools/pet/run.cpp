@@ -72,6 +72,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   copt.conv_algorithm = a.get("conv-algorithm").value_or("auto");
   copt.algorithm_cache = cache_option(a, "algorithm-cache", backend::Profiler::default_algorithm_cache_file(), "algorithms");
   copt.conv_layout = a.get("conv-layout").value_or("auto");
+  copt.int8 = !a.flag("no-int8");
   copt.disabled_passes = a.get("disable-pass").value_or("");
   copt.print_after = a.get("print-after").value_or("");
   if (copt.conv_algorithm != "auto" && copt.conv_algorithm != "direct" && copt.conv_algorithm != "winograd" &&

@@ -41,6 +41,9 @@ struct CompileOptions {
   /// Graph passes to leave out before lowering ("a,b"; see transform::backend_pipeline), and
   /// passes after which to print the graph to stderr ("all" for every one).
   std::string disabled_passes, print_after;
+  /// cpu: convs of quantized (QDQ) programs on oneDNN's int8 kernels where the CPU has VNNI
+  /// (false: in float, as the program's DequantizeLinear results say).
+  bool int8 = true;
 };
 
 /// A compiled program. run() takes values for the graph's inputs (in order) and returns the
