@@ -64,6 +64,7 @@ expect 2 "test-data folder '$TMP/nodir' does not exist" -- "$PET" run "$model" -
 # Help and options come from one table per command.
 for c in info run verify mutate; do expect 0 "usage: pet $c" -- "$PET" $c --help; done
 expect 0 "--conv-layout auto\|blocked\|plain" -- "$PET" run --help
+expect 0 "--no-int8 +cpu: run a quantized model's convs and matrix products in float" -- "$PET" run --help
 expect 0 "--time-budget SECONDS" -- "$PET" mutate --help
 expect 0 "layer-norm-canonicalization" -- "$PET" run --list-passes
 expect 2 "--disable-pass: no pass named 'bogus'" -- "$PET" run "$model" --disable-pass bogus

@@ -189,7 +189,7 @@ class CpuExecutable final : public Executable {
   /// Ops the reference kernels run (named in the plan). Every other op has its lowering
   /// below; an op in neither place does not compile.
   template <class O>
-    requires is_one_of<O, ops::Erf, ops::Where, ops::Cast, ops::Gather, ops::ShapeOf, ops::Constant,
+    requires is_one_of<O, ops::Where, ops::Cast, ops::Gather, ops::ShapeOf, ops::Constant,
                       ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp,
                       ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Equal,
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
@@ -373,6 +373,9 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::Sqrt&, const std::string& who);
   bool lower_op(NodeId n, const ops::Neg&, const std::string& who);
   bool lower_op(NodeId n, const ops::Clip&, const std::string& who);
+  /// Erf standing alone (a GELU that QDQ nodes split, so that no Gelu formed): Eigen's
+  /// vectorised erf, on any layout (erf(0) = 0 keeps blocked layouts' padding zero).
+  bool lower_op(NodeId n, const ops::Erf&, const std::string& who);
   /// Element-wise ops with a oneDNN eltwise algorithm (eltwise_of); the others of this
   /// family (Floor, Ceil, Sign, Softsign, Selu, HardSigmoid) run the reference kernel.
   template <class O>

@@ -9,6 +9,7 @@
 #include <set>
 
 #include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
 
 #include "executable.hpp"
 #include "algorithm_cache.hpp"
@@ -241,6 +242,24 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Gelu&, const std::string& who)
 bool CpuExecutable::lower_op(NodeId n, const ops::Exp&, const std::string& who) { return lower_eltwise(n, who); }
 
 bool CpuExecutable::lower_op(NodeId n, const ops::Sqrt&, const std::string& who) { return lower_eltwise(n, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Erf&, const std::string& who) {
+  const Node& node = g_.node(n);
+  int x = int(node.inputs[0]);
+  if (slots_[size_t(x)].md.data.format_kind != dnnl_blocked || slots_[size_t(x)].md.data.offset0 != 0) x = plain_slot(x);
+  const int y = int(node.outputs[0]);
+  define(TensorId(y), slots_[size_t(x)].md);
+  Step& st = add_step(cat(who, ": Eigen's vectorised erf (", layout_name(slots_[size_t(x)].md), ")"), {x}, {y});
+  const int64_t total = int64_t(slots_[size_t(x)].md.get_size() / sizeof(float));
+  st.fn = [this, x, y, total] {
+    const float* a = ptr(x);
+    float* o = ptr(y);
+    parallel_chunks(total, 16384, [a, o](int64_t b, int64_t e) {
+      Eigen::Map<Eigen::ArrayXf>(o + b, e - b) = Eigen::Map<const Eigen::ArrayXf>(a + b, e - b).erf();
+    });
+  };
+  return true;
+}
 
 bool CpuExecutable::lower_op(NodeId n, const ops::Neg&, const std::string& who) { return lower_eltwise(n, who); }
 

@@ -42,7 +42,7 @@ const std::vector<CommandSpec>& commands() {
                    {"profile", "", "print the median time of each step of the plan"},
                    {"conv-algorithm", "auto|direct|winograd|onednn-winograd", "force a conv algorithm (default auto: timed)"},
                    {"conv-layout", "auto|blocked|plain", "force the layout of direct convs"},
-                   {"no-int8", "", "cpu: run a quantized model's convs in float (default: oneDNN's int8 kernels where the CPU has VNNI)"},
+                   {"no-int8", "", "cpu: run a quantized model's convs and matrix products in float (default: oneDNN's int8 kernels where the CPU has VNNI)"},
                    {"algorithm-cache", "FILE|none", "where timed algorithm choices are kept (default ~/.cache/pet/algorithms.db)"},
                    {"disable-pass", "NAME,...", "leave graph passes out before lowering (see --list-passes)"},
                    {"print-after", "NAME,...|all", "print the graph after these passes"},
