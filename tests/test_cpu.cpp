@@ -1251,6 +1251,72 @@ TEST_CASE("cpu QDQ pairs: one quantize-and-dequantize step per DequantizeLinear 
   same_as_reference(one_op(ops::ScatterND{}, {f32({4, 3}), i64({1, 1}), f32({1, 3})}), 5, "ScatterND");
 }
 
+TEST_CASE("cpu int8 convs on every conv shape: 1-D, 2-D, 3-D, strides, dilations, groups, asymmetric pads, zero points") {
+  using ops::Conv;
+  struct C {
+    Conv op;
+    Shape x, w;
+  };
+  const std::vector<C> cases = {
+      {Conv{.pads = {1, 1, 1, 1}}, {1, 3, 7, 9}, {8, 3, 3, 3}},
+      {Conv{.strides = {2, 2}, .pads = {0, 1, 2, 0}}, {2, 5, 11, 10}, {7, 5, 3, 2}},
+      {Conv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}}, {1, 16, 14, 14}, {16, 16, 3, 3}},
+      {Conv{.pads = {1, 1, 1, 1}, .group = 4}, {1, 8, 9, 9}, {12, 2, 3, 3}},
+      {Conv{.pads = {1, 1, 1, 1}, .group = 16}, {1, 16, 8, 8}, {16, 1, 3, 3}},  // depthwise
+      {Conv{.strides = {2, 2}, .pads = {1, 1, 1, 1}, .group = 24}, {1, 24, 9, 9}, {24, 1, 3, 3}},
+      {Conv{}, {1, 32, 7, 7}, {24, 32, 1, 1}},
+      {Conv{.strides = {2}, .pads = {3, 0}}, {2, 4, 31}, {6, 4, 5}},            // 1-D
+      {Conv{.pads = {1, 1, 1, 1, 1, 1}}, {1, 3, 4, 6, 5}, {5, 3, 3, 3, 3}},     // 3-D
+      {Conv{.strides = {1, 2, 2}, .pads = {1, 3, 3, 1, 3, 3}}, {1, 3, 4, 14, 14}, {8, 3, 3, 7, 7}},
+  };
+  // x -> Q (zero point zx) -> DQ -> conv (int8 weights per channel, int32 bias) -> [Q (odd
+  // zero point) -> DQ] -> output. Powers of two as scales and small integers: exact in float,
+  // so the int8 kernel must give exactly the reference's result.
+  uint64_t seed = 1;
+  size_t int8_convs = 0;
+  for (const auto& c : cases)
+    for (const bool signed_x : {false, true})
+      for (const bool requantize : {false, true}) {
+        Graph g;
+        Rng rng(seed++);
+        const TensorId x = g.add_input("x", f32(c.x));
+        const DType act = signed_x ? DType::Int8 : DType::UInt8;
+        const TensorId sx = g.add_constant("sx", Tensor<float>(Shape{}, 0.5f));
+        const TensorId zx = g.add_constant("zx", act, Tensor<int64_t>(Shape{}, int64_t(signed_x ? -5 : 131)));
+        const TensorId dx = g.add_node("dqx", ops::DequantizeLinear{}, {g.add_node("qx", ops::QuantizeLinear{.to = act}, {x, sx, zx})[0], sx, zx})[0];
+        const int64_t O = c.w[0];
+        Tensor<int64_t> w(c.w), b({O});
+        for (int64_t i = 0; i < w.size(); ++i) w[i] = rng.range(-3, 3);
+        for (int64_t i = 0; i < O; ++i) b[i] = rng.range(-50, 50);
+        std::vector<float> sw(static_cast<size_t>(O)), sb(static_cast<size_t>(O));
+        for (size_t i = 0; i < sw.size(); ++i) sw[i] = std::ldexp(1.f, int(i % 3) - 1), sb[i] = 0.5f * sw[i];
+        const TensorId dw = g.add_node("dqw", ops::DequantizeLinear{.axis = 0}, {g.add_constant("w", DType::Int8, w), g.add_constant("sw", Tensor<float>({O}, sw))})[0];
+        const TensorId db = g.add_node("dqb", ops::DequantizeLinear{.axis = 0}, {g.add_constant("b", DType::Int32, b), g.add_constant("sb", Tensor<float>({O}, sb))})[0];
+        TensorId y = g.add_node("conv", c.op, {dx, dw, db})[0];
+        if (requantize) {
+          const TensorId sy = g.add_constant("sy", Tensor<float>(Shape{}, 4.f));
+          const TensorId zy = g.add_constant("zy", DType::Int8, Tensor<int64_t>(Shape{}, int64_t(-9)));
+          y = g.add_node("dqy", ops::DequantizeLinear{}, {g.add_node("qy", ops::QuantizeLinear{.to = DType::Int8}, {y, sy, zy})[0], sy, zy})[0];
+        }
+        g.add_output(y);
+        Tensor<float> in(c.x);
+        for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.5f * float(rng.range(-6, 6));
+        const std::vector<Value<float>> inputs{in};
+        auto exe = backend::make_backend("cpu")->compile(g);
+        const std::string plan = exe->describe();
+        INFO("conv x", c.x, " w", c.w, " ", op_signature(c.op), ", ", dtype_name(act), " source", requantize ? ", requantized" : "", "\nplan:\n", plan);
+        const bool int8 = plan.find("oneDNN int8 conv") != std::string::npos;
+        int8_convs += int8;
+        if (int8 && requantize) CHECK(plan.find("+ QuantizeLinear 'qy' (writes int8)") != std::string::npos);
+        const auto want = std::get<Tensor<float>>(backend::make_backend("reference")->compile(g)->run(inputs)[0]).vec();
+        CHECK(std::get<Tensor<float>>(exe->run(inputs)[0]).vec() == want);
+      }
+  // where the CPU has VNNI, oneDNN has int8 kernels for these shapes
+  MESSAGE(int8_convs, " of ", 4 * cases.size(), " convs ran int8");
+  if (backend::cpu_int8_available()) CHECK(int8_convs == 4 * cases.size());
+  else CHECK(int8_convs == 0);
+}
+
 TEST_CASE("cpu int8 matrix products: QDQ Gemm and MatMul on oneDNN's int8 matmul where the CPU has VNNI, exactly the reference's result") {
   // x [10, 16] -> Q -> DQ -> Gemm (trans_b, int8 weight [8, 16] per channel, int32 bias) -> Q
   // (uint8, odd zero point 7) -> DQ -> MatMul (int8 weight [8, 4] per tensor) + Add [4] ->
