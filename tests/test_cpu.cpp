@@ -1317,6 +1317,49 @@ TEST_CASE("cpu int8 convs on every conv shape: 1-D, 2-D, 3-D, strides, dilations
   else CHECK(int8_convs == 0);
 }
 
+TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 tensors, requantized, in one pass from int8 to int8") {
+  // x -> Q (uint8, zero point 3) -> DQ -> conv (int8) -> Q (uint8) -> DQ = c; then
+  // Q(c + x) (int8, zero point -1), Q(c - x) (uint8, 5), Q(c * x) (int8, -4), each dequantized to
+  // an output. No float tensor between the int8 ones, where the CPU has VNNI.
+  Graph g;
+  Rng rng(21);
+  const TensorId x = g.add_input("x", f32({1, 8, 5, 5}));
+  auto scalar = [&](const std::string& n, float v) { return g.add_constant(n, Tensor<float>(Shape{}, v)); };
+  auto zero = [&](const std::string& n, DType t, int64_t v) { return g.add_constant(n, t, Tensor<int64_t>(Shape{}, v)); };
+  auto qdq = [&](const std::string& n, TensorId t, DType type, float scale, int64_t z) {
+    const TensorId s = scalar("s_" + n, scale), zp = zero("z_" + n, type, z);
+    return g.add_node("dq_" + n, ops::DequantizeLinear{}, {g.add_node("q_" + n, ops::QuantizeLinear{.to = type}, {t, s, zp})[0], s, zp})[0];
+  };
+  const TensorId dx = qdq("x", x, DType::UInt8, 0.5f, 3);
+  Tensor<int64_t> w({8, 8, 1, 1});
+  for (int64_t i = 0; i < w.size(); ++i) w[i] = rng.range(-2, 2);
+  const TensorId dw = g.add_node("dqw", ops::DequantizeLinear{}, {g.add_constant("w", DType::Int8, w), scalar("sw", 0.5f)})[0];
+  const TensorId c = qdq("c", g.add_node("conv", ops::Conv{}, {dx, dw})[0], DType::UInt8, 0.25f, 0);
+  g.add_output(qdq("add", g.add_node("add", ops::Add{}, {c, dx})[0], DType::Int8, 0.5f, -1));
+  g.add_output(qdq("sub", g.add_node("sub", ops::Sub{}, {c, dx})[0], DType::UInt8, 0.25f, 5));
+  g.add_output(qdq("mul", g.add_node("mul", ops::Mul{}, {c, dx})[0], DType::Int8, 2.f, -4));
+  Tensor<float> in({1, 8, 5, 5});
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.5f * float(rng.range(-6, 6));
+  const std::vector<Value<float>> inputs{in};
+  const auto ref = backend::make_backend("reference")->compile(g)->run(inputs);
+  for (bool int8 : {true, false}) {
+    backend::CompileOptions opt;
+    opt.int8 = int8;
+    auto exe = backend::make_backend("cpu")->compile(g, opt);
+    const std::string plan = exe->describe();
+    INFO("int8 allowed ", int8, "\nplan:\n", plan);
+    const bool want = int8 && backend::cpu_int8_available();
+    for (const char* op : {"Add 'add'", "Sub 'sub'", "Mul 'mul'"})
+      CHECK((plan.find(cat(op, ": int8 element-wise step")) != std::string::npos) == want);
+    if (want) {  // x and c are never dequantized: only int8 kernels read them
+      CHECK(plan.find("DequantizeLinear 'dq_x'") == std::string::npos);
+      CHECK(plan.find("DequantizeLinear 'dq_c'") == std::string::npos);
+    }
+    const auto got = exe->run(inputs);
+    for (size_t k = 0; k < 3; ++k) CHECK(std::get<Tensor<float>>(got[k]).vec() == std::get<Tensor<float>>(ref[k]).vec());
+  }
+}
+
 TEST_CASE("cpu int8 matrix products: QDQ Gemm and MatMul on oneDNN's int8 matmul where the CPU has VNNI, exactly the reference's result") {
   // x [10, 16] -> Q -> DQ -> Gemm (trans_b, int8 weight [8, 16] per channel, int32 bias) -> Q
   // (uint8, odd zero point 7) -> DQ -> MatMul (int8 weight [8, 4] per tensor) + Add [4] ->

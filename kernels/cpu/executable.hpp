@@ -264,6 +264,14 @@ class CpuExecutable final : public Executable {
   bool lower_qconv(NodeId n, const std::string& who);
   /// A MatMul ([.., M, K] x [K, N]) or Gemm with an int8 weight on oneDNN's int8 matmul.
   bool lower_qmatmul(NodeId n, const std::string& who);
+  /// Add, Sub or Mul of two per-tensor dequantized int8 tensors of its shape, whose result
+  /// only a per-tensor quantized pair reads (residual adds, SiLU's Mul in QDQ models): the
+  /// QuantizeLinear it absorbs, or -1.
+  NodeId qbinary_output_q(NodeId n) const;
+  bool qbinary_candidate(NodeId n) const;
+  /// Such a binary as one pet step from the int8 tensors to the int8 result (the ops' float
+  /// formulas in their order); false where an int8 input exists only in float.
+  bool lower_qbinary(NodeId n, const std::string& who);
   bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);
   /// Inference BatchNormalization that no conv absorbed (DenseNet's, after a Concat) on
   /// oneDNN's batch norm, in the input's layout, with a following Relu fused.

@@ -171,7 +171,87 @@ bool CpuExecutable::dq_deferrable(NodeId dq) {
   const TensorId y = g_.node(dq).outputs[0];
   if (is_output_.count(y) || consumers_[size_t(y)].empty()) return false;
   for (NodeId c : consumers_[size_t(y)])
-    if (!qint8_candidate(c, y)) return false;
+    if (!qint8_candidate(c, y) && !qbinary_candidate(c)) return false;
+  return true;
+}
+
+NodeId CpuExecutable::qbinary_output_q(NodeId n) const {
+  const Node& node = g_.node(n);
+  const bool binary = std::holds_alternative<ops::Add>(node.op) || std::holds_alternative<ops::Sub>(node.op) ||
+                      std::holds_alternative<ops::Mul>(node.op);
+  if (!binary || !int8_isa() || !opt_.int8 || node.inputs.size() != 2 || node.outputs.size() != 1) return -1;
+  const Shape& ys = g_.type(node.outputs[0]).shape;
+  for (TensorId t : node.inputs) {
+    const NodeId d = g_.tensor(t).producer;
+    if (g_.type(t).shape != ys || d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g_.node(d).op)) return -1;
+    const TensorId tq = g_.node(d).inputs[0];
+    const NodeId q = g_.tensor(tq).producer;
+    if (q < 0 || !quantized_pair(tq) || !quant_params(g_, g_.node(d))->per_tensor()) return -1;
+  }
+  const NodeId qy = sole_consumer(node.outputs[0]);
+  if (qy < 0 || !std::holds_alternative<ops::QuantizeLinear>(g_.node(qy).op) || !quantized_pair(g_.node(qy).outputs[0]) ||
+      !quant_params(g_, g_.node(qy))->per_tensor())
+    return -1;
+  for (NodeId d : consumers_[size_t(g_.node(qy).outputs[0])])
+    if (!quant_params(g_, g_.node(d))->per_tensor()) return -1;
+  return qy;
+}
+
+bool CpuExecutable::qbinary_candidate(NodeId n) const { return qbinary_output_q(n) >= 0; }
+
+bool CpuExecutable::lower_qbinary(NodeId n, const std::string& who) {
+  const NodeId qy = qbinary_output_q(n);
+  if (qy < 0) return false;
+  const Node& node = g_.node(n);
+  const Node &da = g_.node(g_.tensor(node.inputs[0]).producer), &db = g_.node(g_.tensor(node.inputs[1]).producer);
+  const TensorId ta = da.inputs[0], tb = db.inputs[0];
+  if (!qdevice_.count(ta) || !qdevice_.count(tb)) return false;  // an int8 tensor only computed in float
+  const QuantParams pa = *quant_params(g_, da), pb = *quant_params(g_, db), py = *quant_params(g_, g_.node(qy));
+  const auto& q = std::get<ops::QuantizeLinear>(g_.node(qy).op);
+  // both int8 tensors in one dense layout (the first's, else plain), the result in it too
+  int a = int(ta);
+  const auto type_of = [&](int s) { return slots_[size_t(s)].md.data.data_type == dnnl_s8 ? dt::s8 : dt::u8; };
+  if (!dense(slots_[size_t(a)].md)) a = as_layout(a, with_type(plain_md(g_.type(ta).shape), type_of(a)), who);
+  const int b = as_layout(int(tb), with_type(slots_[size_t(a)].md, type_of(int(tb))), who);
+  const TensorId ty = g_.node(qy).outputs[0];
+  const md_t md = with_type(slots_[size_t(a)].md, q.to == DType::Int8 ? dt::s8 : dt::u8);
+  define(ty, md);
+  qdevice_.insert(ty);
+  absorbed_.insert(qy);
+  Step& st = add_step(cat(who, ": int8 element-wise step (dequantize both, ", op_name(node.op), ", QuantizeLinear '", g_.node(qy).name,
+                          "' in one pass, ", layout_name(md), ")"),
+                      {a, b}, {int(ty)});
+  const int kind = std::holds_alternative<ops::Add>(node.op) ? 0 : std::holds_alternative<ops::Sub>(node.op) ? 1 : 2;
+  const int64_t total = numel(g_.type(ty).shape);
+  const bool sa = type_of(a) == dt::s8, sb = type_of(b) == dt::s8, sy = q.to == DType::Int8;
+  // The ops' float formulas in their order: (a - za) * sa and (b - zb) * sb, then the
+  // binary op, then QuantizeLinear's element function.
+  const float fsa = pa.scale[0], fza = float(pa.zero[0]), fsb = pb.scale[0], fzb = float(pb.zero[0]), fsy = py.scale[0],
+              lo = float(q.lo() - py.zero[0]), hi = float(q.hi() - py.zero[0]), zy = float(py.zero[0]);
+  st.fn = [this, a, b, ty = int(ty), total, kind, sa, sb, sy, fsa, fza, fsb, fzb, fsy, lo, hi, zy] {
+    auto run = [&](const auto* x, const auto* y, auto* out) {
+      using T = std::remove_pointer_t<decltype(out)>;
+      parallel_chunks(total, 16384, [=](int64_t s, int64_t e) {
+        std::vector<float> v(size_t(e - s));
+        for (int64_t i = s; i < e; ++i) {
+          const float l = (float(x[i]) - fza) * fsa, r = (float(y[i]) - fzb) * fsb;
+          v[size_t(i - s)] = kind == 0 ? l + r : kind == 1 ? l - r : l * r;
+        }
+        quantize_block<T>(v.data(), out + s, e - s, fsy, lo, hi, zy);
+      });
+    };
+    const void* pa_ = ptr(a);
+    const void* pb_ = ptr(b);
+    void* po = ptr(ty);
+    if (!sa && !sb && !sy) run(static_cast<const uint8_t*>(pa_), static_cast<const uint8_t*>(pb_), static_cast<uint8_t*>(po));
+    else if (!sa && !sb && sy) run(static_cast<const uint8_t*>(pa_), static_cast<const uint8_t*>(pb_), static_cast<int8_t*>(po));
+    else if (sa && sb && sy) run(static_cast<const int8_t*>(pa_), static_cast<const int8_t*>(pb_), static_cast<int8_t*>(po));
+    else if (sa && sb && !sy) run(static_cast<const int8_t*>(pa_), static_cast<const int8_t*>(pb_), static_cast<uint8_t*>(po));
+    else if (sa && !sb && !sy) run(static_cast<const int8_t*>(pa_), static_cast<const uint8_t*>(pb_), static_cast<uint8_t*>(po));
+    else if (sa && !sb && sy) run(static_cast<const int8_t*>(pa_), static_cast<const uint8_t*>(pb_), static_cast<int8_t*>(po));
+    else if (!sa && sb && !sy) run(static_cast<const uint8_t*>(pa_), static_cast<const int8_t*>(pb_), static_cast<uint8_t*>(po));
+    else run(static_cast<const uint8_t*>(pa_), static_cast<const int8_t*>(pb_), static_cast<int8_t*>(po));
+  };
   return true;
 }
 
@@ -252,7 +332,7 @@ bool CpuExecutable::lower_qdq(NodeId n, const std::string& who) {
     bool int8_reader = false;
     if (quant_params(g_, node)->per_tensor())
       for (NodeId d : consumers_[size_t(t)])
-        for (NodeId c : consumers_[size_t(g_.node(d).outputs[0])]) int8_reader = int8_reader || qint8_candidate(c, g_.node(d).outputs[0]);
+        for (NodeId c : consumers_[size_t(g_.node(d).outputs[0])]) int8_reader = int8_reader || qint8_candidate(c, g_.node(d).outputs[0]) || qbinary_candidate(c);
     if (int8_reader) quantize_step(n, who);
     return true;
   }
