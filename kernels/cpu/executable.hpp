@@ -272,6 +272,12 @@ class CpuExecutable final : public Executable {
   /// Such a binary as one pet step from the int8 tensors to the int8 result (the ops' float
   /// formulas in their order); false where an int8 input exists only in float.
   bool lower_qbinary(NodeId n, const std::string& who);
+  /// A unary element-wise op between a per-tensor DequantizeLinear and QuantizeLinear
+  /// (Sigmoid, Tanh, HardSwish, ... in QDQ models): a 256-entry table from the int8 input to
+  /// the int8 result, each entry the three ops' own evaluation.
+  NodeId qunary_output_q(NodeId n) const;
+  bool qunary_candidate(NodeId n) const;
+  bool lower_qunary(NodeId n, const std::string& who);
   bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);
   /// Inference BatchNormalization that no conv absorbed (DenseNet's, after a Concat) on
   /// oneDNN's batch norm, in the input's layout, with a following Relu fused.

@@ -24,6 +24,7 @@
 
 #include "executable.hpp"
 #include "pet/core/parallel.hpp"
+#include "pet/eval/interpreter.hpp"
 
 namespace pet::backend::cpu_detail {
 
@@ -74,6 +75,11 @@ void quantize_block(const float* __restrict x, T* __restrict out, int64_t n, flo
     v = v > hi ? hi : v;
     out[i] = T(int32_t(std::nearbyint(v) + z));
   }
+}
+
+/// out[i] = table[in[i] ^ flip], written so that it vectorises (32-bit gathers).
+void lookup_block(const uint8_t* __restrict in, uint8_t* __restrict out, int64_t n, const uint32_t* __restrict table, uint8_t flip) {
+  for (int64_t i = 0; i < n; ++i) out[i] = uint8_t(table[uint8_t(in[i] ^ flip)]);
 }
 
 bool CpuExecutable::int8_isa() {
@@ -171,7 +177,7 @@ bool CpuExecutable::dq_deferrable(NodeId dq) {
   const TensorId y = g_.node(dq).outputs[0];
   if (is_output_.count(y) || consumers_[size_t(y)].empty()) return false;
   for (NodeId c : consumers_[size_t(y)])
-    if (!qint8_candidate(c, y) && !qbinary_candidate(c)) return false;
+    if (!qint8_candidate(c, y) && !qbinary_candidate(c) && !qunary_candidate(c)) return false;
   return true;
 }
 
@@ -198,6 +204,69 @@ NodeId CpuExecutable::qbinary_output_q(NodeId n) const {
 }
 
 bool CpuExecutable::qbinary_candidate(NodeId n) const { return qbinary_output_q(n) >= 0; }
+
+NodeId CpuExecutable::qunary_output_q(NodeId n) const {
+  const Node& node = g_.node(n);
+  const bool unary = std::visit([](const auto& o) { return std::is_base_of_v<ops::detail::Unary<std::decay_t<decltype(o)>>, std::decay_t<decltype(o)>>; }, node.op);
+  if (!unary || !int8_isa() || !opt_.int8 || node.inputs.size() != 1 || node.outputs.size() != 1) return -1;
+  const NodeId d = g_.tensor(node.inputs[0]).producer;
+  if (d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g_.node(d).op)) return -1;
+  const TensorId tq = g_.node(d).inputs[0];
+  if (g_.tensor(tq).producer < 0 || !quantized_pair(tq) || !quant_params(g_, g_.node(d))->per_tensor()) return -1;
+  const NodeId qy = sole_consumer(node.outputs[0]);
+  if (qy < 0 || !std::holds_alternative<ops::QuantizeLinear>(g_.node(qy).op) || !quantized_pair(g_.node(qy).outputs[0]) ||
+      !quant_params(g_, g_.node(qy))->per_tensor())
+    return -1;
+  for (NodeId c : consumers_[size_t(g_.node(qy).outputs[0])])
+    if (!quant_params(g_, g_.node(c))->per_tensor()) return -1;
+  return qy;
+}
+
+bool CpuExecutable::qunary_candidate(NodeId n) const { return qunary_output_q(n) >= 0; }
+
+bool CpuExecutable::lower_qunary(NodeId n, const std::string& who) {
+  const NodeId qy = qunary_output_q(n);
+  if (qy < 0) return false;
+  const Node& node = g_.node(n);
+  const Node& dn = g_.node(g_.tensor(node.inputs[0]).producer);
+  const TensorId tx = dn.inputs[0];
+  if (!qdevice_.count(tx)) return false;  // the int8 tensor only exists in float
+  const QuantParams px = *quant_params(g_, dn), py = *quant_params(g_, g_.node(qy));
+  const auto& q = std::get<ops::QuantizeLinear>(g_.node(qy).op);
+  const bool sx = slots_[size_t(tx)].md.data.data_type == dnnl_s8, sy = q.to == DType::Int8;
+  // The table: for each of the 256 int8 values, DequantizeLinear, the op (the reference
+  // interpreter's own evaluation) and QuantizeLinear, as the three nodes compute them.
+  Tensor<float> v({256});
+  for (int i = 0; i < 256; ++i) v[i] = ops::DequantizeLinear::dequantize(int64_t(sx ? i - 128 : i), px.scale[0], px.zero[0]);
+  const std::vector<Value<float>> in{v};
+  const TensorType t{DType::Float32, {256}};
+  const Tensor<float> f = std::get<Tensor<float>>(evaluate_op<float>(node.op, in, std::span<const TensorType>(&t, 1))[0]);
+  // 32-bit entries: loads the compiler vectorises as gathers (there is no byte gather)
+  auto table = std::make_shared<std::array<uint32_t, 256>>();
+  for (int i = 0; i < 256; ++i) {
+    const int64_t r = q.quantize(f[i], py.scale[0], py.zero[0]);
+    (*table)[size_t(i)] = sy ? uint8_t(int8_t(r)) : uint8_t(r);
+  }
+  int x = int(tx);
+  if (!dense(slots_[size_t(x)].md)) x = as_layout(x, with_type(plain_md(g_.type(tx).shape), sx ? dt::s8 : dt::u8), who);
+  const TensorId ty = g_.node(qy).outputs[0];
+  const md_t md = with_type(slots_[size_t(x)].md, sy ? dt::s8 : dt::u8);
+  define(ty, md);
+  qdevice_.insert(ty);
+  absorbed_.insert(qy);
+  Step& st = add_step(cat(who, ": int8 table lookup (DequantizeLinear, ", op_name(node.op), ", QuantizeLinear '", g_.node(qy).name,
+                          "' for each of the 256 values, ", layout_name(md), ")"),
+                      {x}, {int(ty)});
+  const int64_t total = numel(g_.type(ty).shape);
+  st.fn = [this, x, ty = int(ty), total, table, sx] {
+    const uint8_t* a = reinterpret_cast<const uint8_t*>(ptr(x));
+    uint8_t* o = reinterpret_cast<uint8_t*>(ptr(ty));
+    const uint32_t* tb = table->data();
+    const uint8_t flip = sx ? 128 : 0;  // int8 values index from -128
+    parallel_chunks(total, 16384, [=](int64_t b, int64_t e) { lookup_block(a + b, o + b, e - b, tb, flip); });
+  };
+  return true;
+}
 
 bool CpuExecutable::lower_qbinary(NodeId n, const std::string& who) {
   const NodeId qy = qbinary_output_q(n);
@@ -332,7 +401,7 @@ bool CpuExecutable::lower_qdq(NodeId n, const std::string& who) {
     bool int8_reader = false;
     if (quant_params(g_, node)->per_tensor())
       for (NodeId d : consumers_[size_t(t)])
-        for (NodeId c : consumers_[size_t(g_.node(d).outputs[0])]) int8_reader = int8_reader || qint8_candidate(c, g_.node(d).outputs[0]) || qbinary_candidate(c);
+        for (NodeId c : consumers_[size_t(g_.node(d).outputs[0])]) int8_reader = int8_reader || qint8_candidate(c, g_.node(d).outputs[0]) || qbinary_candidate(c) || qunary_candidate(c);
     if (int8_reader) quantize_step(n, who);
     return true;
   }
@@ -560,6 +629,7 @@ bool CpuExecutable::lower_qmatmul(NodeId n, const std::string& who) {
   Int8Plan p;
   p.out = node.outputs[0];
   const TensorId x = node.inputs[0];
+  if (!qint8_candidate(n, x)) return false;  // (which also makes the shapes below exist: A of rank 2 or more, B 2-D)
   const Shape& xs = g_.type(x).shape;
   const Shape& ws = g_.type(node.inputs[1]).shape;  // [K, N], or [N, K] for Gemm's trans_b
   const bool trans_b = gm && gm->trans_b;
@@ -569,13 +639,12 @@ bool CpuExecutable::lower_qmatmul(NodeId n, const std::string& who) {
   const auto absorbed_outer = absorbed_;
   auto vector_n = [&](TensorId t) {
     const Shape& s = g_.type(t).shape;
-    return g_.tensor(t).is_constant() && numel(s) == N && s.back() == N;
+    return g_.tensor(t).is_constant() && !s.empty() && numel(s) == N && s.back() == N;
   };
   if (gm && node.inputs.size() == 3) {
     if (!vector_n(node.inputs[2]) && numel(g_.type(node.inputs[2]).shape) != 1) return false;
     bias = node.inputs[2];
   }
-  if (!qint8_candidate(n, x)) return false;
   if (!bias)
     if (NodeId c = sole_consumer(p.out); c >= 0 && std::holds_alternative<ops::Add>(g_.node(c).op)) {
       const Node& add = g_.node(c);
