@@ -1365,6 +1365,35 @@ TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 ten
   }
 }
 
+TEST_CASE("cpu int8: a weight scale of 0 or an output scale of 1e-45 keeps the op in float (the int8 kernel would divide by them)") {
+  for (int which : {0, 1}) {
+    Graph g;
+    const TensorId x = g.add_input("x", f32({1, 4, 5, 5}));
+    const TensorId sx = g.add_constant("sx", Tensor<float>(Shape{}, 0.5f)), zx = g.add_constant("zx", DType::UInt8, Tensor<int64_t>(Shape{}, int64_t(10)));
+    const TensorId dx = g.add_node("dqx", ops::DequantizeLinear{}, {g.add_node("qx", ops::QuantizeLinear{}, {x, sx, zx})[0], sx, zx})[0];
+    Tensor<int64_t> w({4, 4, 3, 3});
+    for (int64_t i = 0; i < w.size(); ++i) w[i] = i % 5 - 2;
+    const std::vector<float> sw = which == 0 ? std::vector<float>{0.5f, 0.f, 1.f, 0.25f} : std::vector<float>{0.5f, 0.5f, 1.f, 0.25f};
+    const TensorId dw = g.add_node("dqw", ops::DequantizeLinear{.axis = 0}, {g.add_constant("w", DType::Int8, w), g.add_constant("sw", Tensor<float>({4}, sw))})[0];
+    const TensorId b = g.add_constant("b", Tensor<float>({4}, std::vector<float>{1, 2, 3, 4}));
+    TensorId y = g.add_node("conv", ops::Conv{.pads = {1, 1, 1, 1}}, {dx, dw, b})[0];
+    if (which == 1) {
+      const TensorId sy = g.add_constant("sy", Tensor<float>(Shape{}, 1e-45f)), zy = g.add_constant("zy", DType::UInt8, Tensor<int64_t>(Shape{}, int64_t(0)));
+      y = g.add_node("dqy", ops::DequantizeLinear{}, {g.add_node("qy", ops::QuantizeLinear{}, {y, sy, zy})[0], sy, zy})[0];
+    }
+    g.add_output(y);
+    Tensor<float> in({1, 4, 5, 5});
+    for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.5f * float(i % 9 - 4);
+    const std::vector<Value<float>> inputs{in};
+    auto exe = backend::make_backend("cpu")->compile(g);
+    const std::string plan = exe->describe();
+    INFO(plan);
+    if (which == 0) CHECK(plan.find("oneDNN int8 conv") == std::string::npos);
+    else CHECK(plan.find("QuantizeLinear 'qy' (writes") == std::string::npos);
+    CHECK(std::get<Tensor<float>>(exe->run(inputs)[0]).vec() == std::get<Tensor<float>>(backend::make_backend("reference")->compile(g)->run(inputs)[0]).vec());
+  }
+}
+
 TEST_CASE("cpu int8 matrix products: QDQ Gemm and MatMul on oneDNN's int8 matmul where the CPU has VNNI, exactly the reference's result") {
   // x [10, 16] -> Q -> DQ -> Gemm (trans_b, int8 weight [8, 16] per channel, int32 bias) -> Q
   // (uint8, odd zero point 7) -> DQ -> MatMul (int8 weight [8, 4] per tensor) + Add [4] ->

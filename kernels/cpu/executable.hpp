@@ -250,6 +250,9 @@ class CpuExecutable final : public Executable {
   };
   /// Fills p for node n (p.out: its float result) if it can run int8; absorbs its post-ops.
   bool int8_begin(NodeId n, Int8Plan& p);
+  /// Whether the scales make sense for an int8 kernel (normal, positive; the bias finite in
+  /// units of the int32 sums); an output QuantizeLinear with a degenerate scale is left out.
+  bool int8_scales_ok(Int8Plan& p, std::optional<TensorId> bias) const;
   /// The kernel's attributes: output scales (per channel on dim `scale_mask`), post-ops,
   /// zero points; with quantized_dst, the QuantizeLinear computed too (dst_type: u8 or s8).
   primitive_attr int8_attr(const Int8Plan& p, bool quantized_dst, int scale_mask, dt& dst_type) const;

@@ -1,22 +1,25 @@
-// Quantized (QDQ) programs on the cpu backend: QuantizeLinear / DequantizeLinear pairs, and
-// convs on oneDNN's int8 kernels where their input and weights are quantized.
+// Quantized (QDQ) programs on the cpu backend: QuantizeLinear / DequantizeLinear steps, and
+// the int8 kernels that replace the float ops between them.
 //
 // A QDQ model (ONNX Runtime's quantizer, for instance) computes
 //     x_q = QuantizeLinear(x), conv(DequantizeLinear(x_q), DequantizeLinear(w_q)) + b, ...
-// The backend passes fold DequantizeLinear(w_q) to a float weight. Where the conv's input is
-// the dequantized int8 tensor, per tensor, and its weight is still exactly the dequantized
-// int8 weight (zero point 0, per tensor or per output channel), the conv runs on oneDNN's int8
-// kernel: the int8 tensor itself is its source (with its zero point), the int8 weight its
-// weight, scale_x * scale_w[c] its output scale, the bias divided by that scale. The sums are
-// exact in int32, which the float program only approximates; the one rounding left is the
-// output's. Where the conv's result (after activations) is quantized per tensor again, the
-// kernel writes the int8 result directly (1 / scale_y and the zero point as a final linear
-// post-op, oneDNN's saturating, round-to-nearest-even conversion), and the float tensor never
-// exists.
+// The backend passes fold DequantizeLinear(w_q) to a float weight. Where a Conv's, MatMul's or
+// Gemm's input is a dequantized int8 tensor, per tensor, and its weight is still exactly the
+// dequantized int8 weight (zero point 0, per tensor or per output channel), it runs on
+// oneDNN's int8 kernel: the int8 tensor itself is its source (with its zero point), the int8
+// weight its weight, scale_x * scale_w[c] its output scale, the bias divided by that scale.
+// The sums are exact in int32, which the float program only approximates; the one rounding
+// left is the output's. Where the result (after activations) is quantized per tensor again,
+// the kernel writes the int8 result directly (1 / scale_y and the zero point as final
+// post-ops, oneDNN's saturating, round-to-nearest-even conversion), and the float tensor never
+// exists. Between such kernels, an Add, Sub or Mul of two dequantized int8 tensors that is
+// quantized again is one int8-to-int8 step, and a unary op a 256-entry table. A
+// DequantizeLinear whose result only these read is never computed.
 //
 // Only on CPUs with VNNI (AVX-512 VNNI, AVX-VNNI, AMX): without it oneDNN's int8 kernels
 // multiply u8 by s8 with vpmaddubsw, whose 16-bit pair sums saturate (measured: 255 x 127
-// taps came out at half their value on the AVX2 kernel), so there the float path runs.
+// taps came out at half their value on the AVX2 kernel), so there the float path runs, as it
+// does with CompileOptions::int8 off (pet run --no-int8).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -62,8 +65,6 @@ bool dense(const md_t& md) {
   for (int i = 0; i < d.ndims; ++i) n *= size_t(d.dims[i]);
   return md.get_size() == n;
 }
-}  // namespace
-
 /// QuantizeLinear's element function on n values (lo, hi: the range less the zero point z),
 /// written so that it vectorises: NaN gives lo, as the op's.
 template <class T>
@@ -81,6 +82,8 @@ void quantize_block(const float* __restrict x, T* __restrict out, int64_t n, flo
 void lookup_block(const uint8_t* __restrict in, uint8_t* __restrict out, int64_t n, const uint32_t* __restrict table, uint8_t flip) {
   for (int64_t i = 0; i < n; ++i) out[i] = uint8_t(table[uint8_t(in[i] ^ flip)]);
 }
+
+}  // namespace
 
 bool CpuExecutable::int8_isa() {
   const auto isa = static_cast<unsigned>(get_effective_cpu_isa());
@@ -493,6 +496,22 @@ bool CpuExecutable::int8_begin(NodeId n, Int8Plan& p) {
   return true;
 }
 
+bool CpuExecutable::int8_scales_ok(Int8Plan& p, std::optional<TensorId> bias) const {
+  // The kernel divides by the output scales (the bias in units of the int32 sums) and by the
+  // next QuantizeLinear's scale: a zero, subnormal or huge scale (a degenerate calibration)
+  // would make that infinite where the float program is finite; such ops run in float.
+  for (float s : p.oscale)
+    if (!std::isnormal(s) || s < 0) return false;
+  if (bias) {
+    const auto& bf = std::get<Tensor<float>>(*g_.tensor(*bias).value);
+    const int64_t channels = std::max<int64_t>(bf.size(), int64_t(p.oscale.size()));
+    for (int64_t c = 0; c < channels; ++c)
+      if (!std::isfinite(float(double(bf[bf.size() == 1 ? 0 : c]) / double(p.oscale[p.oscale.size() > 1 ? size_t(c) : 0])))) return false;
+  }
+  if (p.qy >= 0 && !(std::isnormal(p.yp.scale[0]) && p.yp.scale[0] > 0 && std::isnormal(1.f / p.yp.scale[0]))) p.qy = -1;  // float result, quantized by its own step
+  return true;
+}
+
 primitive_attr CpuExecutable::int8_attr(const Int8Plan& p, bool quantized_dst, int scale_mask, dt& dst_type) const {
   PostOpChain po = p.chain;
   primitive_attr attr;
@@ -566,6 +585,10 @@ bool CpuExecutable::lower_qconv(NodeId n, const std::string& who) {
   Int8Plan p;
   p.out = node.outputs[0];
   if (!int8_begin(n, p)) return false;
+  if (!int8_scales_ok(p, node.inputs.size() == 3 ? std::optional<TensorId>(node.inputs[2]) : std::nullopt)) {
+    absorbed_ = p.absorbed_before;
+    return false;
+  }
   const TensorId x = node.inputs[0], w = node.inputs[1];
   const Shape &xs = g_.type(x).shape, &ws = g_.type(w).shape;
   const size_t k = xs.size() - 2;
@@ -661,6 +684,10 @@ bool CpuExecutable::lower_qmatmul(NodeId n, const std::string& who) {
     return false;
   }
   p.absorbed_before = absorbed_outer;
+  if (!int8_scales_ok(p, bias)) {
+    absorbed_ = p.absorbed_before;
+    return false;
+  }
   const dt src_type = slots_[size_t(p.tq)].md.data.data_type == dnnl_s8 ? dt::s8 : dt::u8;
   const md_t src_md = with_type(plain_md({rows, K}), src_type), w_any(memory::dims{K, N}, dt::s8, memory::format_tag::any),
       b_md = plain_md({1, N});
