@@ -1317,7 +1317,7 @@ TEST_CASE("cpu int8 convs on every conv shape: 1-D, 2-D, 3-D, strides, dilations
   else CHECK(int8_convs == 0);
 }
 
-TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 tensors, and unary ops by table, requantized, from int8 to int8") {
+TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 tensors, unary ops by table, MaxPool and Concat, requantized, from int8 to int8") {
   // x -> Q (uint8, zero point 3) -> DQ -> conv (int8) -> Q (uint8) -> DQ = c; then
   // Q(c + x) (int8, zero point -1), Q(c - x) (uint8, 5), Q(c * x) (int8, -4), each dequantized to
   // an output. No float tensor between the int8 ones, where the CPU has VNNI.
@@ -1342,6 +1342,10 @@ TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 ten
   g.add_output(qdq("sigmoid", g.add_node("sigmoid", ops::Sigmoid{}, {c})[0], DType::UInt8, 1.f / 256, 0));
   const TensorId s8 = qdq("s8", x, DType::Int8, 0.25f, 7);
   g.add_output(qdq("tanh", g.add_node("tanh", ops::Tanh{}, {s8})[0], DType::Int8, 1.f / 128, -2));
+  // MaxPool with c's own scale and zero point: on the int8 tensor; Concat of c and x into c's
+  // scale: x requantized by a table, c copied as it is
+  g.add_output(qdq("pool", g.add_node("pool", ops::MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}}}, {c})[0], DType::UInt8, 0.25f, 0));
+  g.add_output(qdq("concat", g.add_node("concat", ops::Concat{.axis = 1}, {c, dx, s8})[0], DType::UInt8, 0.25f, 0));
   Tensor<float> in({1, 8, 5, 5});
   for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.5f * float(rng.range(-6, 6));
   const std::vector<Value<float>> inputs{in};
@@ -1356,12 +1360,14 @@ TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 ten
     for (const char* op : {"Add 'add'", "Sub 'sub'", "Mul 'mul'"})
       CHECK((plan.find(cat(op, ": int8 element-wise step")) != std::string::npos) == want);
     for (const char* op : {"Sigmoid 'sigmoid'", "Tanh 'tanh'"}) CHECK((plan.find(cat(op, ": int8 table lookup")) != std::string::npos) == want);
+    CHECK((plan.find("MaxPool 'pool' (with QuantizeLinear 'q_pool'): oneDNN int8 pooling") != std::string::npos) == want);
+    CHECK((plan.find("(2 of 3 inputs requantized; QuantizeLinear 'q_concat' absorbed)") != std::string::npos) == want);
     if (want) {  // x and c are never dequantized: only int8 kernels read them
       CHECK(plan.find("DequantizeLinear 'dq_x'") == std::string::npos);
       CHECK(plan.find("DequantizeLinear 'dq_c'") == std::string::npos);
     }
     const auto got = exe->run(inputs);
-    for (size_t k = 0; k < 5; ++k) CHECK(std::get<Tensor<float>>(got[k]).vec() == std::get<Tensor<float>>(ref[k]).vec());
+    for (size_t k = 0; k < 7; ++k) CHECK(std::get<Tensor<float>>(got[k]).vec() == std::get<Tensor<float>>(ref[k]).vec());
   }
 }
 

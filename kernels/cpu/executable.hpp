@@ -20,6 +20,7 @@
 // layout; buffers are assigned by lifetime and reused once dead; views share their source's.
 #include <dnnl.hpp>
 
+#include <array>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -281,6 +282,21 @@ class CpuExecutable final : public Executable {
   NodeId qunary_output_q(NodeId n) const;
   bool qunary_candidate(NodeId n) const;
   bool lower_qunary(NodeId n, const std::string& who);
+  /// A 256-entry table from int8 slot x to int8 slot y (table[x ^ 128] for signed x).
+  void table_step(int x, int y, std::shared_ptr<std::array<uint32_t, 256>> table, bool signed_x, std::string text);
+  /// The per-tensor quantized pair that alone reads t (t's sole consumer a QuantizeLinear whose
+  /// DequantizeLinears are all per tensor): that QuantizeLinear, or -1.
+  NodeId requantizer(TensorId t) const;
+  /// MaxPool between a DequantizeLinear and a QuantizeLinear with the same scale, zero point
+  /// and type (max commutes with them, exactly): oneDNN's pooling on the int8 tensor.
+  NodeId qpool_output_q(NodeId n) const;
+  bool lower_qpool(NodeId n, const std::string& who);
+  /// Concat of per-tensor dequantized int8 tensors, quantized again: each input requantized
+  /// by a 256-entry table where its scale or zero point differ, then oneDNN's concat on int8.
+  NodeId qconcat_output_q(NodeId n) const;
+  bool lower_qconcat(NodeId n, const std::string& who);
+  /// Whether node c can read the int8 tensor behind the DequantizeLinear result y directly.
+  bool int8_reader(NodeId c, TensorId y);
   bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);
   /// Inference BatchNormalization that no conv absorbed (DenseNet's, after a Concat) on
   /// oneDNN's batch norm, in the input's layout, with a following Relu fused.
@@ -345,12 +361,14 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::MatMul&, const std::string& who);
   bool lower_op(NodeId n, const ops::Gemm& gm, const std::string& who);
 
-  /// Pools: oneDNN pooling on the input's own layout.
+  /// Pools: oneDNN pooling on the input's own layout (int8 max pools: the int8 tensor `src`
+  /// in, the int8 tensor `dst` of type `dst_type` out).
   template <class W>
-  bool lower_pool(NodeId n, const W& p, algorithm alg, const std::string& who) {
+  bool lower_pool(NodeId n, const W& p, algorithm alg, const std::string& who, int src = -1, TensorId dst = -1, dt dst_type = dt::f32) {
     const Node& node = g_.node(n);
     if (node.outputs.size() != 1) return false;
     const TensorId x = node.inputs[0];
+    if (src < 0) src = int(x), dst = node.outputs[0];
     const Shape &xs = g_.type(x).shape, &ys = g_.type(node.outputs[0]).shape;
     const size_t k = xs.size() - 2;
     memory::dims strides(p.strides.begin(), p.strides.end()), kernel(p.kernel_shape.begin(), p.kernel_shape.end()), dil,
@@ -364,12 +382,16 @@ class CpuExecutable final : public Executable {
     }
     auto pd = dnnl_call(who, [&] {
       return pooling_v2_forward::primitive_desc(
-          pooling_v2_forward::desc(prop_kind::forward_inference, alg, slots_[size_t(x)].md, any_md(ys), strides, kernel, dil, pl, pr), eng_);
+          pooling_v2_forward::desc(prop_kind::forward_inference, alg, slots_[size_t(src)].md, md_t(dims_of(ys), dst_type, memory::format_tag::any),
+                                   strides, kernel, dil, pl, pr),
+          eng_);
     });
-    define(node.outputs[0], pd.dst_desc());
-    Step& st = add_step(cat(who, ": oneDNN pooling ", pd.impl_info_str()), {int(x)}, {int(node.outputs[0])});
+    // int8: oneDNN's reference pooling (plain layouts) is far slower than the float path
+    if (dst_type != dt::f32 && std::string_view(pd.impl_info_str()).substr(0, 3) == "ref") return false;
+    define(dst, pd.dst_desc());
+    Step& st = add_step(cat(who, ": oneDNN ", dst_type == dt::f32 ? "" : "int8 ", "pooling ", pd.impl_info_str()), {src}, {int(dst)});
     st.prim = primitive(pooling_v2_forward(pd));
-    st.args = {{DNNL_ARG_SRC, int(x)}, {DNNL_ARG_DST, int(node.outputs[0])}};
+    st.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, int(dst)}};
     return true;
   }
   bool lower_op(NodeId n, const ops::MaxPool& p, const std::string& who);

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <type_traits>
 
 #include "executable.hpp"
@@ -180,7 +181,7 @@ bool CpuExecutable::dq_deferrable(NodeId dq) {
   const TensorId y = g_.node(dq).outputs[0];
   if (is_output_.count(y) || consumers_[size_t(y)].empty()) return false;
   for (NodeId c : consumers_[size_t(y)])
-    if (!qint8_candidate(c, y) && !qbinary_candidate(c) && !qunary_candidate(c)) return false;
+    if (!int8_reader(c, y)) return false;
   return true;
 }
 
@@ -197,13 +198,7 @@ NodeId CpuExecutable::qbinary_output_q(NodeId n) const {
     const NodeId q = g_.tensor(tq).producer;
     if (q < 0 || !quantized_pair(tq) || !quant_params(g_, g_.node(d))->per_tensor()) return -1;
   }
-  const NodeId qy = sole_consumer(node.outputs[0]);
-  if (qy < 0 || !std::holds_alternative<ops::QuantizeLinear>(g_.node(qy).op) || !quantized_pair(g_.node(qy).outputs[0]) ||
-      !quant_params(g_, g_.node(qy))->per_tensor())
-    return -1;
-  for (NodeId d : consumers_[size_t(g_.node(qy).outputs[0])])
-    if (!quant_params(g_, g_.node(d))->per_tensor()) return -1;
-  return qy;
+  return requantizer(node.outputs[0]);
 }
 
 bool CpuExecutable::qbinary_candidate(NodeId n) const { return qbinary_output_q(n) >= 0; }
@@ -216,13 +211,7 @@ NodeId CpuExecutable::qunary_output_q(NodeId n) const {
   if (d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g_.node(d).op)) return -1;
   const TensorId tq = g_.node(d).inputs[0];
   if (g_.tensor(tq).producer < 0 || !quantized_pair(tq) || !quant_params(g_, g_.node(d))->per_tensor()) return -1;
-  const NodeId qy = sole_consumer(node.outputs[0]);
-  if (qy < 0 || !std::holds_alternative<ops::QuantizeLinear>(g_.node(qy).op) || !quantized_pair(g_.node(qy).outputs[0]) ||
-      !quant_params(g_, g_.node(qy))->per_tensor())
-    return -1;
-  for (NodeId c : consumers_[size_t(g_.node(qy).outputs[0])])
-    if (!quant_params(g_, g_.node(c))->per_tensor()) return -1;
-  return qy;
+  return requantizer(node.outputs[0]);
 }
 
 bool CpuExecutable::qunary_candidate(NodeId n) const { return qunary_output_q(n) >= 0; }
@@ -257,18 +246,151 @@ bool CpuExecutable::lower_qunary(NodeId n, const std::string& who) {
   define(ty, md);
   qdevice_.insert(ty);
   absorbed_.insert(qy);
-  Step& st = add_step(cat(who, ": int8 table lookup (DequantizeLinear, ", op_name(node.op), ", QuantizeLinear '", g_.node(qy).name,
-                          "' for each of the 256 values, ", layout_name(md), ")"),
-                      {x}, {int(ty)});
-  const int64_t total = numel(g_.type(ty).shape);
-  st.fn = [this, x, ty = int(ty), total, table, sx] {
+  table_step(x, int(ty), table, sx,
+             cat(who, ": int8 table lookup (DequantizeLinear, ", op_name(node.op), ", QuantizeLinear '", g_.node(qy).name,
+                 "' for each of the 256 values, ", layout_name(md), ")"));
+  return true;
+}
+
+void CpuExecutable::table_step(int x, int y, std::shared_ptr<std::array<uint32_t, 256>> table, bool signed_x, std::string text) {
+  Step& st = add_step(std::move(text), {x}, {y});
+  const int64_t total = numel(slots_[size_t(y)].type.shape);
+  st.fn = [this, x, y, total, table, signed_x] {
     const uint8_t* a = reinterpret_cast<const uint8_t*>(ptr(x));
-    uint8_t* o = reinterpret_cast<uint8_t*>(ptr(ty));
+    uint8_t* o = reinterpret_cast<uint8_t*>(ptr(y));
     const uint32_t* tb = table->data();
-    const uint8_t flip = sx ? 128 : 0;  // int8 values index from -128
+    const uint8_t flip = signed_x ? 128 : 0;  // int8 values index from -128
     parallel_chunks(total, 16384, [=](int64_t b, int64_t e) { lookup_block(a + b, o + b, e - b, tb, flip); });
   };
+}
+
+NodeId CpuExecutable::requantizer(TensorId t) const {
+  const NodeId qy = sole_consumer(t);
+  if (qy < 0 || !std::holds_alternative<ops::QuantizeLinear>(g_.node(qy).op) || g_.node(qy).inputs[0] != t ||
+      !quantized_pair(g_.node(qy).outputs[0]) || !quant_params(g_, g_.node(qy))->per_tensor())
+    return -1;
+  for (NodeId c : consumers_[size_t(g_.node(qy).outputs[0])])
+    if (!quant_params(g_, g_.node(c))->per_tensor()) return -1;
+  return qy;
+}
+
+namespace {
+/// The DequantizeLinear (per tensor, of a quantized pair) that produces t, or -1.
+NodeId dequantizer(const Graph& g, TensorId t, const std::function<bool(TensorId)>& pair) {
+  const NodeId d = g.tensor(t).producer;
+  if (d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g.node(d).op)) return -1;
+  const TensorId tq = g.node(d).inputs[0];
+  if (g.tensor(tq).producer < 0 || !pair(tq) || !quant_params(g, g.node(d))->per_tensor()) return -1;
+  return d;
+}
+}  // namespace
+
+NodeId CpuExecutable::qpool_output_q(NodeId n) const {
+  const Node& node = g_.node(n);
+  const auto* mp = std::get_if<ops::MaxPool>(&node.op);
+  if (!mp || !int8_isa() || !opt_.int8 || node.outputs.size() != 1) return -1;
+  const NodeId d = dequantizer(g_, node.inputs[0], [&](TensorId t) { return quantized_pair(t); });
+  const NodeId qy = requantizer(node.outputs[0]);
+  if (d < 0 || qy < 0) return -1;
+  const QuantParams px = *quant_params(g_, g_.node(d)), py = *quant_params(g_, g_.node(qy));
+  const DType tx = g_.type(g_.node(d).inputs[0]).dtype, ty = std::get<ops::QuantizeLinear>(g_.node(qy).op).to;
+  return px.scale[0] == py.scale[0] && px.zero[0] == py.zero[0] && tx == ty ? qy : -1;
+}
+
+bool CpuExecutable::lower_qpool(NodeId n, const std::string& who) {
+  const NodeId qy = qpool_output_q(n);
+  if (qy < 0) return false;
+  const Node& node = g_.node(n);
+  const TensorId tq = g_.node(g_.tensor(node.inputs[0]).producer).inputs[0];
+  if (!qdevice_.count(tq)) return false;
+  const TensorId ty = g_.node(qy).outputs[0];
+  const dt type = slots_[size_t(tq)].md.data.data_type == dnnl_s8 ? dt::s8 : dt::u8;
+  try {
+    if (!lower_pool(n, std::get<ops::MaxPool>(node.op), algorithm::pooling_max, cat(who, " (with QuantizeLinear '", g_.node(qy).name, "')"),
+                    int(tq), ty, type))
+      return false;
+  } catch (const Unsupported&) {
+    return false;  // no int8 pooling for this configuration: in float
+  }
+  qdevice_.insert(ty);
+  absorbed_.insert(qy);
   return true;
+}
+
+NodeId CpuExecutable::qconcat_output_q(NodeId n) const {
+  const Node& node = g_.node(n);
+  if (!std::holds_alternative<ops::Concat>(node.op) || !int8_isa() || !opt_.int8) return -1;
+  for (TensorId t : node.inputs)
+    if (dequantizer(g_, t, [&](TensorId u) { return quantized_pair(u); }) < 0) return -1;
+  return requantizer(node.outputs[0]);
+}
+
+bool CpuExecutable::lower_qconcat(NodeId n, const std::string& who) {
+  const NodeId qy = qconcat_output_q(n);
+  if (qy < 0) return false;
+  const Node& node = g_.node(n);
+  for (TensorId t : node.inputs)
+    if (!qdevice_.count(g_.node(g_.tensor(t).producer).inputs[0])) return false;
+  const auto& q = std::get<ops::QuantizeLinear>(g_.node(qy).op);
+  const QuantParams py = *quant_params(g_, g_.node(qy));
+  const bool sy = q.to == DType::Int8;
+  const dt type = sy ? dt::s8 : dt::u8;
+  const int axis = int(std::get<ops::Concat>(node.op).axis);
+  const TensorId ty = g_.node(qy).outputs[0];
+  const Shape& ys = g_.type(ty).shape;
+  // The result channels-last (the layout oneDNN's int8 kernels use), each input copied into
+  // its slice by a oneDNN reorder (as the float Concat does), after a table that requantizes it
+  // where its scale, zero point or type differ from the result's (QuantizeLinear(
+  // DequantizeLinear(v)) for each of the 256 values).
+  const auto last = ys.size() == 3 ? memory::format_tag::nwc : ys.size() == 4 ? memory::format_tag::nhwc : ys.size() == 5 ? memory::format_tag::ndhwc
+                                                                                                                             : memory::format_tag::undef;
+  define(ty, last == memory::format_tag::undef ? with_type(plain_md(ys), type) : md_t(dims_of(ys), type, last));
+  qdevice_.insert(ty);
+  absorbed_.insert(qy);
+  int64_t at = 0;
+  int requantized = 0;
+  for (TensorId t : node.inputs) {
+    const Node& d = g_.node(g_.tensor(t).producer);
+    const TensorId tq = d.inputs[0];
+    const QuantParams px = *quant_params(g_, d);
+    const bool sx = slots_[size_t(tq)].md.data.data_type == dnnl_s8;
+    auto table = std::make_shared<std::array<uint32_t, 256>>();
+    bool identity = sx == sy;
+    for (int i = 0; i < 256; ++i) {
+      const int64_t v = sx ? i - 128 : i;
+      const int64_t r = q.quantize(ops::DequantizeLinear::dequantize(v, px.scale[0], px.zero[0]), py.scale[0], py.zero[0]);
+      (*table)[size_t(i)] = sy ? uint8_t(int8_t(r)) : uint8_t(r);
+      identity = identity && r == v;
+    }
+    int src = int(tq);
+    if (!identity) {
+      if (!dense(slots_[size_t(src)].md)) src = as_layout(src, with_type(plain_md(g_.type(tq).shape), sx ? dt::s8 : dt::u8), who);
+      const int r = new_slot(TensorType{q.to, g_.type(tq).shape}, with_type(slots_[size_t(src)].md, type));
+      table_step(src, r, table, sx, cat(who, ": int8 table requantizing '", g_.tensor(tq).name, "' to QuantizeLinear '", g_.node(qy).name, "'"));
+      src = r;
+      ++requantized;
+    }
+    const Shape& xs = g_.type(t).shape;
+    memory::dims off(ys.size(), 0);
+    off[size_t(axis)] = at;
+    at += xs[size_t(axis)];
+    const md_t slice = slots_[size_t(ty)].md.submemory_desc(dims_of(xs), off);
+    Slot v = slots_[size_t(ty)];
+    v.md = slice;
+    v.plain = -1;
+    slots_.push_back(v);
+    const int view = int(slots_.size()) - 1;
+    Step& st = add_step(cat(who, ": int8 copy of '", g_.tensor(tq).name, "' into its slice (", layout_name(slots_[size_t(src)].md), ")"), {src},
+                        {int(ty)});
+    st.prim = dnnl_call(who, [&] { return primitive(reorder(reorder::primitive_desc(eng_, slots_[size_t(src)].md, eng_, slice))); });
+    st.args = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, view}};
+  }
+  steps_.back().text += cat(" (", requantized, " of ", node.inputs.size(), " inputs requantized; QuantizeLinear '", g_.node(qy).name, "' absorbed)");
+  return true;
+}
+
+bool CpuExecutable::int8_reader(NodeId c, TensorId y) {
+  return qint8_candidate(c, y) || qbinary_candidate(c) || qunary_candidate(c) || qpool_output_q(c) >= 0 || qconcat_output_q(c) >= 0;
 }
 
 bool CpuExecutable::lower_qbinary(NodeId n, const std::string& who) {
@@ -401,11 +523,11 @@ bool CpuExecutable::lower_qdq(NodeId n, const std::string& who) {
     if (!quantized_pair(t)) return false;
     qdq_pending_[t] = n;
     // An int8 conv reads the int8 tensor (per tensor only): it is written, once.
-    bool int8_reader = false;
+    bool reader = false;
     if (quant_params(g_, node)->per_tensor())
       for (NodeId d : consumers_[size_t(t)])
-        for (NodeId c : consumers_[size_t(g_.node(d).outputs[0])]) int8_reader = int8_reader || qint8_candidate(c, g_.node(d).outputs[0]) || qbinary_candidate(c) || qunary_candidate(c);
-    if (int8_reader) quantize_step(n, who);
+        for (NodeId c : consumers_[size_t(g_.node(d).outputs[0])]) reader = reader || int8_reader(c, g_.node(d).outputs[0]);
+    if (reader) quantize_step(n, who);
     return true;
   }
   if (!std::holds_alternative<ops::DequantizeLinear>(node.op)) return false;
