@@ -1317,7 +1317,7 @@ TEST_CASE("cpu int8 convs on every conv shape: 1-D, 2-D, 3-D, strides, dilations
   else CHECK(int8_convs == 0);
 }
 
-TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 tensors, unary ops by table, MaxPool and Concat, requantized, from int8 to int8") {
+TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 tensors, unary ops by table, MaxPool, Concat, views and Transpose, requantized, from int8 to int8") {
   // x -> Q (uint8, zero point 3) -> DQ -> conv (int8) -> Q (uint8) -> DQ = c; then
   // Q(c + x) (int8, zero point -1), Q(c - x) (uint8, 5), Q(c * x) (int8, -4), each dequantized to
   // an output. No float tensor between the int8 ones, where the CPU has VNNI.
@@ -1346,6 +1346,10 @@ TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 ten
   // scale: x requantized by a table, c copied as it is
   g.add_output(qdq("pool", g.add_node("pool", ops::MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}}}, {c})[0], DType::UInt8, 0.25f, 0));
   g.add_output(qdq("concat", g.add_node("concat", ops::Concat{.axis = 1}, {c, dx, s8})[0], DType::UInt8, 0.25f, 0));
+  // a channel shuffle (Reshape, Transpose, Reshape, each quantized with c's scale): on int8
+  const TensorId r1 = qdq("r1", g.add_node("r1", ops::Reshape{.shape = {1, 2, 4, 5, 5}}, {c})[0], DType::UInt8, 0.25f, 0);
+  const TensorId tr = qdq("tr", g.add_node("tr", ops::Transpose{.perm = {0, 2, 1, 3, 4}}, {r1})[0], DType::UInt8, 0.25f, 0);
+  g.add_output(qdq("r2", g.add_node("r2", ops::Reshape{.shape = {1, 8, 5, 5}}, {tr})[0], DType::UInt8, 0.25f, 0));
   Tensor<float> in({1, 8, 5, 5});
   for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.5f * float(rng.range(-6, 6));
   const std::vector<Value<float>> inputs{in};
@@ -1362,12 +1366,15 @@ TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 ten
     for (const char* op : {"Sigmoid 'sigmoid'", "Tanh 'tanh'"}) CHECK((plan.find(cat(op, ": int8 table lookup")) != std::string::npos) == want);
     CHECK((plan.find("MaxPool 'pool' (with QuantizeLinear 'q_pool'): oneDNN int8 pooling") != std::string::npos) == want);
     CHECK((plan.find("(2 of 3 inputs requantized; QuantizeLinear 'q_concat' absorbed)") != std::string::npos) == want);
+    CHECK((plan.find("Reshape 'r1' (with QuantizeLinear 'q_r1'): int8 view") != std::string::npos) == want);
+    CHECK((plan.find("Transpose 'tr' (with QuantizeLinear 'q_tr'): int8 transpose") != std::string::npos) == want);
     if (want) {  // x and c are never dequantized: only int8 kernels read them
       CHECK(plan.find("DequantizeLinear 'dq_x'") == std::string::npos);
       CHECK(plan.find("DequantizeLinear 'dq_c'") == std::string::npos);
     }
     const auto got = exe->run(inputs);
-    for (size_t k = 0; k < 7; ++k) CHECK(std::get<Tensor<float>>(got[k]).vec() == std::get<Tensor<float>>(ref[k]).vec());
+    REQUIRE(got.size() == 8);
+    for (size_t k = 0; k < 8; ++k) CHECK(std::get<Tensor<float>>(got[k]).vec() == std::get<Tensor<float>>(ref[k]).vec());
   }
 }
 

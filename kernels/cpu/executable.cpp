@@ -263,7 +263,7 @@ void CpuExecutable::lower(NodeId n) {
   const Node& node = g_.node(n);
   const std::string who = cat(op_name(node.op), " '", node.name, "'");
   if (lower_qdq(n, who) || lower_qconv(n, who) || lower_qmatmul(n, who) || lower_qbinary(n, who) || lower_qunary(n, who) || lower_qpool(n, who) ||
-      lower_qconcat(n, who)) {
+      lower_qconcat(n, who) || lower_qmove(n, who)) {
     lowered_.insert(n);
     for (NodeId a : absorbed_) lowered_.insert(a);
     return;

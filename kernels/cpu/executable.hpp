@@ -295,6 +295,11 @@ class CpuExecutable final : public Executable {
   /// by a 256-entry table where its scale or zero point differ, then oneDNN's concat on int8.
   NodeId qconcat_output_q(NodeId n) const;
   bool lower_qconcat(NodeId n, const std::string& who);
+  /// Reshape, Flatten, Squeeze, Unsqueeze, Identity (views) and Transpose (a oneDNN reorder)
+  /// between a DequantizeLinear and a QuantizeLinear with the same scale, zero point and type:
+  /// on the int8 tensor (moving values commutes with both, exactly).
+  NodeId qmove_output_q(NodeId n) const;
+  bool lower_qmove(NodeId n, const std::string& who);
   /// Whether node c can read the int8 tensor behind the DequantizeLinear result y directly.
   bool int8_reader(NodeId c, TensorId y);
   bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);

@@ -389,8 +389,61 @@ bool CpuExecutable::lower_qconcat(NodeId n, const std::string& who) {
   return true;
 }
 
+NodeId CpuExecutable::qmove_output_q(NodeId n) const {
+  const Node& node = g_.node(n);
+  const bool view = std::holds_alternative<ops::Reshape>(node.op) || std::holds_alternative<ops::Flatten>(node.op) ||
+                    std::holds_alternative<ops::Squeeze>(node.op) || std::holds_alternative<ops::Unsqueeze>(node.op) ||
+                    std::holds_alternative<ops::Identity>(node.op);
+  if ((!view && !std::holds_alternative<ops::Transpose>(node.op)) || !int8_isa() || !opt_.int8 || node.outputs.size() != 1) return -1;
+  const NodeId d = dequantizer(g_, node.inputs[0], [&](TensorId t) { return quantized_pair(t); });
+  const NodeId qy = requantizer(node.outputs[0]);
+  if (d < 0 || qy < 0) return -1;
+  const QuantParams px = *quant_params(g_, g_.node(d)), py = *quant_params(g_, g_.node(qy));
+  const DType tx = g_.type(g_.node(d).inputs[0]).dtype, ty = std::get<ops::QuantizeLinear>(g_.node(qy).op).to;
+  return px.scale[0] == py.scale[0] && px.zero[0] == py.zero[0] && tx == ty ? qy : -1;
+}
+
+bool CpuExecutable::lower_qmove(NodeId n, const std::string& who) {
+  const NodeId qy = qmove_output_q(n);
+  if (qy < 0) return false;
+  const Node& node = g_.node(n);
+  const TensorId tq = g_.node(g_.tensor(node.inputs[0]).producer).inputs[0];
+  if (!qdevice_.count(tq)) return false;
+  const dt type = slots_[size_t(tq)].md.data.data_type == dnnl_s8 ? dt::s8 : dt::u8;
+  const TensorId ty = g_.node(qy).outputs[0];
+  const Shape &xs = g_.type(tq).shape, &ys = g_.type(ty).shape;
+  // the int8 tensor in plain layout (one reorder from a kernel's channels-last, cached)
+  const int x = as_layout(int(tq), with_type(plain_md(xs), type), who);
+  const std::string text = cat(who, " (with QuantizeLinear '", g_.node(qy).name, "'): ");
+  if (const auto* t = std::get_if<ops::Transpose>(&node.op)) {
+    // a oneDNN reorder from the source seen with permuted strides
+    std::vector<int64_t> perm = t->perm;
+    if (perm.empty())
+      for (size_t i = xs.size(); i-- > 0;) perm.push_back(int64_t(i));
+    const md_t plain = with_type(plain_md(xs), type);
+    memory::dims st(ys.size());
+    for (size_t i = 0; i < ys.size(); ++i) st[i] = plain.data.format_desc.blocking.strides[perm[i]];
+    Slot v = slots_[size_t(x)];
+    v.md = md_t(dims_of(ys), type, st);
+    v.plain = -1;
+    slots_.push_back(v);
+    const int src = int(slots_.size()) - 1;
+    define(ty, with_type(plain_md(ys), type));
+    Step& s = add_step(cat(text, "int8 transpose"), {x}, {int(ty)});
+    s.prim = dnnl_call(who, [&] { return primitive(reorder(reorder::primitive_desc(eng_, slots_[size_t(src)].md, eng_, slots_[size_t(ty)].md))); });
+    s.args = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, int(ty)}};
+  } else {
+    alias(int(ty), x, with_type(plain_md(ys), type));
+    add_step(cat(text, "int8 view"), {x}, {int(ty)}).fn = [] {};  // keeps the source alive as long as the view is read
+  }
+  qdevice_.insert(ty);
+  absorbed_.insert(qy);
+  return true;
+}
+
 bool CpuExecutable::int8_reader(NodeId c, TensorId y) {
-  return qint8_candidate(c, y) || qbinary_candidate(c) || qunary_candidate(c) || qpool_output_q(c) >= 0 || qconcat_output_q(c) >= 0;
+  return qint8_candidate(c, y) || qbinary_candidate(c) || qunary_candidate(c) || qpool_output_q(c) >= 0 || qconcat_output_q(c) >= 0 ||
+         qmove_output_q(c) >= 0;
 }
 
 bool CpuExecutable::lower_qbinary(NodeId n, const std::string& who) {
