@@ -70,6 +70,22 @@ Graph one_op(Op op, const Types& in, const std::vector<bool>& constant = {}, uin
   return g;
 }
 
+/// g compiled on cpu with the int8 kernels allowed or not, its plan, and whether they should
+/// appear in it (allowed, and the CPU has VNNI: not under ONEDNN_MAX_CPU_ISA=AVX2, say).
+struct Int8Compiled {
+  std::unique_ptr<backend::Executable> exe;
+  std::string plan;
+  bool want = false;
+};
+Int8Compiled compile_int8(const Graph& g, bool int8) {
+  backend::CompileOptions opt;
+  opt.int8 = int8;
+  Int8Compiled c{backend::make_backend("cpu")->compile(g, opt)};
+  c.plan = c.exe->describe();
+  c.want = int8 && backend::cpu_int8_available();
+  return c;
+}
+
 std::string plan_of(const Graph& g) { return backend::make_backend("cpu")->compile(g)->describe(); }
 
 }  // namespace
@@ -1355,12 +1371,8 @@ TEST_CASE("cpu int8 element-wise steps: Add, Sub and Mul of dequantized int8 ten
   const std::vector<Value<float>> inputs{in};
   const auto ref = backend::make_backend("reference")->compile(g)->run(inputs);
   for (bool int8 : {true, false}) {
-    backend::CompileOptions opt;
-    opt.int8 = int8;
-    auto exe = backend::make_backend("cpu")->compile(g, opt);
-    const std::string plan = exe->describe();
+    const auto [exe, plan, want] = compile_int8(g, int8);
     INFO("int8 allowed ", int8, "\nplan:\n", plan);
-    const bool want = int8 && backend::cpu_int8_available();
     for (const char* op : {"Add 'add'", "Sub 'sub'", "Mul 'mul'"})
       CHECK((plan.find(cat(op, ": int8 element-wise step")) != std::string::npos) == want);
     for (const char* op : {"Sigmoid 'sigmoid'", "Tanh 'tanh'"}) CHECK((plan.find(cat(op, ": int8 table lookup")) != std::string::npos) == want);
@@ -1447,12 +1459,8 @@ TEST_CASE("cpu int8 matrix products: QDQ Gemm and MatMul on oneDNN's int8 matmul
   const Graph g = model();
   const auto ref = std::get<Tensor<float>>(backend::make_backend("reference")->compile(g)->run(inputs)[0]).vec();
   for (bool int8 : {true, false}) {
-    backend::CompileOptions opt;
-    opt.int8 = int8;
-    auto exe = backend::make_backend("cpu")->compile(g, opt);
-    const std::string plan = exe->describe();
+    const auto [exe, plan, want] = compile_int8(g, int8);
     INFO("int8 allowed ", int8, "\nplan:\n", plan);
-    const bool want = int8 && backend::cpu_int8_available();
     CHECK((plan.find("Gemm 'gemm': oneDNN int8 matmul") != std::string::npos) == want);
     CHECK((plan.find("MatMul 'matmul': oneDNN int8 matmul") != std::string::npos) == want);
     if (want) {
@@ -1517,10 +1525,7 @@ TEST_CASE("cpu int8 convs: QDQ convs on oneDNN's int8 kernels where the CPU has 
     for (bool bn : {false, true})
       for (bool int8 : {true, false}) {
         const Graph g = model(signed_input, bn);
-        backend::CompileOptions opt;
-        opt.int8 = int8;
-        auto exe = backend::make_backend("cpu")->compile(g, opt);
-        const std::string plan = exe->describe();
+        const auto [exe, plan, allowed] = compile_int8(g, int8);
         INFO("signed input ", signed_input, ", batch norm after conv1 ", bn, ", int8 allowed ", int8, "\nplan:\n", plan);
         auto count = [&](const std::string& what) {
           size_t n = 0;
@@ -1530,7 +1535,7 @@ TEST_CASE("cpu int8 convs: QDQ convs on oneDNN's int8 kernels where the CPU has 
         // Where the CPU has VNNI (not under ONEDNN_MAX_CPU_ISA=AVX2, say), both convs run
         // int8, conv1 writing the uint8 tensor and conv2 the int8 one; a conv whose weight a
         // pass changed (the batch norm folded into conv1) runs in float.
-        const size_t want = !int8 || !backend::cpu_int8_available() ? 0 : bn ? 1 : 2;
+        const size_t want = !allowed ? 0 : bn ? 1 : 2;
         CHECK(count("oneDNN int8 conv") == want);
         if (want == 2) {
           CHECK(count("+ Relu + QuantizeLinear 'q1' (writes uint8)") == 1);

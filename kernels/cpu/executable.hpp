@@ -71,6 +71,23 @@ struct QuantParams {
   bool per_tensor() const { return axis < 0; }
 };
 
+/// A conv's strides, dilations (oneDNN's: less 1), pads and weight dims (grouped:
+/// [G, O/G, I/G, k...]), as oneDNN's conv descriptors take them.
+struct ConvGeometry {
+  memory::dims strides, dil, pl, pr;
+  Shape wdims;
+  ConvGeometry(const ops::Conv& c, const Shape& ws) : strides(c.strides.begin(), c.strides.end()), wdims(ws) {
+    const size_t k = ws.size() - 2;
+    pl.assign(c.pads.begin(), c.pads.begin() + long(k));
+    pr.assign(c.pads.begin() + long(k), c.pads.end());
+    for (int64_t d : c.dilations) dil.push_back(d - 1);
+    if (c.group > 1) {
+      wdims[0] = ws[0] / c.group;
+      wdims.insert(wdims.begin(), c.group);
+    }
+  }
+};
+
 struct Slot {
   TensorType type;
   md_t md;                         ///< float layout (empty for integer tensors)
@@ -257,6 +274,12 @@ class CpuExecutable final : public Executable {
   /// The kernel's attributes: output scales (per channel on dim `scale_mask`), post-ops,
   /// zero points; with quantized_dst, the QuantizeLinear computed too (dst_type: u8 or s8).
   primitive_attr int8_attr(const Int8Plan& p, bool quantized_dst, int scale_mask, dt& dst_type) const;
+  /// The kernel made with the QuantizeLinear computed too where it can be (make(true)), else
+  /// with a float result (make(false)); oneDNN's reference kernels refused. The primitive and
+  /// its destination tensor (p.qy: -1 when not absorbed), or nullopt with the absorbed ops
+  /// restored.
+  template <class PD, class Make>
+  std::optional<std::pair<PD, TensorId>> int8_choose(Int8Plan& p, Make&& make);
   /// A constant slot holding `bytes` of data in layout md.
   int int8_const(const md_t& md, const void* data, size_t bytes, const TensorType& type);
   /// The int8 weight (in layout from_md) reordered once into to_md.
@@ -287,6 +310,9 @@ class CpuExecutable final : public Executable {
   /// The per-tensor quantized pair that alone reads t (t's sole consumer a QuantizeLinear whose
   /// DequantizeLinears are all per tensor): that QuantizeLinear, or -1.
   NodeId requantizer(TensorId t) const;
+  /// For a node between a per-tensor DequantizeLinear and QuantizeLinear with the same scale,
+  /// zero point and int8 type (on input 0 and its one output): that QuantizeLinear, or -1.
+  NodeId same_quantization(NodeId n) const;
   /// MaxPool between a DequantizeLinear and a QuantizeLinear with the same scale, zero point
   /// and type (max commutes with them, exactly): oneDNN's pooling on the int8 tensor.
   NodeId qpool_output_q(NodeId n) const;

@@ -18,14 +18,9 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
   const TensorId x = node.inputs[0], w = node.inputs[1];
   const Shape &xs = g_.type(x).shape, &ws = g_.type(w).shape;
   const size_t k = xs.size() - 2;
-  memory::dims strides(c.strides.begin(), c.strides.end()), dil, pl(c.pads.begin(), c.pads.begin() + long(k)),
-      pr(c.pads.begin() + long(k), c.pads.end());
-  for (int64_t d : c.dilations) dil.push_back(d - 1);
-  Shape wdims = ws;
-  if (c.group > 1) {
-    wdims[0] = ws[0] / c.group;
-    wdims.insert(wdims.begin(), c.group);
-  }
+  const ConvGeometry geo(c, ws);
+  const auto &strides = geo.strides, &dil = geo.dil, &pl = geo.pl, &pr = geo.pr;
+  const Shape& wdims = geo.wdims;
   PostOpChain chain;
   std::string text;
   // oneDNN 2.6's brgconv loses the bias in output rows that see only padding when a sum

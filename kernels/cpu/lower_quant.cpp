@@ -285,16 +285,21 @@ NodeId dequantizer(const Graph& g, TensorId t, const std::function<bool(TensorId
 }
 }  // namespace
 
-NodeId CpuExecutable::qpool_output_q(NodeId n) const {
+NodeId CpuExecutable::same_quantization(NodeId n) const {
   const Node& node = g_.node(n);
-  const auto* mp = std::get_if<ops::MaxPool>(&node.op);
-  if (!mp || !int8_isa() || !opt_.int8 || node.outputs.size() != 1) return -1;
   const NodeId d = dequantizer(g_, node.inputs[0], [&](TensorId t) { return quantized_pair(t); });
   const NodeId qy = requantizer(node.outputs[0]);
   if (d < 0 || qy < 0) return -1;
   const QuantParams px = *quant_params(g_, g_.node(d)), py = *quant_params(g_, g_.node(qy));
   const DType tx = g_.type(g_.node(d).inputs[0]).dtype, ty = std::get<ops::QuantizeLinear>(g_.node(qy).op).to;
   return px.scale[0] == py.scale[0] && px.zero[0] == py.zero[0] && tx == ty ? qy : -1;
+}
+
+NodeId CpuExecutable::qpool_output_q(NodeId n) const {
+  const Node& node = g_.node(n);
+  const auto* mp = std::get_if<ops::MaxPool>(&node.op);
+  if (!mp || !int8_isa() || !opt_.int8 || node.outputs.size() != 1) return -1;
+  return same_quantization(n);
 }
 
 bool CpuExecutable::lower_qpool(NodeId n, const std::string& who) {
@@ -395,12 +400,7 @@ NodeId CpuExecutable::qmove_output_q(NodeId n) const {
                     std::holds_alternative<ops::Squeeze>(node.op) || std::holds_alternative<ops::Unsqueeze>(node.op) ||
                     std::holds_alternative<ops::Identity>(node.op);
   if ((!view && !std::holds_alternative<ops::Transpose>(node.op)) || !int8_isa() || !opt_.int8 || node.outputs.size() != 1) return -1;
-  const NodeId d = dequantizer(g_, node.inputs[0], [&](TensorId t) { return quantized_pair(t); });
-  const NodeId qy = requantizer(node.outputs[0]);
-  if (d < 0 || qy < 0) return -1;
-  const QuantParams px = *quant_params(g_, g_.node(d)), py = *quant_params(g_, g_.node(qy));
-  const DType tx = g_.type(g_.node(d).inputs[0]).dtype, ty = std::get<ops::QuantizeLinear>(g_.node(qy).op).to;
-  return px.scale[0] == py.scale[0] && px.zero[0] == py.zero[0] && tx == ty ? qy : -1;
+  return same_quantization(n);
 }
 
 bool CpuExecutable::lower_qmove(NodeId n, const std::string& who) {
@@ -752,6 +752,22 @@ void CpuExecutable::int8_finish(Step& st, const Int8Plan& p, bool quantized_dst,
   }
 }
 
+template <class PD, class Make>
+std::optional<std::pair<PD, TensorId>> CpuExecutable::int8_choose(Int8Plan& p, Make&& make) {
+  // oneDNN's reference int8 kernels are correct but far slower than the float ones
+  auto usable = [](std::optional<PD> pd) { return pd && std::string(pd->impl_info_str()).rfind("ref", 0) != 0 ? pd : std::nullopt; };
+  std::optional<PD> pd;
+  if (p.qy >= 0) pd = usable(make(true));
+  if (!pd) p.qy = -1, pd = usable(make(false));
+  if (!pd) {
+    absorbed_ = p.absorbed_before;
+    return std::nullopt;
+  }
+  const TensorId dst = p.qy >= 0 ? g_.node(p.qy).outputs[0] : p.out;
+  if (p.qy >= 0) p.text += cat(" + QuantizeLinear '", g_.node(p.qy).name, "' (writes ", dtype_name(g_.type(dst).dtype), ")");
+  return std::pair{*pd, dst};
+}
+
 bool CpuExecutable::lower_qconv(NodeId n, const std::string& who) {
   const Node& node = g_.node(n);
   const auto* cp = std::get_if<ops::Conv>(&node.op);
@@ -766,15 +782,9 @@ bool CpuExecutable::lower_qconv(NodeId n, const std::string& who) {
   }
   const TensorId x = node.inputs[0], w = node.inputs[1];
   const Shape &xs = g_.type(x).shape, &ws = g_.type(w).shape;
-  const size_t k = xs.size() - 2;
-  memory::dims strides(c.strides.begin(), c.strides.end()), dil, pl(c.pads.begin(), c.pads.begin() + long(k)),
-      pr(c.pads.begin() + long(k), c.pads.end());
-  for (int64_t d : c.dilations) dil.push_back(d - 1);
-  Shape wdims = ws;
-  if (c.group > 1) {
-    wdims[0] = ws[0] / c.group;
-    wdims.insert(wdims.begin(), c.group);
-  }
+  const ConvGeometry geo(c, ws);
+  const auto &strides = geo.strides, &dil = geo.dil, &pl = geo.pl, &pr = geo.pr;
+  const Shape& wdims = geo.wdims;
   const int64_t O = ws[0];
   const bool bias = node.inputs.size() == 3;
   const dt src_type = slots_[size_t(p.tq)].md.data.data_type == dnnl_s8 ? dt::s8 : dt::u8;
@@ -789,32 +799,23 @@ bool CpuExecutable::lower_qconv(NodeId n, const std::string& who) {
                                                 strides, dil, pl, pr)
                     : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, src_any, w_any, dst_any, strides,
                                                 dil, pl, pr);
-      convolution_forward::primitive_desc pd(d, attr, eng_);
-      // oneDNN's reference int8 conv is correct but far slower than the float kernels
-      if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return std::nullopt;
-      return pd;
+      return convolution_forward::primitive_desc(d, attr, eng_);
     } catch (const dnnl::error&) {
       return std::nullopt;
     }
   };
-  std::optional<convolution_forward::primitive_desc> pd;
-  if (p.qy >= 0) pd = make(true);
-  const bool quantized_dst = pd.has_value();
-  if (!pd) pd = make(false);
-  if (!pd) {
-    absorbed_ = p.absorbed_before;
-    return false;
-  }
-  const TensorId dst = quantized_dst ? g_.node(p.qy).outputs[0] : p.out;
-  if (quantized_dst) p.text += cat(" + QuantizeLinear '", g_.node(p.qy).name, "' (writes ", dtype_name(g_.type(dst).dtype), ")");
+  const auto chosen = int8_choose<convolution_forward::primitive_desc>(p, make);
+  if (!chosen) return false;
+  const auto& [pd, dst] = *chosen;
+  const bool quantized_dst = p.qy >= 0;
   // the int8 weight, reordered once into the kernel's layout
-  const int w_slot = int8_weights(p, with_type(plain_md(wdims), dt::s8), pd->weights_desc(), who);
-  const int xs_slot = as_layout(int(p.tq), pd->src_desc(), who);
-  define(dst, pd->dst_desc());
-  Step& st = add_step(cat(who, ": oneDNN int8 conv ", pd->impl_info_str(), " (", dtype_name(g_.type(p.tq).dtype), " source '", g_.tensor(p.tq).name,
-                          "', int8 weights ", p.oscale.size() > 1 ? "per channel" : "per tensor", ", ", layout_name(pd->src_desc()), ")", p.text),
+  const int w_slot = int8_weights(p, with_type(plain_md(wdims), dt::s8), pd.weights_desc(), who);
+  const int xs_slot = as_layout(int(p.tq), pd.src_desc(), who);
+  define(dst, pd.dst_desc());
+  Step& st = add_step(cat(who, ": oneDNN int8 conv ", pd.impl_info_str(), " (", dtype_name(g_.type(p.tq).dtype), " source '", g_.tensor(p.tq).name,
+                          "', int8 weights ", p.oscale.size() > 1 ? "per channel" : "per tensor", ", ", layout_name(pd.src_desc()), ")", p.text),
                       {xs_slot, w_slot}, {int(dst)});
-  st.prim = primitive(convolution_forward(*pd));
+  st.prim = primitive(convolution_forward(pd));
   st.args = {{DNNL_ARG_SRC, xs_slot}, {DNNL_ARG_WEIGHTS, w_slot}, {DNNL_ARG_DST, int(dst)}};
   int8_finish(st, p, quantized_dst, bias ? std::optional<TensorId>(node.inputs[2]) : std::nullopt, b_md);
   return true;
@@ -871,26 +872,18 @@ bool CpuExecutable::lower_qmatmul(NodeId n, const std::string& who) {
     const primitive_attr attr = int8_attr(p, quantized_dst, 1 << 1, dst_type);
     try {
       const md_t dst_md = with_type(plain_md({rows, N}), dst_type);
-      matmul::primitive_desc pd(bias ? matmul::desc(src_md, w_any, b_md, dst_md) : matmul::desc(src_md, w_any, dst_md), attr, eng_);
-      if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return std::nullopt;
-      return pd;
+      return matmul::primitive_desc(bias ? matmul::desc(src_md, w_any, b_md, dst_md) : matmul::desc(src_md, w_any, dst_md), attr, eng_);
     } catch (const dnnl::error&) {
       return std::nullopt;
     }
   };
-  std::optional<matmul::primitive_desc> pd;
-  if (p.qy >= 0) pd = make(true);
-  const bool quantized_dst = pd.has_value();
-  if (!pd) pd = make(false);
-  if (!pd) {
-    absorbed_ = p.absorbed_before;
-    return false;
-  }
-  const TensorId dst = quantized_dst ? g_.node(p.qy).outputs[0] : p.out;
-  if (quantized_dst) p.text += cat(" + QuantizeLinear '", g_.node(p.qy).name, "' (writes ", dtype_name(g_.type(dst).dtype), ")");
+  const auto chosen = int8_choose<matmul::primitive_desc>(p, make);
+  if (!chosen) return false;
+  const auto& [pd, dst] = *chosen;
+  const bool quantized_dst = p.qy >= 0;
   // the int8 weight as [K, N] (Gemm's trans_b: its [N, K] seen transposed), reordered once
   const md_t w_user = trans_b ? md_t({K, N}, dt::s8, memory::dims{1, K}) : with_type(plain_md({K, N}), dt::s8);
-  const int w_slot = int8_weights(p, w_user, pd->weights_desc(), who);
+  const int w_slot = int8_weights(p, w_user, pd.weights_desc(), who);
   // the source as [rows, K], plain
   const int plain_src = as_layout(int(p.tq), with_type(plain_md(xs), src_type), who);
   Slot sv = slots_[size_t(plain_src)];
@@ -899,16 +892,16 @@ bool CpuExecutable::lower_qmatmul(NodeId n, const std::string& who) {
   slots_.push_back(sv);
   const int src_view = int(slots_.size()) - 1;
   const Shape& ds = g_.type(dst).shape;
-  define(dst, with_type(plain_md(ds), quantized_dst ? pd->dst_desc().data_type() : dt::f32));
+  define(dst, with_type(plain_md(ds), quantized_dst ? pd.dst_desc().data_type() : dt::f32));
   Slot dv = slots_[size_t(dst)];
-  dv.md = pd->dst_desc();
+  dv.md = pd.dst_desc();
   dv.plain = -1;
   slots_.push_back(dv);
   const int dst_view = int(slots_.size()) - 1;
-  Step& st = add_step(cat(who, ": oneDNN int8 matmul ", pd->impl_info_str(), " (", dtype_name(g_.type(p.tq).dtype), " source '",
+  Step& st = add_step(cat(who, ": oneDNN int8 matmul ", pd.impl_info_str(), " (", dtype_name(g_.type(p.tq).dtype), " source '",
                           g_.tensor(p.tq).name, "', int8 weights ", p.oscale.size() > 1 ? "per channel" : "per tensor", ")", p.text),
                       {src_view, w_slot}, {int(dst)});
-  st.prim = primitive(matmul(*pd));
+  st.prim = primitive(matmul(pd));
   st.args = {{DNNL_ARG_SRC, src_view}, {DNNL_ARG_WEIGHTS, w_slot}, {DNNL_ARG_DST, dst_view}};
   int8_finish(st, p, quantized_dst, bias, b_md);
   return true;
