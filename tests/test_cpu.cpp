@@ -70,6 +70,14 @@ Graph one_op(Op op, const Types& in, const std::vector<bool>& constant = {}, uin
   return g;
 }
 
+/// Direct convs only: tests that compare exactly (Winograd's transforms round, and which
+/// algorithm wins the timing depends on the machine and its load).
+backend::CompileOptions direct_convs() {
+  backend::CompileOptions opt;
+  opt.conv_algorithm = "direct";
+  return opt;
+}
+
 /// g compiled on cpu with the int8 kernels allowed or not, its plan, and whether they should
 /// appear in it (allowed, and the CPU has VNNI: not under ONEDNN_MAX_CPU_ISA=AVX2, say).
 struct Int8Compiled {
@@ -78,7 +86,7 @@ struct Int8Compiled {
   bool want = false;
 };
 Int8Compiled compile_int8(const Graph& g, bool int8) {
-  backend::CompileOptions opt;
+  backend::CompileOptions opt = direct_convs();
   opt.int8 = int8;
   Int8Compiled c{backend::make_backend("cpu")->compile(g, opt)};
   c.plan = c.exe->describe();
@@ -1246,7 +1254,7 @@ TEST_CASE("cpu QDQ pairs: one quantize-and-dequantize step per DequantizeLinear 
     Tensor<float> in({1, 16, 6, 6});
     for (int64_t i = 0; i < in.size(); ++i) in[i] = float(rng.range(-3, 3));
     const std::vector<Value<float>> inputs{in};
-    auto exe = backend::make_backend("cpu")->compile(g);
+    auto exe = backend::make_backend("cpu")->compile(g, direct_convs());
     INFO(exe->describe());
     CHECK(exe->describe().find("quantize and dequantize in one step") != std::string::npos);
     const auto got = std::get<Tensor<float>>(exe->run(inputs)[0]).vec();
@@ -1318,7 +1326,7 @@ TEST_CASE("cpu int8 convs on every conv shape: 1-D, 2-D, 3-D, strides, dilations
         Tensor<float> in(c.x);
         for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.5f * float(rng.range(-6, 6));
         const std::vector<Value<float>> inputs{in};
-        auto exe = backend::make_backend("cpu")->compile(g);
+        auto exe = backend::make_backend("cpu")->compile(g, direct_convs());
         const std::string plan = exe->describe();
         INFO("conv x", c.x, " w", c.w, " ", op_signature(c.op), ", ", dtype_name(act), " source", requantize ? ", requantized" : "", "\nplan:\n", plan);
         const bool int8 = plan.find("oneDNN int8 conv") != std::string::npos;
@@ -1410,7 +1418,7 @@ TEST_CASE("cpu int8: a weight scale of 0 or an output scale of 1e-45 keeps the o
     Tensor<float> in({1, 4, 5, 5});
     for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.5f * float(i % 9 - 4);
     const std::vector<Value<float>> inputs{in};
-    auto exe = backend::make_backend("cpu")->compile(g);
+    auto exe = backend::make_backend("cpu")->compile(g, direct_convs());
     const std::string plan = exe->describe();
     INFO(plan);
     if (which == 0) CHECK(plan.find("oneDNN int8 conv") == std::string::npos);
