@@ -29,7 +29,8 @@ Graph prepare(const Graph& in, const CompileOptions& opt) {
 
 CpuExecutable::CpuExecutable(const Graph& original, const CompileOptions& opt) : opt_(opt), g_(prepare(original, opt)) {
   if (opt.threads > 0) set_num_threads(opt.threads);
-  if (opt.int8 && int8_isa()) collect_quant_weights(original);
+  int8_ = opt.int8 && int8_isa();
+  if (int8_) collect_quant_weights(original);
   consumers_ = g_.consumers();
   for (TensorId t : g_.outputs()) is_output_.insert(t);
   slots_.resize(size_t(g_.num_tensors()));

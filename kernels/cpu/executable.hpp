@@ -245,8 +245,12 @@ class CpuExecutable final : public Executable {
   /// DequantizeLinear's result of a per-tensor quantized pair, the weight is its int8 weight
   /// (a MatMul's: 2-D), its bias constant (a Gemm's: alpha and beta 1, A not transposed).
   bool qint8_candidate(NodeId n, TensorId x);
+  /// The DequantizeLinear producing t, if it is per tensor and reads a per-tensor quantized
+  /// pair (an int8 tensor an int8 step can read instead of t); else -1.
+  NodeId int8_source(TensorId t) const;
   /// Whether only int8 kernels read the DequantizeLinear's result (it need not be computed).
   bool dq_deferrable(NodeId dq);
+  bool int8_ = false;                        ///< int8 kernels allowed (CompileOptions::int8) and exact here (int8_isa)
   std::set<TensorId> qdevice_;              ///< int8 tensors in buffers (u8 / s8 layouts)
   std::map<TensorId, NodeId> dq_deferred_;  ///< DequantizeLinear results not computed (int8 convs read the int8 tensor)
   /// A QuantizeLinear (per tensor) writing its int8 tensor, in its source's layout.

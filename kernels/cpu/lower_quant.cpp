@@ -23,8 +23,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
-#include <type_traits>
 
 #include "executable.hpp"
 #include "pet/core/parallel.hpp"
@@ -68,16 +66,24 @@ bool dense(const md_t& md) {
 }
 /// QuantizeLinear's element function on n values (lo, hi: the range less the zero point z),
 /// written so that it vectorises: NaN gives lo, as the op's.
-template <class T>
-void quantize_block(const float* __restrict x, T* __restrict out, int64_t n, float s, float lo, float hi, float z) {
+void quantize_block(const float* __restrict x, uint8_t* __restrict out, int64_t n, float s, float lo, float hi, float z) {
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i] / s;
     v = v == v ? v : lo;
     v = v < lo ? lo : v;
     v = v > hi ? hi : v;
-    out[i] = T(int32_t(std::nearbyint(v) + z));
+    out[i] = uint8_t(int32_t(std::nearbyint(v) + z));
   }
 }
+
+/// int8 and uint8 buffers are read and written as bytes: a byte b holds the value
+/// (b ^ flip) - offset, flip and offset 128 for int8, 0 for uint8 (two's complement), and an
+/// int32 result in the type's range is stored as uint8_t(r) either way.
+struct ByteCode {
+  uint8_t flip;
+  float offset;
+  explicit ByteCode(bool is_signed) : flip(is_signed ? 0x80 : 0), offset(is_signed ? 128.f : 0.f) {}
+};
 
 /// out[i] = table[in[i] ^ flip], written so that it vectorises (32-bit gathers).
 void lookup_block(const uint8_t* __restrict in, uint8_t* __restrict out, int64_t n, const uint32_t* __restrict table, uint8_t flip) {
@@ -158,7 +164,7 @@ bool CpuExecutable::quantized_pair(TensorId t) const {
 
 bool CpuExecutable::qint8_candidate(NodeId n, TensorId x) {
   const Node& node = g_.node(n);
-  if (!int8_isa() || !opt_.int8 || node.inputs.size() < 2 || node.inputs[0] != x || node.inputs[1] == x) return false;
+  if (!int8_ || node.inputs.size() < 2 || node.inputs[0] != x || node.inputs[1] == x) return false;
   if (std::holds_alternative<ops::Conv>(node.op)) {
     if (node.inputs.size() == 3 && !g_.tensor(node.inputs[2]).is_constant()) return false;
   } else if (std::holds_alternative<ops::MatMul>(node.op)) {
@@ -169,12 +175,7 @@ bool CpuExecutable::qint8_candidate(NodeId n, TensorId x) {
   } else {
     return false;
   }
-  const NodeId d = g_.tensor(x).producer;
-  if (d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g_.node(d).op)) return false;
-  const TensorId tq = g_.node(d).inputs[0];
-  const NodeId q = g_.tensor(tq).producer;
-  if (q < 0 || !quantized_pair(tq) || !quant_params(g_, g_.node(q))->per_tensor() || !quant_params(g_, g_.node(d))->per_tensor()) return false;
-  return node_qweights(n) != nullptr;
+  return int8_source(x) >= 0 && node_qweights(n) != nullptr;
 }
 
 bool CpuExecutable::dq_deferrable(NodeId dq) {
@@ -189,15 +190,10 @@ NodeId CpuExecutable::qbinary_output_q(NodeId n) const {
   const Node& node = g_.node(n);
   const bool binary = std::holds_alternative<ops::Add>(node.op) || std::holds_alternative<ops::Sub>(node.op) ||
                       std::holds_alternative<ops::Mul>(node.op);
-  if (!binary || !int8_isa() || !opt_.int8 || node.inputs.size() != 2 || node.outputs.size() != 1) return -1;
+  if (!binary || !int8_ || node.inputs.size() != 2 || node.outputs.size() != 1) return -1;
   const Shape& ys = g_.type(node.outputs[0]).shape;
-  for (TensorId t : node.inputs) {
-    const NodeId d = g_.tensor(t).producer;
-    if (g_.type(t).shape != ys || d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g_.node(d).op)) return -1;
-    const TensorId tq = g_.node(d).inputs[0];
-    const NodeId q = g_.tensor(tq).producer;
-    if (q < 0 || !quantized_pair(tq) || !quant_params(g_, g_.node(d))->per_tensor()) return -1;
-  }
+  for (TensorId t : node.inputs)
+    if (g_.type(t).shape != ys || int8_source(t) < 0) return -1;
   return requantizer(node.outputs[0]);
 }
 
@@ -206,11 +202,7 @@ bool CpuExecutable::qbinary_candidate(NodeId n) const { return qbinary_output_q(
 NodeId CpuExecutable::qunary_output_q(NodeId n) const {
   const Node& node = g_.node(n);
   const bool unary = std::visit([](const auto& o) { return std::is_base_of_v<ops::detail::Unary<std::decay_t<decltype(o)>>, std::decay_t<decltype(o)>>; }, node.op);
-  if (!unary || !int8_isa() || !opt_.int8 || node.inputs.size() != 1 || node.outputs.size() != 1) return -1;
-  const NodeId d = g_.tensor(node.inputs[0]).producer;
-  if (d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g_.node(d).op)) return -1;
-  const TensorId tq = g_.node(d).inputs[0];
-  if (g_.tensor(tq).producer < 0 || !quantized_pair(tq) || !quant_params(g_, g_.node(d))->per_tensor()) return -1;
+  if (!unary || !int8_ || node.inputs.size() != 1 || node.outputs.size() != 1 || int8_source(node.inputs[0]) < 0) return -1;
   return requantizer(node.outputs[0]);
 }
 
@@ -259,7 +251,7 @@ void CpuExecutable::table_step(int x, int y, std::shared_ptr<std::array<uint32_t
     const uint8_t* a = reinterpret_cast<const uint8_t*>(ptr(x));
     uint8_t* o = reinterpret_cast<uint8_t*>(ptr(y));
     const uint32_t* tb = table->data();
-    const uint8_t flip = signed_x ? 128 : 0;  // int8 values index from -128
+    const uint8_t flip = ByteCode(signed_x).flip;  // int8 values index from -128
     parallel_chunks(total, 16384, [=](int64_t b, int64_t e) { lookup_block(a + b, o + b, e - b, tb, flip); });
   };
 }
@@ -274,20 +266,18 @@ NodeId CpuExecutable::requantizer(TensorId t) const {
   return qy;
 }
 
-namespace {
-/// The DequantizeLinear (per tensor, of a quantized pair) that produces t, or -1.
-NodeId dequantizer(const Graph& g, TensorId t, const std::function<bool(TensorId)>& pair) {
-  const NodeId d = g.tensor(t).producer;
-  if (d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g.node(d).op)) return -1;
-  const TensorId tq = g.node(d).inputs[0];
-  if (g.tensor(tq).producer < 0 || !pair(tq) || !quant_params(g, g.node(d))->per_tensor()) return -1;
+NodeId CpuExecutable::int8_source(TensorId t) const {
+  const NodeId d = g_.tensor(t).producer;
+  if (d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g_.node(d).op)) return -1;
+  const TensorId tq = g_.node(d).inputs[0];
+  const NodeId q = g_.tensor(tq).producer;
+  if (q < 0 || !quantized_pair(tq) || !quant_params(g_, g_.node(q))->per_tensor() || !quant_params(g_, g_.node(d))->per_tensor()) return -1;
   return d;
 }
-}  // namespace
 
 NodeId CpuExecutable::same_quantization(NodeId n) const {
   const Node& node = g_.node(n);
-  const NodeId d = dequantizer(g_, node.inputs[0], [&](TensorId t) { return quantized_pair(t); });
+  const NodeId d = int8_source(node.inputs[0]);
   const NodeId qy = requantizer(node.outputs[0]);
   if (d < 0 || qy < 0) return -1;
   const QuantParams px = *quant_params(g_, g_.node(d)), py = *quant_params(g_, g_.node(qy));
@@ -298,7 +288,7 @@ NodeId CpuExecutable::same_quantization(NodeId n) const {
 NodeId CpuExecutable::qpool_output_q(NodeId n) const {
   const Node& node = g_.node(n);
   const auto* mp = std::get_if<ops::MaxPool>(&node.op);
-  if (!mp || !int8_isa() || !opt_.int8 || node.outputs.size() != 1) return -1;
+  if (!mp || !int8_ || node.outputs.size() != 1) return -1;
   return same_quantization(n);
 }
 
@@ -324,9 +314,9 @@ bool CpuExecutable::lower_qpool(NodeId n, const std::string& who) {
 
 NodeId CpuExecutable::qconcat_output_q(NodeId n) const {
   const Node& node = g_.node(n);
-  if (!std::holds_alternative<ops::Concat>(node.op) || !int8_isa() || !opt_.int8) return -1;
+  if (!std::holds_alternative<ops::Concat>(node.op) || !int8_) return -1;
   for (TensorId t : node.inputs)
-    if (dequantizer(g_, t, [&](TensorId u) { return quantized_pair(u); }) < 0) return -1;
+    if (int8_source(t) < 0) return -1;
   return requantizer(node.outputs[0]);
 }
 
@@ -399,7 +389,7 @@ NodeId CpuExecutable::qmove_output_q(NodeId n) const {
   const bool view = std::holds_alternative<ops::Reshape>(node.op) || std::holds_alternative<ops::Flatten>(node.op) ||
                     std::holds_alternative<ops::Squeeze>(node.op) || std::holds_alternative<ops::Unsqueeze>(node.op) ||
                     std::holds_alternative<ops::Identity>(node.op);
-  if ((!view && !std::holds_alternative<ops::Transpose>(node.op)) || !int8_isa() || !opt_.int8 || node.outputs.size() != 1) return -1;
+  if ((!view && !std::holds_alternative<ops::Transpose>(node.op)) || !int8_ || node.outputs.size() != 1) return -1;
   return same_quantization(n);
 }
 
@@ -470,34 +460,22 @@ bool CpuExecutable::lower_qbinary(NodeId n, const std::string& who) {
                       {a, b}, {int(ty)});
   const int kind = std::holds_alternative<ops::Add>(node.op) ? 0 : std::holds_alternative<ops::Sub>(node.op) ? 1 : 2;
   const int64_t total = numel(g_.type(ty).shape);
-  const bool sa = type_of(a) == dt::s8, sb = type_of(b) == dt::s8, sy = q.to == DType::Int8;
+  const ByteCode ca(type_of(a) == dt::s8), cb(type_of(b) == dt::s8);
   // The ops' float formulas in their order: (a - za) * sa and (b - zb) * sb, then the
   // binary op, then QuantizeLinear's element function.
-  const float fsa = pa.scale[0], fza = float(pa.zero[0]), fsb = pb.scale[0], fzb = float(pb.zero[0]), fsy = py.scale[0],
-              lo = float(q.lo() - py.zero[0]), hi = float(q.hi() - py.zero[0]), zy = float(py.zero[0]);
-  st.fn = [this, a, b, ty = int(ty), total, kind, sa, sb, sy, fsa, fza, fsb, fzb, fsy, lo, hi, zy] {
-    auto run = [&](const auto* x, const auto* y, auto* out) {
-      using T = std::remove_pointer_t<decltype(out)>;
-      parallel_chunks(total, 16384, [=](int64_t s, int64_t e) {
-        std::vector<float> v(size_t(e - s));
-        for (int64_t i = s; i < e; ++i) {
-          const float l = (float(x[i]) - fza) * fsa, r = (float(y[i]) - fzb) * fsb;
-          v[size_t(i - s)] = kind == 0 ? l + r : kind == 1 ? l - r : l * r;
-        }
-        quantize_block<T>(v.data(), out + s, e - s, fsy, lo, hi, zy);
-      });
-    };
-    const void* pa_ = ptr(a);
-    const void* pb_ = ptr(b);
-    void* po = ptr(ty);
-    if (!sa && !sb && !sy) run(static_cast<const uint8_t*>(pa_), static_cast<const uint8_t*>(pb_), static_cast<uint8_t*>(po));
-    else if (!sa && !sb && sy) run(static_cast<const uint8_t*>(pa_), static_cast<const uint8_t*>(pb_), static_cast<int8_t*>(po));
-    else if (sa && sb && sy) run(static_cast<const int8_t*>(pa_), static_cast<const int8_t*>(pb_), static_cast<int8_t*>(po));
-    else if (sa && sb && !sy) run(static_cast<const int8_t*>(pa_), static_cast<const int8_t*>(pb_), static_cast<uint8_t*>(po));
-    else if (sa && !sb && !sy) run(static_cast<const int8_t*>(pa_), static_cast<const uint8_t*>(pb_), static_cast<uint8_t*>(po));
-    else if (sa && !sb && sy) run(static_cast<const int8_t*>(pa_), static_cast<const uint8_t*>(pb_), static_cast<int8_t*>(po));
-    else if (!sa && sb && !sy) run(static_cast<const uint8_t*>(pa_), static_cast<const int8_t*>(pb_), static_cast<uint8_t*>(po));
-    else run(static_cast<const uint8_t*>(pa_), static_cast<const int8_t*>(pb_), static_cast<int8_t*>(po));
+  const float fsa = pa.scale[0], fza = float(pa.zero[0]) + ca.offset, fsb = pb.scale[0], fzb = float(pb.zero[0]) + cb.offset,
+              fsy = py.scale[0], lo = float(q.lo() - py.zero[0]), hi = float(q.hi() - py.zero[0]), zy = float(py.zero[0]);
+  st.fn = [this, a, b, ty = int(ty), total, kind, fa = ca.flip, fb = cb.flip, fsa, fza, fsb, fzb, fsy, lo, hi, zy] {
+    const uint8_t *x = reinterpret_cast<const uint8_t*>(ptr(a)), *y = reinterpret_cast<const uint8_t*>(ptr(b));
+    uint8_t* out = reinterpret_cast<uint8_t*>(ptr(ty));
+    parallel_chunks(total, 16384, [=](int64_t s, int64_t e) {
+      std::vector<float> v(size_t(e - s));
+      for (int64_t i = s; i < e; ++i) {
+        const float l = (float(uint8_t(x[i] ^ fa)) - fza) * fsa, r = (float(uint8_t(y[i] ^ fb)) - fzb) * fsb;
+        v[size_t(i - s)] = kind == 0 ? l + r : kind == 1 ? l - r : l * r;
+      }
+      quantize_block(v.data(), out + s, e - s, fsy, lo, hi, zy);
+    });
   };
   return true;
 }
@@ -517,16 +495,10 @@ void CpuExecutable::quantize_step(NodeId n, const std::string& who) {
   Step& st = add_step(cat(who, ": quantize to ", dtype_name(q.to), " (", layout_name(md), "), for int8 convs"), {src}, {int(t)});
   const int64_t total = int64_t(md.get_size());
   const float s = qp.scale[0], lo = float(q.lo() - qp.zero[0]), hi = float(q.hi() - qp.zero[0]), z = float(qp.zero[0]);
-  const bool is_signed = q.to == DType::Int8;
-  st.fn = [this, src, t = int(t), total, s, lo, hi, z, is_signed] {
+  st.fn = [this, src, t = int(t), total, s, lo, hi, z] {
     const float* x = ptr(src);
-    // one loop per element type, branch-free, so that it vectorises
-    auto run = [&](auto* out) {
-      using T = std::remove_pointer_t<decltype(out)>;
-      parallel_chunks(total, 16384, [&, x, out](int64_t b, int64_t e) { quantize_block<T>(x + b, out + b, e - b, s, lo, hi, z); });
-    };
-    if (is_signed) run(reinterpret_cast<int8_t*>(ptr(t)));
-    else run(reinterpret_cast<uint8_t*>(ptr(t)));
+    uint8_t* out = reinterpret_cast<uint8_t*>(ptr(t));
+    parallel_chunks(total, 16384, [=](int64_t b, int64_t e) { quantize_block(x + b, out + b, e - b, s, lo, hi, z); });
   };
 }
 
@@ -551,21 +523,19 @@ void CpuExecutable::dequantize_step(NodeId n, const std::string& who) {
     for (size_t i = size_t(dp.axis) + 1; i < shape.size(); ++i) inner *= shape[i];
   }
   const int64_t total = numel(shape);
-  st.fn = [this, src, y = int(y), total, count, inner, dp, is_signed] {
+  st.fn = [this, src, y = int(y), total, count, inner, dp, code = ByteCode(is_signed)] {
+    const uint8_t* x = reinterpret_cast<const uint8_t*>(ptr(src));
     float* out = ptr(y);
-    auto run = [&](const auto* x) {
-      parallel_chunks(total, 16384, [&, x, out](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e;) {
-          const size_t c = count > 1 ? size_t(i / inner % count) : 0;
-          const int64_t end = count > 1 ? std::min(e, (i / inner + 1) * inner) : e;
-          const float sc = dp.scale[c], zf = float(dp.zero[c]);
-          // (x - z) * s in float is the op's formula: x - z is exact (small integers)
-          for (; i < end; ++i) out[i] = (float(x[i]) - zf) * sc;
-        }
-      });
-    };
-    if (is_signed) run(reinterpret_cast<const int8_t*>(ptr(src)));
-    else run(reinterpret_cast<const uint8_t*>(ptr(src)));
+    parallel_chunks(total, 16384, [&, x, out](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e;) {
+        const size_t c = count > 1 ? size_t(i / inner % count) : 0;
+        const int64_t end = count > 1 ? std::min(e, (i / inner + 1) * inner) : e;
+        const float sc = dp.scale[c], zf = float(dp.zero[c]) + code.offset;
+        const uint8_t flip = code.flip;
+        // (x - z) * s in float is the op's formula: x - z is exact (small integers)
+        for (; i < end; ++i) out[i] = (float(uint8_t(x[i] ^ flip)) - zf) * sc;
+      }
+    });
   };
 }
 
