@@ -35,7 +35,8 @@ const std::set<std::string> kOps = {
     "CumSum", "TopK", "GatherElements", "GatherND", "Trilu", "OneHot", "Size", "EyeLike", "CastLike", "Upsample", "Mean",
     "RNN", "GRU", "LSTM", "MeanVarianceNormalization", "GridSample", "If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct",
     "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence",
-    "ScatterElements", "ScatterND", "Scatter", "QuantizeLinear", "DequantizeLinear"};
+    "ScatterElements", "ScatterND", "Scatter", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
+    "ConvInteger", "QLinearMatMul", "QLinearConv"};
 /// Tests whose expected output (from ONNX's Python reference) ONNX Runtime does not produce
 /// either; pet follows ONNX Runtime, the runtime its files must agree with. Still counted
 /// as failures.

@@ -1564,3 +1564,79 @@ TEST_CASE("cpu int8 convs: QDQ convs on oneDNN's int8 kernels where the CPU has 
         }
       }
 }
+
+TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulInteger, QLinearConv, QLinearMatMul) on int8 kernels where the CPU has VNNI, bit for bit the reference's result") {
+  Graph g;
+  Rng rng(11);
+  const TensorId x = g.add_input("x", f32({2, 3, 9, 9}));
+  auto ints = [&](const char* n, DType t, Shape s, int64_t lo, int64_t hi) {
+    Tensor<int64_t> v(std::move(s));
+    for (int64_t i = 0; i < v.size(); ++i) v[i] = rng.range(lo, hi);
+    return g.add_constant(n, t, v);
+  };
+  auto scalar = [&](const char* n, float v) { return g.add_constant(n, Tensor<float>(Shape{}, v)); };
+  auto zero = [&](const char* n, DType t, int64_t v) { return g.add_constant(n, t, Tensor<int64_t>(Shape{}, v)); };
+  const DType U8 = DType::UInt8, I8 = DType::Int8;
+  const auto dq = g.add_node("dq", ops::DynamicQuantizeLinear{}, {x});
+  const TensorId xq = dq[0], xs = dq[1], xz = dq[2];
+  // ConvInteger, uint8 weight with zero point 128 (less it, it fits int8)
+  const TensorId ci = g.add_node("ci", ops::ConvInteger{.pads = {1, 1, 1, 1}, .x_zero = true, .w_zero = true},
+                                 {xq, ints("cw", U8, {4, 3, 3, 3}, 0, 255), xz, zero("cwz", U8, 128)})[0];
+  g.add_output(g.add_node("ci_f", ops::Cast{.to = DType::Float32}, {ci})[0]);
+  // uint8 weights that do not fit int8 less their zero points: w - 128 and a channel of sums
+  // (grouped: the reference kernel)
+  g.add_output(g.add_node("ci_wide", ops::ConvInteger{.pads = {0, 1, 2, 0}, .x_zero = true}, {xq, ints("cw2", U8, {2, 3, 2, 2}, 200, 255), xz})[0]);
+  g.add_output(g.add_node("ci_grouped", ops::ConvInteger{.group = 3, .x_zero = true}, {xq, ints("cw3", U8, {3, 1, 1, 1}, 200, 255), xz})[0]);
+  g.add_output(g.add_node("mi_u8", ops::MatMulInteger{.a_zero = true, .b_zero = true},
+                          {xq, ints("bw8", U8, {9, 4}, 0, 255), xz, ints("bwz8", U8, {4}, 0, 255)})[0]);
+  // QLinearConv chain: per-channel scales, bias, odd zero point; then depthwise with per-channel
+  // weight zero points (folded into the weight)
+  std::vector<float> ws(4);
+  for (size_t c = 0; c < 4; ++c) ws[c] = 0.002f * float(c + 1);
+  const TensorId qc = g.add_node("qc", ops::QLinearConv{.strides = {2, 2}, .pads = {1, 1, 1, 1}},
+                                 {xq, xs, xz, ints("qw", I8, {4, 3, 3, 3}, -127, 127), g.add_constant("qws", Tensor<float>({4}, ws)),
+                                  ints("qwz", I8, {4}, 0, 0), scalar("ys", 0.05f), zero("yz", U8, 101), ints("qb", DType::Int32, {4}, -3000, 3000)})[0];
+  const TensorId qd = g.add_node("qd", ops::QLinearConv{.pads = {1, 1, 1, 1}, .group = 4},
+                                 {qc, scalar("ys_", 0.05f), zero("yz_", U8, 101), ints("dw", I8, {4, 1, 3, 3}, -100, 100), scalar("dws", 0.01f),
+                                  ints("dwz", I8, {4}, -5, 5), scalar("ys2", 0.3f), zero("yz2", U8, 3)})[0];
+  g.add_output(qd);
+  // QLinearMatMul reading the channels-last int8 result; per-column scales
+  std::vector<float> ms(6);
+  for (size_t c = 0; c < 6; ++c) ms[c] = 0.01f + 0.003f * float(c);
+  g.add_output(g.add_node("qm", ops::QLinearMatMul{.to = I8},
+                          {qd, scalar("ys2_", 0.3f), zero("yz2_", U8, 3), ints("mw", I8, {5, 6}, -128, 127), g.add_constant("mws", Tensor<float>({6}, ms)),
+                           ints("mwz", I8, {6}, 0, 0), scalar("qms", 0.7f), zero("qmz", I8, -7)})[0]);
+  // MatMulInteger with per-column weight zero points
+  g.add_output(g.add_node("mi", ops::MatMulInteger{.a_zero = true, .b_zero = true}, {xq, ints("bw", I8, {9, 7}, -100, 100), xz, ints("bwz", I8, {7}, -20, 20)})[0]);
+  // int8 activations: QuantizeLinear to int8, a dilated QLinearConv int8 to int8
+  const TensorId sq = g.add_node("sq", ops::QuantizeLinear{.to = I8}, {x, scalar("ss", 0.03f), zero("sz", I8, -3)})[0];
+  g.add_output(g.add_node("qs", ops::QLinearConv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}, .to = I8},
+                          {sq, scalar("ss_", 0.03f), zero("sz_", I8, -3), ints("sw", I8, {4, 3, 3, 3}, -127, 127), g.add_constant("sws", Tensor<float>({4}, ws)),
+                           ints("swz", I8, {4}, 0, 0), scalar("sy", 0.1f), zero("syz", I8, 5)})[0]);
+  g.add_output(xs);
+  g.add_output(xz);
+  Tensor<float> in({2, 3, 9, 9});
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = float(rng.uniform(-3, 5));
+  const std::vector<Value<float>> inputs{in};
+  const auto ref = backend::make_backend("reference")->compile(g)->run(inputs);
+  for (bool int8 : {true, false}) {
+    const auto [exe, plan, want] = compile_int8(g, int8);
+    INFO("int8 allowed ", int8, "\nplan:\n", plan);
+    CHECK(plan.find("DynamicQuantizeLinear 'dq': range, scale and uint8 tensor in one pet step") != std::string::npos);
+    for (const char* k : {"ConvInteger 'ci': oneDNN int8 conv", "QLinearConv 'qc': oneDNN int8 conv", "QLinearConv 'qd': oneDNN int8 conv",
+                          "QLinearMatMul 'qm': oneDNN int8 matmul", "MatMulInteger 'mi': oneDNN int8 matmul", "QLinearConv 'qs': oneDNN int8 conv",
+                          "ConvInteger 'ci_wide': oneDNN int8 conv", "MatMulInteger 'mi_u8': oneDNN int8 matmul", "mi_u8: int32 sums to host values (with the weight's zero point)",
+                          "QuantizeLinear 'sq': quantize to int8"})
+      CHECK_MESSAGE((plan.find(k) != std::string::npos) == want, k);
+    CHECK(plan.find("ConvInteger 'ci_grouped': reference kernel") != std::string::npos);
+    for (int round = 0; round < 2; ++round) {
+      const auto out = exe->run(inputs);
+      REQUIRE(out.size() == ref.size());
+      for (size_t k = 0; k < out.size(); ++k) {
+        CAPTURE(k);
+        REQUIRE(out[k].index() == ref[k].index());
+        std::visit([&](const auto& t) { CHECK(std::get<std::decay_t<decltype(t)>>(out[k]).vec() == t.vec()); }, ref[k]);
+      }
+    }
+  }
+}

@@ -714,6 +714,51 @@ TEST_CASE("QDQ models: QuantizeLinear and DequantizeLinear import (int8 and uint
   }
 }
 
+TEST_CASE("ONNX Runtime's integer quantization ops import and export: DynamicQuantizeLinear, MatMulInteger, ConvInteger (absent first zero points), QLinearMatMul, QLinearConv") {
+  using TP = ::onnx::TensorProto;
+  auto model = [](bool qconv_zero) {
+    OnnxBuilder b(13);
+    b.input("x", {"1", "2", "4", "4"});
+    b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+    std::vector<int64_t> wv(36), w8(36);
+    for (int i = 0; i < 36; ++i) wv[size_t(i)] = (i * 37) % 256, w8[size_t(i)] = (i * 53) % 255 - 127;
+    b.small_ints("w", TP::UINT8, {2, 2, 3, 3}, wv).small_ints("wz", TP::UINT8, {}, {3});
+    b.attr(b.node("ConvInteger", {"xq", "w", "", "wz"}, {"ci"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+    b.attr(b.node("Cast", {"ci"}, {"ci_f"}), "to", int64_t(TP::FLOAT));
+    b.small_ints("w8", TP::INT8, {2, 2, 3, 3}, w8).floats("ws", {2}, {0.01f, 0.02f}).small_ints("wz8", TP::INT8, {2}, {0, 0});
+    b.floats("ys", {}, {0.05f}).small_ints("yz", TP::UINT8, {}, {128}).small_ints("bias", TP::INT32, {2}, {-300, 4000});
+    auto* qc = b.node("QLinearConv", {"xq", "xs", qconv_zero ? "xz" : "", "w8", "ws", "wz8", "ys", "yz", "bias"}, {"qc"});
+    b.attr(qc, "strides", std::vector<int64_t>{2, 2});
+    b.small_ints("m", TP::INT8, {4, 3}, {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12}).small_ints("mz", TP::INT8, {3}, {0, 1, -1});
+    b.node("MatMulInteger", {"xq", "m", "xz"}, {"mi"});
+    b.floats("ms", {3}, {0.1f, 0.2f, 0.3f});
+    b.node("QLinearMatMul", {"xq", "xs", "xz", "m", "ms", "mz", "ys", "yz"}, {"qm"});
+    for (const char* o : {"ci_f", "qc", "mi", "qm", "xs", "xz"}) b.output(o);
+    return b;
+  };
+  const px::Model m = model(true).import();
+  Tensor<float> x({1, 2, 4, 4});
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) * 0.3f - 0.8f;
+  const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{x});
+  CHECK(m.graph.type(m.graph.outputs()[1]).dtype == DType::UInt8);
+  CHECK(m.graph.type(m.graph.outputs()[2]) == TensorType{DType::Int32, {1, 2, 4, 3}});
+  CHECK(value_shape(y[1]) == Shape{1, 2, 1, 1});  // strides 2, no pads
+  // and back: onnx.checker passes, the "" input stays in place, the same results come back
+  const std::string bytes = px::export_bytes(m.graph);
+  ::onnx::ModelProto mp;
+  REQUIRE(mp.ParseFromString(bytes));
+  for (const auto& n : mp.graph().node())
+    if (n.op_type() == "ConvInteger") CHECK((n.input_size() == 4 && n.input(2).empty()));
+  const px::Model back = px::import_bytes(bytes, "r.onnx");
+  const auto y2 = Interpreter<float>(back.graph).run(std::vector<Value<float>>{x});
+  REQUIRE(y2.size() == y.size());
+  for (size_t k = 0; k < y.size(); ++k) {
+    REQUIRE(y2[k].index() == y[k].index());
+    std::visit([&](const auto& t) { CHECK(std::get<std::decay_t<decltype(t)>>(y2[k]).vec() == t.vec()); }, y[k]);
+  }
+  CHECK_THROWS_WITH_AS(model(false).import(), "m.onnx: node 'qc' (QLinearConv, opset 13): input 2 (x_zero_point) is required", InvalidInput);
+}
+
 TEST_CASE("DepthToSpace (DCR, CRD) and SpaceToDepth import as pet's R/T op, and invert each other") {
   auto model = [](const std::string& op, std::vector<std::string> dims, int64_t b, const char* mode) {
     OnnxBuilder ob(13);

@@ -1142,3 +1142,192 @@ TEST_CASE("QuantizeLinear and DequantizeLinear: half to even, saturation, NaN, p
   CHECK(ints(run(ops::Cast{.to = U8}, {Tensor<int64_t>({3}, VI{-1, 256, 300})}, {DType::Int64})[0]) == VI{255, 0, 44});
   CHECK(ints(run(ops::Cast{.to = DType::Int64}, {Tensor<float>({3}, VF{NAN, 1e30f, -2.7f})}, {F})[0]) == VI{INT64_MIN, INT64_MIN, -2});
 }
+
+TEST_CASE("DynamicQuantizeLinear: ONNX Runtime's parameters (empty range, NaN skipped, infinities, underflow, zero point ties to even)") {
+  using D = ops::DynamicQuantizeLinear;
+  using VI = std::vector<int64_t>;
+  auto run = [](std::vector<float> x) {
+    const Types t{{DType::Float32, {int64_t(x.size())}}};
+    auto [r, out] = resolve(D{}, t);
+    CHECK(out == Types{{DType::UInt8, {int64_t(x.size())}}, {DType::Float32, {}}, {DType::UInt8, {}}});
+    return evaluate_op<float>(r, std::vector<Value<float>>{Tensor<float>({int64_t(x.size())}, x)}, out);
+  };
+  struct C {
+    std::vector<float> x;
+    VI y;
+    float scale;
+    int64_t zero;
+  };
+  // Each row is what ONNX Runtime 1.20 returns for x.
+  const float tie = -0x1.958b68p-5f;  // 0 - tie / scale is 2.5 exactly in float
+  const std::vector<C> cases = {
+      {{0, 0, 0, 0}, {0, 0, 0, 0}, 1.f, 0},
+      {{1, 2, 3}, {85, 170, 255}, 3.f / 255.f, 0},
+      {{-1, -2, -3}, {170, 85, 0}, 3.f / 255.f, 255},
+      {{-1, 0.5f, 3}, {0, 96, 255}, 4.f / 255.f, 64},
+      {{NAN, -1, 1}, {0, 0, 254}, 2.f / 255.f, 127},
+      {{-1, 1, NAN}, {0, 254, 0}, 2.f / 255.f, 127},
+      {{-INFINITY, 1, 2}, {0, 255, 255}, INFINITY, 255},
+      {{1e-45f, 0, 0}, {255, 0, 0}, 0.f, 255},
+      {{-3e38f, 3e38f, 0}, {0, 0, 0}, INFINITY, 0},
+      {{tie, 5.f}, {0, 254}, (5.f - tie) / 255.f, 2},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.x);
+    const auto r = run(c.x);
+    CHECK(std::get<Tensor<int64_t>>(r[0]).vec() == c.y);
+    CHECK(std::get<Tensor<float>>(r[1]).vec() == std::vector<float>{c.scale});
+    CHECK(std::get<Tensor<int64_t>>(r[2]).vec() == VI{c.zero});
+  }
+  const Types t{{DType::Float32, {2, 3, 4}}};
+  check_fast_vs_formula(D{}, t, 5400);
+  check_fast_vs_formula(D{}, t, 5401, InputSpec{.lo = 0.5, .hi = 3});
+  CHECK_THROWS_WITH_AS(infer(D{}, Types{{DType::Int8, {3}}}), "DynamicQuantizeLinear 'n': x must be float32, got int8", InvalidInput);
+  CHECK_THROWS_AS(evaluate_op<F31>(D{}, std::vector<Value<F31>>{Tensor<F31>({1}, F31(1))}, t), Unsupported);
+}
+
+namespace {
+Types qtypes(std::vector<std::pair<DType, Shape>> v) {
+  Types t;
+  for (auto& [d, s] : v) t.push_back({d, s});
+  return t;
+}
+std::vector<int64_t> int_result(const Op& op, const std::vector<Value<float>>& in, std::vector<DType> types) {
+  Types t;
+  for (size_t i = 0; i < in.size(); ++i) t.push_back({types[i], value_shape(in[i])});
+  auto [r, out] = resolve(op, t);
+  return std::get<Tensor<int64_t>>(evaluate_op<float>(r, in, out)[0]).vec();
+}
+Tensor<int64_t> ints_of(Shape s, std::vector<int64_t> v) { return Tensor<int64_t>(std::move(s), std::move(v)); }
+Tensor<float> scalar_f(float v) { return Tensor<float>(Shape{}, v); }
+Tensor<int64_t> scalar_i(int64_t v) { return Tensor<int64_t>(Shape{}, v); }
+// int8 and uint8 operands alike: values 0..127 fit both
+const InputSpec kQ{.lo = 0.01, .hi = 0.1, .ints = [](Rng& r) { return r.range(0, 127); }};
+}  // namespace
+
+TEST_CASE("MatMulInteger: zero points (none, A's, B's per column), batch broadcasting, int32 results, errors") {
+  using M = ops::MatMulInteger;
+  const DType U8 = DType::UInt8, I8 = DType::Int8, F = DType::Float32;
+  const auto a = ints_of({2, 3}, {1, 2, 3, 4, 5, 6});
+  const auto b = ints_of({3, 2}, {1, -1, 0, 2, -3, 4});
+  // (A - 1) x (B - [0, 1]): rows [0 1 2], [3 4 5]; columns [1 0 -3], [-2 1 3]
+  CHECK(int_result(M{.a_zero = true, .b_zero = true}, {a, b, scalar_i(1), ints_of({2}, {0, 1})}, {U8, I8, U8, I8}) == std::vector<int64_t>{-6, 7, -12, 13});
+  CHECK(int_result(M{}, {a, b}, {U8, I8}) == std::vector<int64_t>{-8, 15, -14, 30});
+  CHECK(int_result(M{.b_zero = true}, {a, b, ints_of({1}, {1})}, {U8, I8, I8}) == std::vector<int64_t>{-14, 9, -29, 15});
+  CHECK(out_shape(M{}, qtypes({{U8, {2, 1, 3, 4}}, {I8, {5, 4, 2}}})) == Shape{2, 5, 3, 2});
+  CHECK(infer(M{}, qtypes({{U8, {3, 4}}, {U8, {4, 2}}}))[0].dtype == DType::Int32);
+  check_fast_vs_formula(M{.a_zero = true, .b_zero = true}, qtypes({{U8, {2, 1, 3, 4}}, {I8, {5, 4, 2}}, {U8, {}}, {I8, {2}}}), 5410, kQ);
+  check_fast_vs_formula(M{.b_zero = true}, qtypes({{I8, {4}}, {I8, {4, 3}}, {I8, {3}}}), 5411, kQ);
+  check_fast_vs_formula(M{.a_zero = true}, qtypes({{U8, {3, 5}}, {U8, {5}}, {U8, {1}}}), 5412, kQ);
+  CHECK_THROWS_WITH_AS(infer(M{}, qtypes({{F, {2, 3}}, {I8, {3, 2}}})), "MatMulInteger 'n': A must be int8 or uint8, got float32", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(M{.a_zero = true}, qtypes({{U8, {2, 3}}, {I8, {3, 2}}, {I8, {}}})),
+                       "MatMulInteger 'n': a_zero_point is int8 but A is uint8", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(M{.a_zero = true}, qtypes({{U8, {2, 3}}, {I8, {3, 2}}, {U8, {2}}})),
+                       "MatMulInteger 'n': a_zero_point [2] has several values; pet (as ONNX Runtime) takes one zero point for A", Unsupported);
+  CHECK_THROWS_WITH_AS(infer(M{.b_zero = true}, qtypes({{U8, {2, 3}}, {I8, {3, 2}}, {I8, {3}}})),
+                       "MatMulInteger 'n': b_zero_point [3] must be one value or one per column of B (2)", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(M{}, qtypes({{U8, {2, 3}}, {I8, {4, 2}}})), "MatMulInteger 'n': A [2,3] has 3 columns but B [4,2] has 4 rows", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(M{.b_zero = true}, qtypes({{U8, {2, 3}}, {I8, {3, 2}}})), "MatMulInteger 'n': expects 3 inputs, got 2", InvalidInput);
+  // integer arithmetic, the same in every interpreter (as an int8 Add's)
+  CHECK(std::get<Tensor<int64_t>>(evaluate_op<F31>(M{}, std::vector<Value<F31>>{ints_of({1, 2}, {3, 4}), ints_of({2, 1}, {5, -6})},
+                                                   qtypes({{DType::Int32, {1, 1}}}))[0]).vec() == std::vector<int64_t>{-9});
+}
+
+TEST_CASE("ConvInteger: zero points (x's, w's per output channel), padding contributes 0, Conv's geometry and errors") {
+  using CI = ops::ConvInteger;
+  const DType U8 = DType::UInt8, I8 = DType::Int8;
+  const auto x = ints_of({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  const auto w = ints_of({1, 1, 2, 2}, {1, 0, 0, 1});
+  // x - 1 = [[0 1 2] [3 4 5] [6 7 8]]; the kernel adds two diagonal neighbours
+  CHECK(int_result(CI{.x_zero = true}, {x, w, scalar_i(1)}, {U8, U8, U8}) == std::vector<int64_t>{4, 6, 10, 12});
+  // padded reads contribute 0 (not -x_zero_point): with a zero point of 1, pad 1 at the top-left only
+  CHECK(int_result(CI{.pads = {1, 1, 0, 0}, .x_zero = true}, {x, w, scalar_i(1)}, {U8, U8, U8}) ==
+        std::vector<int64_t>{0, 1, 2, 3, 4, 6, 6, 10, 12});
+  // w's zero point: w - 1 = [[0 -1] [-1 0]]
+  CHECK(int_result(CI{.w_zero = true}, {x, w, scalar_i(1)}, {U8, U8, U8}) == std::vector<int64_t>{-6, -8, -12, -14});
+  struct G {
+    CI op;
+    Shape x, w;
+  };
+  const std::vector<G> geo = {
+      {CI{.pads = {1, 1, 1, 1}, .x_zero = true, .w_zero = true}, {2, 3, 5, 6}, {4, 3, 3, 3}},
+      {CI{.strides = {2, 1}, .dilations = {1, 2}, .group = 2, .x_zero = true, .w_zero = true}, {1, 4, 7, 7}, {6, 2, 3, 2}},
+      {CI{.pads = {2, 0}, .x_zero = true}, {1, 2, 9}, {3, 2, 3}},
+      {CI{.pads = {1, 0, 1, 0, 1, 1}, .w_zero = true}, {1, 2, 3, 4, 4}, {2, 2, 2, 2, 2}},
+      {CI{.group = 3, .auto_pad = AutoPad::SameUpper, .x_zero = true, .w_zero = true}, {1, 3, 5, 5}, {3, 1, 3, 3}},
+  };
+  uint64_t seed = 5420;
+  for (const auto& g : geo) {
+    Types t = qtypes({{U8, g.x}, {I8, g.w}});
+    if (g.op.x_zero) t.push_back({U8, {}});
+    if (g.op.w_zero) t.push_back({I8, {g.w[0]}});
+    CAPTURE(g.x);
+    CHECK(out_shape(g.op, t) == out_shape(ops::Conv{.strides = g.op.strides, .pads = g.op.pads, .dilations = g.op.dilations, .group = g.op.group,
+                                                     .auto_pad = g.op.auto_pad},
+                                          qtypes({{DType::Float32, g.x}, {DType::Float32, g.w}})));
+    check_fast_vs_formula(g.op, t, seed++, kQ);
+  }
+  CHECK_THROWS_WITH_AS(infer(CI{}, qtypes({{U8, {1, 3, 5, 5}}, {U8, {4, 2, 3, 3}}})),
+                       "ConvInteger 'n': input has 3 channels but weight expects 2 (weight shape [4,2,3,3], group 1)", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(CI{.w_zero = true}, qtypes({{U8, {1, 3, 5, 5}}, {U8, {4, 3, 3, 3}}, {U8, {3}}})),
+                       "ConvInteger 'n': w_zero_point [3] must be one value or one per output channel (4)", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(CI{.x_zero = true}, qtypes({{U8, {1, 3, 5, 5}}, {U8, {4, 3, 3, 3}}, {U8, {2}}})),
+                       "ConvInteger 'n': x_zero_point [2] must be one value", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(CI{}, qtypes({{U8, {1, 3, 5, 5}}, {DType::Int32, {4, 3, 3, 3}}})), "ConvInteger 'n': w must be int8 or uint8, got int32",
+                       InvalidInput);
+}
+
+TEST_CASE("QLinearMatMul and QLinearConv: ONNX Runtime's requantization (m = (s_a * s_b) / s_y in float, ties to even, saturation), per-channel weights, bias, errors") {
+  using QM = ops::QLinearMatMul;
+  using QC = ops::QLinearConv;
+  const DType U8 = DType::UInt8, I8 = DType::Int8, F = DType::Float32, I32 = DType::Int32;
+  // a - 10 = [0 10], b = [3 4]: sum 40; m = 0.5 * 0.25 / 2 = 0.0625: 2.5 rounds to 2, + 100
+  const auto a = ints_of({1, 2}, {10, 20});
+  const auto b = ints_of({2, 1}, {3, 4});
+  auto qm = [&](Tensor<int64_t> bb, Tensor<float> bs, float ys, int64_t yz, DType to) {
+    return int_result(QM{.to = to}, {a, scalar_f(0.5f), scalar_i(10), bb, bs, ints_of({bb.shape().back()}, std::vector<int64_t>(size_t(bb.shape().back()), 0)),
+                                     scalar_f(ys), scalar_i(yz)},
+                      {U8, F, U8, I8, F, I8, F, to});
+  };
+  CHECK(qm(b, scalar_f(0.25f), 2.f, 100, U8) == std::vector<int64_t>{102});
+  CHECK(qm(b, scalar_f(0.25f), 2.f, 101, U8) == std::vector<int64_t>{103});  // the tie rounds before the zero point is added
+  CHECK(qm(b, scalar_f(0.25f), 0.001f, 0, U8) == std::vector<int64_t>{255});  // saturates
+  CHECK(qm(b, scalar_f(0.25f), 0.001f, 0, I8) == std::vector<int64_t>{127});
+  CHECK(qm(ints_of({2, 2}, {3, -3, 4, -4}), Tensor<float>({2}, std::vector<float>{0.25f, 1.f}), 2.f, -5, I8) == std::vector<int64_t>{-3, -15});
+  // The multiplier is (s_a * s_b) / s_y in float, not s_a * (s_b / s_y): found against ONNX Runtime,
+  // whose output at these scales and this sum is 214 where the other orders give 215.
+  {
+    const float sa = 0x1.41299cp-6f, sb = 0x1.a754b2p-8f, sy = 0x1.ce6382p-6f;
+    // a = [255 121 57], b = [127 127 1]: sum 47809
+    CHECK(int_result(QM{}, {ints_of({1, 3}, {255, 121, 57}), scalar_f(sa), scalar_i(0), ints_of({3, 1}, {127, 127, 1}), scalar_f(sb), scalar_i(0),
+                            scalar_f(sy), scalar_i(0)},
+                     {U8, F, U8, I8, F, I8, F, U8}) == std::vector<int64_t>{214});
+  }
+  check_fast_vs_formula(QM{}, qtypes({{U8, {2, 3, 4}}, {F, {}}, {U8, {}}, {I8, {4, 5}}, {F, {5}}, {I8, {5}}, {F, {}}, {U8, {}}}), 5430, kQ);
+  check_fast_vs_formula(QM{.to = I8}, qtypes({{I8, {3, 4}}, {F, {1}}, {I8, {1}}, {U8, {2, 4, 2}}, {F, {}}, {U8, {}}, {F, {}}, {I8, {}}}), 5431, kQ);
+  // QLinearConv: per-channel weight scales, bias, groups
+  check_fast_vs_formula(QC{.pads = {1, 1, 1, 1}},
+                        qtypes({{U8, {1, 3, 5, 5}}, {F, {}}, {U8, {}}, {I8, {4, 3, 3, 3}}, {F, {4}}, {I8, {4}}, {F, {}}, {U8, {}}, {I32, {4}}}), 5432, kQ);
+  check_fast_vs_formula(QC{.strides = {2, 2}, .group = 2, .to = I8},
+                        qtypes({{I8, {2, 4, 6, 6}}, {F, {1}}, {I8, {1}}, {I8, {6, 2, 3, 3}}, {F, {}}, {I8, {}}, {F, {}}, {I8, {}}}), 5433, kQ);
+  check_fast_vs_formula(QC{.dilations = {2}}, qtypes({{U8, {1, 2, 9}}, {F, {}}, {U8, {}}, {U8, {3, 2, 3}}, {F, {3}}, {U8, {3}}, {F, {}}, {U8, {}}}), 5434, kQ);
+  // a hand-computed QLinearConv: 1x1 kernel, sum (x - 2) * 3 + bias 4, m = 1 * 0.5 / 1
+  CHECK(int_result(QC{}, {ints_of({1, 1, 1, 3}, {2, 5, 9}), scalar_f(1.f), scalar_i(2), ints_of({1, 1, 1, 1}, {3}), scalar_f(0.5f), scalar_i(0), scalar_f(1.f),
+                          scalar_i(7), ints_of({1}, {4})},
+                   {U8, F, U8, I8, F, I8, F, U8, I32}) == std::vector<int64_t>{9, 13, 19});  // sums 4, 13, 25; halves 2, 6.5, 12.5 round to even
+  // errors
+  CHECK_THROWS_WITH_AS(infer(QM{}, qtypes({{U8, {2, 3}}, {F, {}}, {U8, {}}, {I8, {3, 2}}, {F, {}}, {I8, {}}, {F, {}}, {I8, {}}})),
+                       "QLinearMatMul 'n': y_zero_point is int8 but the output type is uint8", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(QM{}, qtypes({{U8, {2, 3}}, {F, {2}}, {U8, {}}, {I8, {3, 2}}, {F, {}}, {I8, {}}, {F, {}}, {U8, {}}})),
+                       "QLinearMatMul 'n': a_scale [2] must be one value", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(QM{}, qtypes({{U8, {2, 3}}, {I32, {}}, {U8, {}}, {I8, {3, 2}}, {F, {}}, {I8, {}}, {F, {}}, {U8, {}}})),
+                       "QLinearMatMul 'n': a_scale must be float32, got int32", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(QC{}, qtypes({{U8, {1, 3, 5, 5}}, {F, {}}, {U8, {}}, {I8, {4, 3, 3, 3}}, {F, {3}}, {I8, {}}, {F, {}}, {U8, {}}})),
+                       "QLinearConv 'n': w_scale [3] must be one value or one per output channel (4)", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(QC{}, qtypes({{U8, {1, 3, 5, 5}}, {F, {}}, {U8, {}}, {I8, {4, 3, 3, 3}}, {F, {}}, {I8, {}}, {F, {}}, {U8, {}}, {F, {4}}})),
+                       "QLinearConv 'n': bias B must be int32, got float32", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(QC{}, qtypes({{U8, {1, 3, 5, 5}}, {F, {}}, {U8, {}}, {I8, {4, 3, 3, 3}}, {F, {}}, {I8, {}}, {F, {}}, {U8, {}}, {I32, {3}}})),
+                       "QLinearConv 'n': bias shape [3] must be [4]", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(QC{}, qtypes({{U8, {1, 3, 5, 5}}, {F, {}}, {I8, {}}, {I8, {4, 3, 3, 3}}, {F, {}}, {I8, {}}, {F, {}}, {U8, {}}})),
+                       "QLinearConv 'n': x_zero_point is int8 but x is uint8", InvalidInput);
+}

@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Quantized models, as users make them: each float ONNX model given is quantized by ONNX
-Runtime's own tool (quantize_static, QDQ format: uint8 activations, int8 weights per output
-channel, int32 biases; calibrated on seeded random inputs), then
+Runtime's own tool, in one of its three formats (--format):
+  qdq        quantize_static, QDQ format: uint8 activations, int8 weights per output channel,
+             int32 biases, calibrated on seeded random inputs (the default);
+  qoperator  quantize_static, QOperator format, Conv and MatMul only (QLinearConv,
+             QLinearMatMul: the standard ONNX ops of that format; ORT's others are com.microsoft);
+  dynamic    quantize_dynamic (DynamicQuantizeLinear, MatMulInteger, ConvInteger; uint8
+             weights where the model has convs, as ORT's ConvInteger takes only those), then
   - ONNX Runtime (graph optimisations off: the plain QDQ semantics) computes the oracle,
   - `pet run --check` on cpu and reference compares pet with it,
   - `pet run --repeat` (int8 convs where the CPU has VNNI; and with --no-int8, all in float)
@@ -11,7 +16,7 @@ channel, int32 biases; calibrated on seeded random inputs), then
 Writes OUT/quantized.json and prints one line per model; progress on stderr.
 
 usage (.venv's interpreter, with onnxruntime):
-  .venv/bin/python experiments/zoo/quantized.py build/pet OUT MODEL.onnx... [--optimize S]
+  .venv/bin/python experiments/zoo/quantized.py build/pet OUT MODEL.onnx... [--optimize S] [--format F]
     (float models, for example experiments/zoo/check.py's OUT/NAME/model.onnx)
 exit: 0 every model passed, 1 otherwise, 77 without onnxruntime.
 """
@@ -28,7 +33,7 @@ try:
     import onnx
     import onnxruntime as ort
     from onnx import numpy_helper
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
 except ImportError as e:  # pragma: no cover
     print(f"SKIPPED: {e}")
     sys.exit(77)
@@ -77,16 +82,31 @@ def run(cmd, timeout=1800):
     return r.returncode, r.stdout + r.stderr
 
 
-def one(pet, src, d, optimize):
+def quantize(src, q, fmt):
+    if fmt == "dynamic":
+        convs = any(n.op_type == "Conv" for n in onnx.load(src).graph.node)
+        quantize_dynamic(src, q, weight_type=QuantType.QUInt8 if convs else QuantType.QInt8)
+    elif fmt == "qoperator":
+        quantize_static(src, q, Reader(src), quant_format=QuantFormat.QOperator, per_channel=True, activation_type=QuantType.QUInt8,
+                        weight_type=QuantType.QInt8, op_types_to_quantize=["Conv", "MatMul"])
+    else:
+        quantize_static(src, q, Reader(src), quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QUInt8,
+                        weight_type=QuantType.QInt8)
+
+
+QOPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv")
+
+
+def one(pet, src, d, optimize, fmt):
     os.makedirs(d, exist_ok=True)
     q = os.path.join(d, "q.onnx")
     res = {"model": src}
     t0 = time.time()
-    quantize_static(src, q, Reader(src), quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8)
+    quantize(src, q, fmt)
     res["quantize_s"] = round(time.time() - t0, 1)
     m = onnx.load(q)
-    res["qdq_nodes"] = sum(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in m.graph.node)
+    res["format"] = fmt
+    res["quant_nodes"] = {op: sum(n.op_type == op for n in m.graph.node) for op in QOPS if any(n.op_type == op for n in m.graph.node)}
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     s = ort.InferenceSession(q, so, providers=["CPUExecutionProvider"])
@@ -147,13 +167,14 @@ def main():
     ap.add_argument("out")
     ap.add_argument("models", nargs="+")
     ap.add_argument("--optimize", type=int, default=0)
+    ap.add_argument("--format", choices=["qdq", "qoperator", "dynamic"], default="qdq")
     a = ap.parse_args()
     results = []
     for k, src in enumerate(a.models):
         name = os.path.basename(os.path.dirname(os.path.abspath(src))) if os.path.basename(src) == "model.onnx" else os.path.splitext(os.path.basename(src))[0]
         log(f"[{k + 1}/{len(a.models)}] {name}: quantizing and checking")
         try:
-            r = one(a.pet, src, os.path.join(a.out, name), a.optimize)
+            r = one(a.pet, src, os.path.join(a.out, name), a.optimize, a.format)
         except Exception as e:  # a model ORT's quantizer or runtime refuses
             r = {"model": src, "ok": False, "error": str(e).splitlines()[0][:300]}
         r["name"] = name
@@ -162,7 +183,8 @@ def main():
         errs = ", ".join(f"max error {r[k]:.3g} ({k[10:]})" for k in ("max_error_cpu", "max_error_reference") if k in r)
         if "ort_int8_vs_plain" in r:
             errs += f", ORT int8 vs plain {100 * r['ort_int8_vs_plain']:.2f} % of max|ref|"
-        print(f"{name}: {'ok' if r['ok'] else 'FAIL'} ({r.get('qdq_nodes', '?')} Q/DQ nodes) {errs} {timing} "
+        nodes = ", ".join(f"{v} {k}" for k, v in r.get("quant_nodes", {}).items())
+        print(f"{name}: {'ok' if r['ok'] else 'FAIL'} ({nodes}) {errs} {timing} "
               f"{'' if r['ok'] else json.dumps({k: v for k, v in r.items() if k.startswith(('check', 'error', 'optimize', 'ort_compare'))})}", flush=True)
     os.makedirs(a.out, exist_ok=True)
     json.dump(results, open(os.path.join(a.out, "quantized.json"), "w"), indent=1)

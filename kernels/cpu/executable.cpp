@@ -57,6 +57,7 @@ CpuExecutable::CpuExecutable(const Graph& original, const CompileOptions& opt) :
     }
   for (NodeId n : g_.topo_order())
     if (!absorbed_.count(n) && !fused_.count(n)) lower(n);
+  for (TensorId t : g_.outputs()) ensure_host(t, "the program's output");
   for (TensorId t : g_.outputs()) output_slots_.push_back(slots_[size_t(t)].is_float() ? plain_slot(int(t)) : int(t));
   for (int s : output_slots_)
     if (slots_[size_t(s)].request >= 0) requests_[size_t(slots_[size_t(s)].request)].pinned = true;
@@ -269,6 +270,12 @@ void CpuExecutable::lower(NodeId n) {
     for (NodeId a : absorbed_) lowered_.insert(a);
     return;
   }
+  if (lower_integer(n, who)) {
+    lowered_.insert(n);
+    return;
+  }
+  // An int8 tensor an int8 step left in a buffer, read by an op that takes host values.
+  for (TensorId t : node.inputs) ensure_host(t, who);
   // A DequantizeLinear's result left to int8 convs, needed after all (oneDNN has no int8
   // kernel for this one): computed now, from the int8 tensor.
   for (TensorId t : node.inputs)

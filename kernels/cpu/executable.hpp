@@ -8,6 +8,7 @@
 //   lower_matmul.cpp   MatMul and Gemm as oneDNN matmul (bias, scales, post-ops)
 //   lower_ops.cpp      pools, element-wise, binary, softmax, layer norm, reductions, concat
 //   lower_quant.cpp    quantized programs: QuantizeLinear / DequantizeLinear, int8 convs
+//   lower_integer.cpp  ONNX's integer ops (dynamic quantization, QOperator format) on int8 kernels
 //   lower_copies.cpp   views and pet's strided copies (R/T, transpose, slice, split, pad, patch, expand)
 //   algorithm_cache.*  algorithm choices kept per configuration (in memory and on disk)
 // The graph reaching the executable has been through transform::backend_pipeline()
@@ -214,7 +215,8 @@ class CpuExecutable final : public Executable {
                       ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan, ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,
                       ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
                       ops::CumSum, ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample,
-                      ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear>
+                      ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear, ops::DynamicQuantizeLinear,
+                      ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv>
   bool lower_op(NodeId, const O&, const std::string&) {
     return false;
   }
@@ -330,6 +332,20 @@ class CpuExecutable final : public Executable {
   /// on the int8 tensor (moving values commutes with both, exactly).
   NodeId qmove_output_q(NodeId n) const;
   bool lower_qmove(NodeId n, const std::string& who);
+  // ONNX's integer ops (lower_integer.cpp): DynamicQuantizeLinear, MatMulInteger, ConvInteger,
+  // QLinearMatMul, QLinearConv.
+  /// Lowers n if it is one of them and can run here: DynamicQuantizeLinear always (a pet step);
+  /// the others on oneDNN's int8 kernels where int8_ allows, with a constant weight that fits
+  /// int8 less its zero point and (QLinear ops) constant scales and output zero point.
+  bool lower_integer(NodeId n, const std::string& who);
+  void lower_dynamic_quantize(NodeId n, const std::string& who);
+  /// A slot holding int8 tensor t in a byte buffer: t's own (qdevice_), a constant's copy, or
+  /// one step writing its host value there (plain layout).
+  int int8_buffer(TensorId t, const std::string& who);
+  /// Gives an int8 tensor that lives in a buffer (qdevice_) its host value, for readers that
+  /// take host values (the reference fallback, other lowerings, the outputs): one copy step.
+  void ensure_host(TensorId t, const std::string& who);
+  std::set<TensorId> host_copied_;
   /// Whether node c can read the int8 tensor behind the DequantizeLinear result y directly.
   bool int8_reader(NodeId c, TensorId y);
   bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);

@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "executable.hpp"
+#include "quant_helpers.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/eval/interpreter.hpp"
 
@@ -51,40 +52,6 @@ std::optional<QuantParams> quant_params(const Graph& g, const Node& node) {
   if (const auto* d = std::get_if<ops::DequantizeLinear>(&node.op)) return quant_params(g, node, d->axis);
   return std::nullopt;
 }
-md_t with_type(md_t md, dt type) {
-  md.data.data_type = static_cast<dnnl_data_type_t>(type);
-  return md;
-}
-/// Every element once, nothing else: no padding, no gaps, no offset (element-wise steps may
-/// then run over the buffer in memory order, whatever the layout).
-bool dense(const md_t& md) {
-  const auto& d = md.data;
-  if (d.format_kind != dnnl_blocked || d.offset0 != 0) return false;
-  size_t n = d.data_type == dnnl_f32 || d.data_type == dnnl_s32 ? 4 : 1;
-  for (int i = 0; i < d.ndims; ++i) n *= size_t(d.dims[i]);
-  return md.get_size() == n;
-}
-/// QuantizeLinear's element function on n values (lo, hi: the range less the zero point z),
-/// written so that it vectorises: NaN gives lo, as the op's.
-void quantize_block(const float* __restrict x, uint8_t* __restrict out, int64_t n, float s, float lo, float hi, float z) {
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i] / s;
-    v = v == v ? v : lo;
-    v = v < lo ? lo : v;
-    v = v > hi ? hi : v;
-    out[i] = uint8_t(int32_t(std::nearbyint(v) + z));
-  }
-}
-
-/// int8 and uint8 buffers are read and written as bytes: a byte b holds the value
-/// (b ^ flip) - offset, flip and offset 128 for int8, 0 for uint8 (two's complement), and an
-/// int32 result in the type's range is stored as uint8_t(r) either way.
-struct ByteCode {
-  uint8_t flip;
-  float offset;
-  explicit ByteCode(bool is_signed) : flip(is_signed ? 0x80 : 0), offset(is_signed ? 128.f : 0.f) {}
-};
-
 /// out[i] = table[in[i] ^ flip], written so that it vectorises (32-bit gathers).
 void lookup_block(const uint8_t* __restrict in, uint8_t* __restrict out, int64_t n, const uint32_t* __restrict table, uint8_t flip) {
   for (int64_t i = 0; i < n; ++i) out[i] = uint8_t(table[uint8_t(in[i] ^ flip)]);
@@ -543,7 +510,17 @@ bool CpuExecutable::lower_qdq(NodeId n, const std::string& who) {
   const Node& node = g_.node(n);
   if (std::holds_alternative<ops::QuantizeLinear>(node.op)) {
     const TensorId t = node.outputs[0];
-    if (!quantized_pair(t)) return false;
+    if (!quantized_pair(t)) {
+      // QOperator models: integer ops (QLinearConv, ...) read the int8 tensor: written once,
+      // into a buffer they read (lower_integer.cpp)
+      bool integer_readers = int8_ && !consumers_[size_t(t)].empty();
+      for (NodeId c : consumers_[size_t(t)])
+        integer_readers = integer_readers && holds_any<ops::QLinearConv, ops::QLinearMatMul, ops::ConvInteger, ops::MatMulInteger>(g_.node(c).op);
+      const auto qp = quant_params(g_, node);
+      if (!integer_readers || !qp || !qp->per_tensor()) return false;
+      quantize_step(n, who);
+      return true;
+    }
     qdq_pending_[t] = n;
     // An int8 conv reads the int8 tensor (per tensor only): it is written, once.
     bool reader = false;

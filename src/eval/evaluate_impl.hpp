@@ -146,6 +146,38 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
     const auto* zero = in.size() == 3 ? std::get_if<Tensor<int64_t>>(&in[2]) : nullptr;
     if (!x || !std::holds_alternative<Tensor<T>>(in[1]) || (in.size() == 3 && !zero)) return std::nullopt;
     return V{kernels::dequantize(op, *x, data(in, 1), zero)};
+  } else if constexpr (std::is_same_v<OpT, ops::DynamicQuantizeLinear> && real) {
+    const Tensor<T>& x = data(in, 0);
+    float lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const float v = float(x[i]);
+      if (v == v) lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+    const auto p = OpT::params(lo, hi);
+    Tensor<int64_t> y(x.shape());
+    parallel_for(x.size(), [&](int64_t i) { y[i] = OpT::quantize(float(x[i]), p); }, x.size() > 16384);
+    return V{std::move(y), Tensor<T>(Shape{}, T(p.scale)), Tensor<int64_t>(Shape{}, p.zero)};
+  } else if constexpr (is_one_of<OpT, ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv> && real) {
+    // integer operands and zero points; QLinear scales as data
+    constexpr bool qlinear = is_one_of<OpT, ops::QLinearMatMul, ops::QLinearConv>;
+    constexpr int kb = qlinear ? 3 : 1;
+    for (size_t i = 0; i < in.size(); ++i)
+      if (std::holds_alternative<Tensor<T>>(in[i]) != (qlinear && (i == 1 || i == 4 || i == 6))) return std::nullopt;
+    auto ints = [&](int i) { return i < 0 ? nullptr : &std::get<Tensor<int64_t>>(in[size_t(i)]); };
+    int za = 2, zb = 5;
+    if constexpr (std::is_same_v<OpT, ops::MatMulInteger>) za = op.a_zero ? 2 : -1, zb = op.b_zero_input();
+    if constexpr (std::is_same_v<OpT, ops::ConvInteger>) za = op.x_zero ? 2 : -1, zb = op.w_zero_input();
+    Tensor<int64_t> acc;
+    if constexpr (is_one_of<OpT, ops::MatMulInteger, ops::QLinearMatMul>)
+      acc = kernels::int_matmul(*ints(0), ints(za), *ints(kb), ints(zb), os);
+    else
+      acc = kernels::int_conv(op.conv(), *ints(0), ints(za), *ints(kb), ints(zb), in.size() == 9 ? ints(8) : nullptr, os);
+    if constexpr (!qlinear) {
+      return V{std::move(acc)};
+    } else {
+      const int axis = std::is_same_v<OpT, ops::QLinearConv> ? 1 : int(os.size()) - 1;
+      return V{kernels::requantize(acc, axis, data(in, 1)[0], data(in, 4), data(in, 6)[0], (*ints(7))[0], op.to)};
+    }
   } else if constexpr (std::is_same_v<OpT, ops::GridSample> && real) {
     return V{kernels::grid_sample(op, data(in, 0), data(in, 1), os)};
   } else if constexpr ((std::is_same_v<OpT, ops::Softmax> || std::is_same_v<OpT, ops::LogSoftmax>) && real) {

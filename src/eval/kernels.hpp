@@ -381,6 +381,55 @@ Tensor<T> dequantize(const ops::DequantizeLinear& op, const Tensor<int64_t>& x, 
   return out;
 }
 
+/// The integer ops' operands minus their zero points, as doubles: the products and sums of
+/// int8 differences stay integers far below 2^53, so a double GEMM (Eigen's) is exact in any
+/// order. zero: one value or one per index of x's dim `axis` (nullptr: 0).
+inline Tensor<double> minus_zero(const Tensor<int64_t>& x, const Tensor<int64_t>* zero, int axis) {
+  Tensor<double> r(x.shape());
+  const Shape& s = x.shape();
+  const bool per = zero && zero->size() > 1;
+  int64_t inner = 1;
+  for (size_t d = size_t(axis) + 1; per && d < s.size(); ++d) inner *= s[d];
+  const int64_t count = per ? s[size_t(axis)] : 1;
+  for (int64_t i = 0; i < x.size(); ++i) r[i] = double(x[i] - (zero ? (*zero)[per ? (i / inner) % count : 0] : 0));
+  return r;
+}
+inline Tensor<int64_t> to_ints(const Tensor<double>& x) {
+  Tensor<int64_t> r(x.shape());
+  for (int64_t i = 0; i < x.size(); ++i) r[i] = int64_t(x[i]);
+  return r;
+}
+/// The int32 sums of MatMulInteger / QLinearMatMul (operand inputs a and b, zero points za, zb).
+inline Tensor<int64_t> int_matmul(const Tensor<int64_t>& a, const Tensor<int64_t>* za, const Tensor<int64_t>& b,
+                                  const Tensor<int64_t>* zb, const Shape& os) {
+  return to_ints(matmul<double>(minus_zero(a, za, 0), minus_zero(b, zb, int(b.rank()) - 1), os));
+}
+/// The int32 sums of ConvInteger / QLinearConv (bias: added per output channel).
+inline Tensor<int64_t> int_conv(const ops::Conv& c, const Tensor<int64_t>& x, const Tensor<int64_t>* zx, const Tensor<int64_t>& w,
+                                const Tensor<int64_t>* zw, const Tensor<int64_t>* bias, const Shape& os) {
+  Tensor<int64_t> r = to_ints(conv<double>(c, minus_zero(x, zx, 0), minus_zero(w, zw, 0), nullptr, os));
+  if (bias) {
+    const int64_t F = os[1], P = r.size() / std::max<int64_t>(1, os[0] * F);
+    for (int64_t i = 0; i < r.size(); ++i) r[i] += (*bias)[(i / P) % F];
+  }
+  return r;
+}
+/// QLinearConv's and QLinearMatMul's output from their sums: the scale and zero point of
+/// output element i's channel (dim `axis` of the sums; b's or w's scale per channel or one).
+template <class T>
+Tensor<int64_t> requantize(const Tensor<int64_t>& acc, int axis, T sa, const Tensor<T>& sb, T sy, int64_t zy, DType to) {
+  Tensor<int64_t> r(acc.shape());
+  const Shape& s = acc.shape();
+  int64_t inner = 1;
+  for (size_t d = size_t(axis) + 1; d < s.size(); ++d) inner *= s[d];
+  const int64_t count = s.empty() ? 1 : s[size_t(axis)];
+  std::vector<float> m(size_t(std::max<int64_t>(count, 1)));
+  for (int64_t c = 0; c < count; ++c) m[size_t(c)] = ops::detail::requant_scale(double(sa), double(sb[sb.size() > 1 ? c : 0]), double(sy));
+  parallel_for(r.size(), [&](int64_t i) { r[i] = ops::detail::requantize(acc[i], m[size_t(count > 1 ? (i / inner) % count : 0)], zy, to); },
+               r.size() > 16384);
+  return r;
+}
+
 /// GridSample with each output point's taps computed once for all its channels; the sums
 /// in the formula's order.
 template <class E>

@@ -340,6 +340,50 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     no_blocks(c);
     return Mapped{ops::DequantizeLinear{.axis = c.i("axis", 1)}, c.present(2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1}};
   };
+  // ONNX Runtime's quantizers' integer ops: dynamic quantization (DynamicQuantizeLinear,
+  // MatMulInteger, ConvInteger) and the QOperator format (QLinearMatMul, QLinearConv).
+  t["DynamicQuantizeLinear"] = [](const NodeCtx&) { return Mapped{ops::DynamicQuantizeLinear{}, {0}}; };
+  auto required = [](const NodeCtx& c, std::initializer_list<const char*> names) {
+    int i = 0;
+    for (const char* name : names) {
+      if (!c.present(i)) throw InvalidInput(cat("input ", i, " (", name, ") is required"));
+      ++i;
+    }
+  };
+  auto conv_attrs = [](const NodeCtx& c, auto& o) {
+    o.kernel_shape = c.ints("kernel_shape");
+    o.strides = c.ints("strides");
+    o.pads = c.ints("pads");
+    o.dilations = c.ints("dilations");
+    o.group = c.i("group", 1);
+    o.auto_pad = auto_pad_of(c);
+  };
+  auto output_type = [](const NodeCtx& c, int zero) {
+    const auto zt = c.type(zero);
+    if (!zt) throw InvalidInput(cat("input ", zero, " (y_zero_point) has no type"));
+    if (!is_int8(zt->dtype)) throw InvalidInput(cat("y_zero_point must be int8 or uint8, got ", dtype_name(zt->dtype)));
+    return zt->dtype;
+  };
+  t["MatMulInteger"] = [required](const NodeCtx& c) {
+    required(c, {"A", "B"});
+    return Mapped{ops::MatMulInteger{.a_zero = c.present(2), .b_zero = c.present(3)}, first_inputs(c, 4)};
+  };
+  t["ConvInteger"] = [required, conv_attrs](const NodeCtx& c) {
+    required(c, {"x", "w"});
+    ops::ConvInteger o{.x_zero = c.present(2), .w_zero = c.present(3)};
+    conv_attrs(c, o);
+    return Mapped{o, first_inputs(c, 4)};
+  };
+  t["QLinearMatMul"] = [required, output_type](const NodeCtx& c) {
+    required(c, {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"});
+    return Mapped{ops::QLinearMatMul{.to = output_type(c, 7)}, first_inputs(c, 8)};
+  };
+  t["QLinearConv"] = [required, conv_attrs, output_type](const NodeCtx& c) {
+    required(c, {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"});
+    ops::QLinearConv o{.to = output_type(c, 7)};
+    conv_attrs(c, o);
+    return Mapped{o, first_inputs(c, 9)};
+  };
   // DepthToSpace and SpaceToDepth are reshape-transpose-reshape: pet's R/T op.
   auto block_rt = [](bool to_space) {
     return [to_space](const NodeCtx& c) {
@@ -880,8 +924,9 @@ struct Exporter {
 
   /// The attributes Conv and ConvTranspose share.
   template <class C>
-  NodeProto* conv_like(const char* type, const C& o) {
-    auto* p = simple(type);
+  NodeProto* conv_like(const char* type, const C& o) { return conv_attrs(simple(type), o); }
+  template <class C>
+  NodeProto* conv_attrs(NodeProto* p, const C& o) {
     set(p, "kernel_shape", o.kernel_shape);
     set(p, "strides", o.strides);
     set(p, "pads", o.pads);
@@ -1020,6 +1065,20 @@ struct Exporter {
     set(p, "axis", o.axis);
   }
   void operator()(const ops::DequantizeLinear& o) { set(simple("DequantizeLinear"), "axis", o.axis); }
+  void operator()(const ops::DynamicQuantizeLinear&) { simple("DynamicQuantizeLinear"); }
+  /// An absent first zero point is written as "" when the second is present.
+  void operator()(const ops::MatMulInteger& o) {
+    auto v = in();
+    if (!o.a_zero && o.b_zero) v.insert(v.begin() + 2, "");
+    ctx.add("MatMulInteger", n.name, v, out());
+  }
+  void operator()(const ops::ConvInteger& o) {
+    auto v = in();
+    if (!o.x_zero && o.w_zero) v.insert(v.begin() + 2, "");
+    conv_attrs(ctx.add("ConvInteger", n.name, v, out()), o);
+  }
+  void operator()(const ops::QLinearMatMul&) { simple("QLinearMatMul"); }
+  void operator()(const ops::QLinearConv& o) { conv_like("QLinearConv", o); }
   void operator()(const ops::GatherND& o) { set(simple("GatherND"), "batch_dims", o.batch_dims); }
   void operator()(const ops::Trilu& o) {
     auto* p = with_inputs("Trilu", {ctx.initializer(n.name + "_k", DType::Int64, Tensor<int64_t>(Shape{}, std::vector<int64_t>{o.k}))});

@@ -103,14 +103,14 @@ struct Outputs {
   bool in_double = false;  ///< computed by the double interpreter (programs that quantize)
 };
 
-/// Whether g quantizes (QuantizeLinear rounds to a grid): two programs equal in exact
+/// Whether g quantizes (QuantizeLinear and the QLinear ops round to a grid): two programs equal in exact
 /// arithmetic then differ in float by whole quantization steps wherever a value lies within
 /// float rounding of a grid midpoint (a quantized MobileNet-v2 run by two float conv kernels
 /// differed in 25 % of its outputs), so such programs are compared in double, where that
 /// does not happen.
 bool quantizes(const Graph& g) {
   for (const Node& n : g.nodes())
-    if (std::holds_alternative<ops::QuantizeLinear>(n.op)) return true;
+    if (holds_any<ops::QuantizeLinear, ops::DynamicQuantizeLinear, ops::QLinearConv, ops::QLinearMatMul>(n.op)) return true;
   return false;
 }
 

@@ -348,3 +348,30 @@ save("quant16", [
     const("rs", np.float32(0.01)), const("rz", np.uint8(0)), const("ss", np.float32(0.03)), const("sz", np.int8(-3)),
     const("ia", np.int64([[1, -2], [0, 4]])), const("ia_dup", np.int64([[1, 1], [-1, 4]])),
     const("im", np.int64([[2], [0]])), const("im_dup", np.int64([[3], [-1]]))], opset=16)
+
+# ONNX Runtime's integer quantization ops (dynamic quantization and the QOperator format),
+# in the type combinations ONNX Runtime's CPU kernels take; pet must match it exactly.
+rq = np.random.default_rng(17)
+save("qops13", [
+    mk("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"], name="dynq"),
+    mk("ConvInteger", ["xq", "cw", "xz", "cwz"], ["ci"], pads=[1, 1, 1, 1], name="conv_int"),
+    mk("Cast", ["ci"], ["ci_f"], to=F, name="cast_ci"),
+    mk("MatMulInteger", ["xq", "mw", "xz", "mwz"], ["mi"], name="matmul_int"),
+    mk("Cast", ["mi"], ["mi_f"], to=F, name="cast_mi"),
+    mk("QLinearConv", ["xq", "xs", "xz", "qw", "qws", "qwz", "ys", "yz", "qb"], ["qc"], strides=[2, 2], pads=[1, 1, 1, 1], name="qconv"),
+    mk("QLinearConv", ["qc", "ys", "yz", "dw", "dws", "dwz", "ys2", "yz2"], ["qd"], group=4, pads=[1, 1, 1, 1], name="qconv_dw"),
+    mk("QuantizeLinear", ["x", "ss", "sz"], ["sq"], name="quant_s8"),
+    mk("QLinearConv", ["sq", "ss", "sz", "qw", "qws", "qwz", "ys", "sz2"], ["qs"], dilations=[2, 2], pads=[2, 2, 2, 2], name="qconv_s8"),
+    mk("QLinearMatMul", ["xq", "xs", "xz", "mw", "mws", "mwz0", "ys", "yz"], ["qm"], name="qmatmul"),
+    mk("Cast", ["xs"], ["xs_out"], to=F, name="scale_out"),
+], [vi("x", [2, 3, 8, 8])],
+   [vi("ci_f", [2, 4, 8, 8]), vi("mi_f", [2, 3, 8, 5]), vi("qc", [2, 4, 4, 4], TensorProto.UINT8), vi("qd", [2, 4, 4, 4], TensorProto.UINT8),
+    vi("qs", [2, 4, 8, 8], TensorProto.INT8), vi("qm", [2, 3, 8, 5], TensorProto.UINT8), vi("xs_out", []), vi("xz", [], TensorProto.UINT8)],
+   [const("cw", rq.integers(0, 256, [4, 3, 3, 3]).astype(np.uint8)), const("cwz", np.uint8(131)),
+    const("mw", rq.integers(-128, 128, [8, 5]).astype(np.int8)), const("mwz", rq.integers(-3, 4, [5]).astype(np.int8)),
+    const("mws", np.float32([0.01, 0.02, 0.015, 0.03, 0.005])), const("mwz0", np.zeros(5, np.int8)),
+    const("qw", rq.integers(-127, 128, [4, 3, 3, 3]).astype(np.int8)), const("qws", np.float32([0.004, 0.006, 0.005, 0.003])),
+    const("qwz", np.zeros(4, np.int8)), const("ys", np.float32(0.05)), const("yz", np.uint8(100)), const("qb", np.int32([1000, -2000, 0, 500])),
+    const("dw", rq.integers(-127, 128, [4, 1, 3, 3]).astype(np.int8)), const("dws", np.float32(0.01)), const("dwz", np.int8(0)),
+    const("ys2", np.float32(0.2)), const("yz2", np.uint8(3)),
+    const("ss", np.float32(0.03)), const("sz", np.int8(-3)), const("sz2", np.int8(5))], opset=13)

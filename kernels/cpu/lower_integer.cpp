@@ -1,0 +1,293 @@
+// ONNX's integer quantization ops on the cpu backend: DynamicQuantizeLinear, MatMulInteger,
+// ConvInteger (ONNX Runtime's dynamic quantization) and QLinearMatMul, QLinearConv (its
+// QOperator format).
+//
+// DynamicQuantizeLinear is one pet step: the input's range, the scale and zero point, the
+// uint8 tensor (the op's formulas, float32). The four integer ops run on oneDNN's int8 conv
+// and matmul with int32 results: the source is the int8 tensor with its zero point (constant,
+// or the run-time scalar DynamicQuantizeLinear computed), the weight the constant int8 (or
+// uint8) weight less its zero point, which must fit int8 (oneDNN's weights are s8). The int32
+// sums are exact on VNNI (see lower_quant.cpp: without VNNI oneDNN's pair sums saturate, and
+// these ops run the reference kernel, whose sums are exact doubles). MatMulInteger and
+// ConvInteger hand their int32 result on as host values; QLinearMatMul and QLinearConv
+// requantize it in a pet step, the op's own formula (float(sum + bias) * m, m = (s_a * s_b) /
+// s_y, clamped, rounded half to even, plus the zero point), into an int8 buffer that the next
+// such op reads directly. Convs run channels-last, the int8 kernels' layout.
+#include <cmath>
+#include <cstring>
+
+#include "executable.hpp"
+#include "pet/core/parallel.hpp"
+#include "quant_helpers.hpp"
+
+namespace pet::backend::cpu_detail {
+
+namespace {
+memory::format_tag channels_last(size_t rank) {
+  return rank == 3 ? memory::format_tag::nwc : rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
+}
+const Tensor<int64_t>& int_value(const Graph& g, TensorId t) { return std::get<Tensor<int64_t>>(*g.tensor(t).value); }
+ops::Conv conv_of(const Op& op) {
+  if (const auto* c = std::get_if<ops::ConvInteger>(&op)) return c->conv();
+  return std::get<ops::QLinearConv>(op).conv();
+}
+}  // namespace
+
+void CpuExecutable::ensure_host(TensorId t, const std::string& who) {
+  if (!qdevice_.count(t) || !host_copied_.insert(t).second) return;
+  const Shape shape = g_.type(t).shape;
+  const bool is_signed = slots_[size_t(t)].md.data.data_type == dnnl_s8;
+  const int src = as_layout(int(t), with_type(plain_md(shape), is_signed ? dt::s8 : dt::u8), who);
+  Step& st = add_step(cat("  ", g_.tensor(t).name, ": int8 buffer to host values, for ", who), {src}, {});
+  st.fn = [this, src, t, shape, code = ByteCode(is_signed)] {
+    const uint8_t* x = reinterpret_cast<const uint8_t*>(ptr(src));
+    Tensor<int64_t> v(shape);
+    for (int64_t i = 0; i < v.size(); ++i) v[i] = int64_t(uint8_t(x[i] ^ code.flip)) - int64_t(code.offset);
+    slots_[size_t(t)].host = std::move(v);
+  };
+}
+
+int CpuExecutable::int8_buffer(TensorId t, const std::string& who) {
+  if (qdevice_.count(t)) return int(t);
+  const Shape& shape = g_.type(t).shape;
+  const md_t md = with_type(plain_md(shape), g_.type(t).dtype == DType::Int8 ? dt::s8 : dt::u8);
+  if (g_.tensor(t).is_constant()) {
+    const auto& v = int_value(g_, t);
+    std::vector<uint8_t> b(size_t(v.size()));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(v[int64_t(i)]);
+    return int8_const(md, b.data(), b.size(), g_.type(t));
+  }
+  const int r = new_slot(g_.type(t), md);
+  Step& st = add_step(cat("  ", g_.tensor(t).name, ": host values to an int8 buffer, for ", who), {int(t)}, {r});
+  st.fn = [this, t, r] {
+    const auto& v = std::get<Tensor<int64_t>>(*slots_[size_t(t)].host);
+    uint8_t* o = reinterpret_cast<uint8_t*>(ptr(r));
+    for (int64_t i = 0; i < v.size(); ++i) o[i] = uint8_t(v[i]);
+  };
+  return r;
+}
+
+void CpuExecutable::lower_dynamic_quantize(NodeId n, const std::string& who) {
+  const Node& node = g_.node(n);
+  const TensorId x = node.inputs[0], y = node.outputs[0], ys = node.outputs[1], yz = node.outputs[2];
+  const int src = plain_slot(int(x));
+  define(y, with_type(plain_md(g_.type(y).shape), dt::u8));
+  qdevice_.insert(y);
+  define(ys, plain_md(Shape{}));
+  const int64_t total = numel(g_.type(x).shape);
+  Step& st = add_step(cat(who, ": range, scale and uint8 tensor in one pet step"), {src}, {int(y), int(ys)});
+  st.fn = [this, src, y = int(y), ys = int(ys), yz, total] {
+    const float* xp = ptr(src);
+    float lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < total; ++i) {  // NaN compares false: skipped, as the op's range skips it
+      lo = xp[i] < lo ? xp[i] : lo;
+      hi = xp[i] > hi ? xp[i] : hi;
+    }
+    const auto p = ops::DynamicQuantizeLinear::params(lo, hi);
+    *ptr(ys) = p.scale;
+    slots_[size_t(yz)].host = Tensor<int64_t>(Shape{}, p.zero);
+    uint8_t* out = reinterpret_cast<uint8_t*>(ptr(y));
+    const float z = float(p.zero), s = p.scale;
+    parallel_chunks(total, 16384, [=](int64_t b, int64_t e) { quantize_block(xp + b, out + b, e - b, s, 0.f - z, 255.f - z, z); });
+  };
+}
+
+bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
+  const Node& node = g_.node(n);
+  if (std::holds_alternative<ops::DynamicQuantizeLinear>(node.op)) {
+    lower_dynamic_quantize(n, who);
+    return true;
+  }
+  const bool qlinear = holds_any<ops::QLinearConv, ops::QLinearMatMul>(node.op);
+  const bool is_conv = holds_any<ops::ConvInteger, ops::QLinearConv>(node.op);
+  if (!qlinear && !holds_any<ops::MatMulInteger, ops::ConvInteger>(node.op)) return false;
+  if (!int8_) return false;
+  // input positions: operand a (the source), its zero point, the weight b, its zero point
+  int ia = 0, iza = 2, ib = 3, izb = 5;
+  if (const auto* m = std::get_if<ops::MatMulInteger>(&node.op)) ib = 1, iza = m->a_zero ? 2 : -1, izb = m->b_zero_input();
+  if (const auto* c = std::get_if<ops::ConvInteger>(&node.op)) ib = 1, iza = c->x_zero ? 2 : -1, izb = c->w_zero_input();
+  const TensorId a = node.inputs[size_t(ia)], b = node.inputs[size_t(ib)], y = node.outputs[0];
+  auto constant = [&](int i) { return i < 0 || g_.tensor(node.inputs[size_t(i)]).is_constant(); };
+  if (!constant(ib) || !constant(izb)) return false;
+  const Shape &as = g_.type(a).shape, &bs = g_.type(b).shape, &ys = g_.type(y).shape;
+  if (!is_conv && bs.size() != 2) return false;  // oneDNN's matmul here: [rows, K] x [K, N]
+  const int64_t O = is_conv ? bs[0] : bs[1];   // output channels (conv) or columns (matmul)
+  // The weight less its zero point (per tensor, per output channel or per column), as int8
+  // where every value fits. Where not (uint8 weights, whose zero point is rarely 128), the
+  // kernel takes w - base (base 128 for uint8, 0 for int8: always int8) and one more output
+  // channel of ones, whose sums S = sum (a - z_a) over each window let the step after it add
+  // (base - z_w[c]) * S: sum (a - z_a)(w - z_w) exactly (groups: one such channel would not do).
+  const auto& bw = int_value(g_, b);
+  const Tensor<int64_t>* bz = izb >= 0 ? &int_value(g_, node.inputs[size_t(izb)]) : nullptr;
+  const int64_t per_o = is_conv ? bw.size() / std::max<int64_t>(O, 1) : 1;
+  auto wzero = [&](int64_t o) { return bz ? (*bz)[bz->size() > 1 ? o : 0] : 0; };
+  auto out_channel = [&](int64_t i) { return is_conv ? i / per_o : i % O; };
+  bool fits = true;
+  for (int64_t i = 0; i < bw.size() && fits; ++i) fits = bw[i] - wzero(out_channel(i)) >= -128 && bw[i] - wzero(out_channel(i)) <= 127;
+  const int64_t base = g_.type(b).dtype == DType::UInt8 ? 128 : 0;
+  std::vector<int64_t> corr;  // (base - z_w[c]) per output channel; empty: the zero point is in the weight
+  if (!fits) {
+    if (is_conv && conv_of(node.op).group > 1) return false;
+    for (int64_t o = 0; o < O; ++o) corr.push_back(base - wzero(o));
+  }
+  const int64_t C2 = O + (corr.empty() ? 0 : 1);  // channels (columns) of the kernel's sums
+  Shape bs2 = bs;
+  bs2[is_conv ? 0 : 1] = C2;
+  std::vector<int8_t> w8(size_t(numel(bs2)), int8_t(1));
+  for (int64_t i = 0; i < bw.size(); ++i) {
+    const int64_t o = out_channel(i), j = is_conv ? i : i / O * C2 + o;
+    w8[size_t(j)] = int8_t(bw[i] - (corr.empty() ? wzero(o) : base));
+  }
+  // QLinear: constant scales and output zero point; the multipliers per output channel
+  std::vector<float> mult;
+  std::vector<int32_t> bias;
+  int64_t yzero = 0;
+  DType to = DType::Int32;
+  // a's scale may be computed at run time (DynamicQuantizeLinear's): the step then reads it
+  int sa_slot = -1;
+  std::vector<float> sb_over;  // b's scale per output channel (for a run-time a scale)
+  float sy_value = 1.f;
+  if (qlinear) {
+    for (int i : {4, 6, 7})
+      if (!constant(i)) return false;
+    if (node.inputs.size() == 9 && !constant(8)) return false;
+    const auto fval = [&](int i) { return std::get<Tensor<float>>(*g_.tensor(node.inputs[size_t(i)]).value); };
+    const Tensor<float> sb = fval(4), sy = fval(6);
+    sy_value = sy[0];
+    mult.resize(size_t(O));
+    for (int64_t c = 0; c < O; ++c) sb_over.push_back(sb[sb.size() > 1 ? c : 0]);
+    if (constant(1))
+      for (int64_t c = 0; c < O; ++c) mult[size_t(c)] = ops::detail::requant_scale(fval(1)[0], sb_over[size_t(c)], sy_value);
+    else
+      sa_slot = plain_slot(int(node.inputs[1]));
+    yzero = int_value(g_, node.inputs[7])[0];
+    to = g_.type(y).dtype;
+    if (node.inputs.size() == 9) {
+      const auto& bv = int_value(g_, node.inputs[8]);
+      for (int64_t c = 0; c < O; ++c) bias.push_back(int32_t(bv[c]));
+    }
+  }
+  const dt src_type = g_.type(a).dtype == DType::Int8 ? dt::s8 : dt::u8;
+  primitive_attr attr;
+  if (iza >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  // The kernel: int32 sums, channels-last for convs; oneDNN's reference kernels are refused (slow).
+  std::optional<primitive> prim;
+  md_t src_md, w_md, acc_md, w_user;
+  std::string impl;
+  const int64_t K = is_conv ? 0 : bs[0], rows = is_conv ? 0 : numel(as) / std::max<int64_t>(K, 1);
+  Shape ys2 = ys;  // the sums' shape (a conv's: with the extra channel)
+  if (is_conv) ys2[1] = C2;
+  try {
+    if (is_conv) {
+      const ConvGeometry geo(conv_of(node.op), bs2);
+      const auto tag = channels_last(as.size());
+      const md_t s(dims_of(as), src_type, tag), w(dims_of(geo.wdims), dt::s8, memory::format_tag::any), d(dims_of(ys2), dt::s32, tag);
+      const convolution_forward::primitive_desc pd(
+          convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, s, w, d, geo.strides, geo.dil, geo.pl, geo.pr), attr, eng_);
+      impl = pd.impl_info_str();
+      src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
+      w_user = with_type(plain_md(geo.wdims), dt::s8);
+      prim = primitive(convolution_forward(pd));
+    } else {
+      const md_t s = with_type(plain_md({rows, K}), src_type), w(memory::dims{K, C2}, dt::s8, memory::format_tag::any),
+                 d = with_type(plain_md({rows, C2}), dt::s32);
+      const matmul::primitive_desc pd(matmul::desc(s, w, d), attr, eng_);
+      impl = pd.impl_info_str();
+      src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
+      w_user = with_type(plain_md({K, C2}), dt::s8);
+      prim = primitive(matmul(pd));
+    }
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  if (impl.rfind("ref", 0) == 0) return false;
+  // the weight, reordered once into the kernel's layout
+  Slot ws;
+  ws.type = TensorType{DType::Int8, bs2};
+  ws.md = w_md;
+  ws.owned = aligned_floats(w_md.get_size() / sizeof(float) + 1);
+  {
+    memory from(w_user, eng_, w8.data()), into(w_md, eng_, ws.owned.get());
+    dnnl_call(who, [&] { reorder(from, into).execute(strm_, from, into); });
+    strm_.wait();
+  }
+  slots_.push_back(ws);
+  const int w_slot = int(slots_.size()) - 1;
+  // the source: the int8 tensor in the kernel's layout (a matmul's viewed as [rows, K])
+  int src = int8_buffer(a, who);
+  if (is_conv) {
+    src = as_layout(src, src_md, who);
+  } else {
+    src = as_layout(src, with_type(plain_md(as), src_type), who);
+    Slot v = slots_[size_t(src)];
+    v.md = src_md;
+    v.plain = -1;
+    slots_.push_back(v);
+    src = int(slots_.size()) - 1;
+  }
+  const int acc = new_slot(TensorType{DType::Int32, ys2}, acc_md);
+  // the source's zero point as the kernel reads it: a constant, or (DynamicQuantizeLinear's)
+  // copied from its host value before each run of the kernel
+  int zslot = -1;
+  if (iza >= 0) {
+    const TensorId zt = node.inputs[size_t(iza)];
+    const int32_t zv = constant(iza) ? int32_t(int_value(g_, zt)[0]) : 0;
+    zslot = int8_const(md_t({1}, dt::s32, memory::format_tag::x), &zv, sizeof zv, TensorType{DType::Int32, {1}});
+    if (!constant(iza)) {
+      ensure_host(zt, who);
+      Step& zs = add_step(cat("  ", g_.tensor(zt).name, ": zero point for the kernel"), {int(zt)}, {});
+      zs.fn = [this, zt, zslot] { *reinterpret_cast<int32_t*>(ptr(zslot)) = int32_t(std::get<Tensor<int64_t>>(*slots_[size_t(zt)].host)[0]); };
+    }
+  }
+  Step& st = add_step(cat(who, ": oneDNN int8 ", is_conv ? "conv " : "matmul ", impl, " (", dtype_name(g_.type(a).dtype), " source, int32 sums",
+                          is_conv ? ", channels-last" : "", ")"),
+                      {src, w_slot}, {acc});
+  st.prim = prim;
+  st.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w_slot}, {DNNL_ARG_DST, acc}};
+  if (zslot >= 0) st.args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zslot});
+  // The sums are R rows of C2 (a conv's: channels-last, R = N x positions): each row's result
+  // channel c is sum[c] + corr[c] * sum[O] (+ the bias).
+  const int64_t R = numel(ys) / std::max<int64_t>(O, 1), P = is_conv && ys[0] > 0 ? R / ys[0] : 1;
+  if (!qlinear) {
+    // int32 results on to host values, in plain order (a conv's: from channels-last)
+    Step& hs = add_step(cat("  ", g_.tensor(y).name, ": int32 sums to host values", corr.empty() ? "" : " (with the weight's zero point)"), {acc}, {});
+    hs.fn = [this, acc, y, ys, R, P, O, C2, corr, is_conv] {
+      const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
+      Tensor<int64_t> v(ys);
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < O; ++c) {
+          const int64_t sum = corr.empty() ? p[r * C2 + c] : int64_t(int32_t(uint32_t(int64_t(p[r * C2 + c]) + corr[size_t(c)] * p[r * C2 + O])));
+          v[is_conv ? (r / P * O + c) * P + r % P : r * O + c] = sum;
+        }
+      slots_[size_t(y)].host = std::move(v);
+    };
+    return true;
+  }
+  // requantized into an int8 buffer: R rows of O (a conv's channels-last)
+  const dt y_type = to == DType::Int8 ? dt::s8 : dt::u8;
+  define(y, is_conv ? md_t(dims_of(ys), y_type, channels_last(ys.size())) : with_type(plain_md(ys), y_type));
+  qdevice_.insert(y);
+  std::vector<int> reads{acc};
+  if (sa_slot >= 0) reads.push_back(sa_slot);
+  Step& rq = add_step(cat("  ", who, ": requantize to ", dtype_name(to), corr.empty() ? "" : " (with the weight's zero point)",
+                          sa_slot >= 0 ? " (the source's scale read at run time)" : "", " (pet step)"),
+                      reads, {int(y)});
+  rq.fn = [this, acc, y = int(y), R, O, C2, corr, mult, bias, yzero, to, sa_slot, sb_over, sy_value]() mutable {
+    if (sa_slot >= 0)
+      for (int64_t c = 0; c < O; ++c) mult[size_t(c)] = ops::detail::requant_scale(*ptr(sa_slot), sb_over[size_t(c)], sy_value);
+    const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
+    uint8_t* out = reinterpret_cast<uint8_t*>(ptr(y));
+    parallel_chunks(R, std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        for (int64_t c = 0; c < O; ++c) {
+          uint32_t sum = uint32_t(p[r * C2 + c]);  // int32 arithmetic, wrapping as ONNX Runtime's
+          if (!corr.empty()) sum += uint32_t(corr[size_t(c)] * int64_t(p[r * C2 + O]));
+          if (!bias.empty()) sum += uint32_t(bias[size_t(c)]);
+          out[r * O + c] = uint8_t(ops::detail::requantize(int32_t(sum), mult[size_t(c)], yzero, to));
+        }
+    });
+  };
+  return true;
+}
+
+}  // namespace pet::backend::cpu_detail

@@ -1,0 +1,45 @@
+#pragma once
+// Byte-level helpers of the quantized steps (lower_quant.cpp: QDQ programs; lower_integer.cpp:
+// ONNX's integer ops), private to kernels/cpu.
+#include <cmath>
+#include <cstdint>
+
+#include "executable.hpp"
+
+namespace pet::backend::cpu_detail {
+
+inline md_t with_type(md_t md, dt type) {
+  md.data.data_type = static_cast<dnnl_data_type_t>(type);
+  return md;
+}
+/// Every element once, nothing else: no padding, no gaps, no offset (element-wise steps may
+/// then run over the buffer in memory order, whatever the layout).
+inline bool dense(const md_t& md) {
+  const auto& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.offset0 != 0) return false;
+  size_t n = d.data_type == dnnl_f32 || d.data_type == dnnl_s32 ? 4 : 1;
+  for (int i = 0; i < d.ndims; ++i) n *= size_t(d.dims[i]);
+  return md.get_size() == n;
+}
+/// QuantizeLinear's element function on n values (lo, hi: the range less the zero point z),
+/// written so that it vectorises: NaN gives lo, as the op's.
+inline void quantize_block(const float* __restrict x, uint8_t* __restrict out, int64_t n, float s, float lo, float hi, float z) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] / s;
+    v = v == v ? v : lo;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    out[i] = uint8_t(int32_t(std::nearbyint(v) + z));
+  }
+}
+
+/// int8 and uint8 buffers are read and written as bytes: a byte b holds the value
+/// (b ^ flip) - offset, flip and offset 128 for int8, 0 for uint8 (two's complement), and an
+/// int32 result in the type's range is stored as uint8_t(r) either way.
+struct ByteCode {
+  uint8_t flip;
+  float offset;
+  explicit ByteCode(bool is_signed) : flip(is_signed ? 0x80 : 0), offset(is_signed ? 128.f : 0.f) {}
+};
+
+}  // namespace pet::backend::cpu_detail
