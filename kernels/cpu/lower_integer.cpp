@@ -116,7 +116,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   // where every value fits. Where not (uint8 weights, whose zero point is rarely 128), the
   // kernel takes w - base (base 128 for uint8, 0 for int8: always int8) and one more output
   // channel of ones, whose sums S = sum (a - z_a) over each window let the step after it add
-  // (base - z_w[c]) * S: sum (a - z_a)(w - z_w) exactly (groups: one such channel would not do).
+  // (base - z_w[c]) * S: sum (a - z_a)(w - z_w) exactly.
   const auto& bw = int_value(g_, b);
   const Tensor<int64_t>* bz = izb >= 0 ? &int_value(g_, node.inputs[size_t(izb)]) : nullptr;
   const int64_t per_o = is_conv ? bw.size() / std::max<int64_t>(O, 1) : 1;
@@ -125,17 +125,24 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   bool fits = true;
   for (int64_t i = 0; i < bw.size() && fits; ++i) fits = bw[i] - wzero(out_channel(i)) >= -128 && bw[i] - wzero(out_channel(i)) <= 127;
   const int64_t base = g_.type(b).dtype == DType::UInt8 ? 128 : 0;
-  std::vector<int64_t> corr;  // (base - z_w[c]) per output channel; empty: the zero point is in the weight
-  if (!fits) {
-    if (is_conv && conv_of(node.op).group > 1) return false;
-    for (int64_t o = 0; o < O; ++o) corr.push_back(base - wzero(o));
-  }
-  const int64_t C2 = O + (corr.empty() ? 0 : 1);  // channels (columns) of the kernel's sums
+  // Where not, each group of output channels gets one more, of ones: the sums' row then holds
+  // channel c at sidx[c] and its group's sum of (a - z_a) at eidx[c].
+  const int64_t G = is_conv ? conv_of(node.op).group : 1, Og = O / std::max<int64_t>(G, 1);
+  std::vector<int32_t> corr;  // (base - z_w[c]) per output channel; empty: the zero point is in the weight
+  std::vector<int64_t> sidx(static_cast<size_t>(O)), eidx(static_cast<size_t>(O), -1);
+  for (int64_t c = 0; c < O; ++c) sidx[size_t(c)] = c;
+  if (!fits)
+    for (int64_t c = 0; c < O; ++c) {
+      corr.push_back(int32_t(base - wzero(c)));
+      sidx[size_t(c)] = c / Og * (Og + 1) + c % Og;
+      eidx[size_t(c)] = c / Og * (Og + 1) + Og;
+    }
+  const int64_t C2 = O + (corr.empty() ? 0 : G);  // channels (columns) of the kernel's sums
   Shape bs2 = bs;
   bs2[is_conv ? 0 : 1] = C2;
   std::vector<int8_t> w8(size_t(numel(bs2)), int8_t(1));
   for (int64_t i = 0; i < bw.size(); ++i) {
-    const int64_t o = out_channel(i), j = is_conv ? i : i / O * C2 + o;
+    const int64_t o = out_channel(i), j = is_conv ? sidx[size_t(o)] * per_o + i % per_o : i / O * C2 + sidx[size_t(o)];
     w8[size_t(j)] = int8_t(bw[i] - (corr.empty() ? wzero(o) : base));
   }
   // QLinear: constant scales and output zero point; the multipliers per output channel
@@ -245,20 +252,50 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   st.prim = prim;
   st.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w_slot}, {DNNL_ARG_DST, acc}};
   if (zslot >= 0) st.args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zslot});
-  // The sums are R rows of C2 (a conv's: channels-last, R = N x positions): each row's result
-  // channel c is sum[c] + corr[c] * sum[O] (+ the bias).
+  // The sums are R rows of C2 (a conv's: channels-last, R = N x positions); row_sums gives a
+  // row's O results: the row itself, or (with the weight's zero point) gathered,
+  // sum[sidx[c]] + corr[c] * sum[eidx[c]] in int32 (wrapping, as ONNX Runtime's int32 sums).
   const int64_t R = numel(ys) / std::max<int64_t>(O, 1), P = is_conv && ys[0] > 0 ? R / ys[0] : 1;
+  auto row_sums = [O, corr, sidx, eidx](const int32_t* row, int32_t* tmp) -> const int32_t* {
+    if (corr.empty()) return row;
+    for (int64_t c = 0; c < O; ++c)
+      tmp[c] = int32_t(uint32_t(row[sidx[size_t(c)]]) + uint32_t(corr[size_t(c)]) * uint32_t(row[eidx[size_t(c)]]));
+    return tmp;
+  };
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1));
+  const std::string zp_note = corr.empty() ? "" : " (with the weight's zero point)";
   if (!qlinear) {
-    // int32 results on to host values, in plain order (a conv's: from channels-last)
-    Step& hs = add_step(cat("  ", g_.tensor(y).name, ": int32 sums to host values", corr.empty() ? "" : " (with the weight's zero point)"), {acc}, {});
-    hs.fn = [this, acc, y, ys, R, P, O, C2, corr, is_conv] {
+    // A Cast to float after it (ONNX Runtime's dynamic quantization): the float result
+    // directly (in the sums' layout); else the int32 result as host values, in plain order.
+    const NodeId cast = sole_consumer(y);
+    if (cast >= 0 && !is_output_.count(y) && std::holds_alternative<ops::Cast>(g_.node(cast).op) &&
+        g_.type(g_.node(cast).outputs[0]).dtype == DType::Float32) {
+      const TensorId f = g_.node(cast).outputs[0];
+      define(f, is_conv ? md_t(dims_of(ys), dt::f32, channels_last(ys.size())) : plain_md(ys));
+      absorbed_.insert(cast);
+      Step& fs = add_step(cat("  ", who, ": int32 sums to float", zp_note, " (with Cast '", g_.node(cast).name, "')"), {acc}, {int(f)});
+      fs.fn = [this, acc, f = int(f), R, O, C2, row_sums, grain] {
+        const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
+        float* out = ptr(f);
+        parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
+          std::vector<int32_t> tmp(static_cast<size_t>(O));
+          for (int64_t r = b; r < e; ++r) {
+            const int32_t* s = row_sums(p + r * C2, tmp.data());
+            for (int64_t c = 0; c < O; ++c) out[r * O + c] = float(s[c]);
+          }
+        });
+      };
+      return true;
+    }
+    Step& hs = add_step(cat("  ", g_.tensor(y).name, ": int32 sums to host values", zp_note), {acc}, {});
+    hs.fn = [this, acc, y, ys, R, P, O, C2, row_sums, is_conv] {
       const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
       Tensor<int64_t> v(ys);
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t c = 0; c < O; ++c) {
-          const int64_t sum = corr.empty() ? p[r * C2 + c] : int64_t(int32_t(uint32_t(int64_t(p[r * C2 + c]) + corr[size_t(c)] * p[r * C2 + O])));
-          v[is_conv ? (r / P * O + c) * P + r % P : r * O + c] = sum;
-        }
+      std::vector<int32_t> tmp(static_cast<size_t>(O));
+      for (int64_t r = 0; r < R; ++r) {
+        const int32_t* s = row_sums(p + r * C2, tmp.data());
+        for (int64_t c = 0; c < O; ++c) v[is_conv ? (r / P * O + c) * P + r % P : r * O + c] = s[c];
+      }
       slots_[size_t(y)].host = std::move(v);
     };
     return true;
@@ -269,22 +306,20 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   qdevice_.insert(y);
   std::vector<int> reads{acc};
   if (sa_slot >= 0) reads.push_back(sa_slot);
-  Step& rq = add_step(cat("  ", who, ": requantize to ", dtype_name(to), corr.empty() ? "" : " (with the weight's zero point)",
-                          sa_slot >= 0 ? " (the source's scale read at run time)" : "", " (pet step)"),
+  Step& rq = add_step(cat("  ", who, ": requantize to ", dtype_name(to), zp_note, sa_slot >= 0 ? " (the source's scale read at run time)" : "", " (pet step)"),
                       reads, {int(y)});
-  rq.fn = [this, acc, y = int(y), R, O, C2, corr, mult, bias, yzero, to, sa_slot, sb_over, sy_value]() mutable {
+  std::vector<int32_t> add(size_t(O), 0);  // the bias (zeros without one)
+  for (int64_t c = 0; c < O && !bias.empty(); ++c) add[size_t(c)] = bias[size_t(c)];
+  const int64_t qlo = to == DType::Int8 ? -128 : 0, qhi = to == DType::Int8 ? 127 : 255;
+  const float lo = float(qlo - yzero), hi = float(qhi - yzero), z = float(yzero);
+  rq.fn = [this, acc, y = int(y), R, O, C2, add, row_sums, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value]() mutable {
     if (sa_slot >= 0)
       for (int64_t c = 0; c < O; ++c) mult[size_t(c)] = ops::detail::requant_scale(*ptr(sa_slot), sb_over[size_t(c)], sy_value);
     const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
     uint8_t* out = reinterpret_cast<uint8_t*>(ptr(y));
-    parallel_chunks(R, std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r)
-        for (int64_t c = 0; c < O; ++c) {
-          uint32_t sum = uint32_t(p[r * C2 + c]);  // int32 arithmetic, wrapping as ONNX Runtime's
-          if (!corr.empty()) sum += uint32_t(corr[size_t(c)] * int64_t(p[r * C2 + O]));
-          if (!bias.empty()) sum += uint32_t(bias[size_t(c)]);
-          out[r * O + c] = uint8_t(ops::detail::requantize(int32_t(sum), mult[size_t(c)], yzero, to));
-        }
+    parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
+      std::vector<int32_t> tmp(static_cast<size_t>(O));
+      for (int64_t r = b; r < e; ++r) requantize_row(row_sums(p + r * C2, tmp.data()), add.data(), mult.data(), out + r * O, O, lo, hi, z);
     });
   };
   return true;

@@ -33,6 +33,22 @@ inline void quantize_block(const float* __restrict x, uint8_t* __restrict out, i
   }
 }
 
+/// QLinearConv's and QLinearMatMul's requantization of one row of n int32 sums
+/// (ops::detail::requantize): s = sum + add in int32 (wrapping, as ONNX Runtime's int32
+/// arithmetic), float(s) * m, clamped to [lo, hi] (the range less the zero point z; NaN gives
+/// lo), rounded half to even, plus z; written so that it vectorises.
+inline void requantize_row(const int32_t* __restrict sum, const int32_t* __restrict add, const float* __restrict m, uint8_t* __restrict out,
+                           int64_t n, float lo, float hi, float z) {
+  for (int64_t c = 0; c < n; ++c) {
+    const int32_t s = int32_t(uint32_t(sum[c]) + uint32_t(add[c]));
+    float v = float(s) * m[c];
+    v = v == v ? v : lo;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    out[c] = uint8_t(int32_t(std::nearbyint(v) + z));
+  }
+}
+
 /// int8 and uint8 buffers are read and written as bytes: a byte b holds the value
 /// (b ^ flip) - offset, flip and offset 128 for int8, 0 for uint8 (two's complement), and an
 /// int32 result in the type's range is stored as uint8_t(r) either way.
