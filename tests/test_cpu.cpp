@@ -1606,6 +1606,10 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
   g.add_output(g.add_node("qm", ops::QLinearMatMul{.to = I8},
                           {qd, scalar("ys2_", 0.3f), zero("yz2_", U8, 3), ints("mw", I8, {5, 6}, -128, 127), g.add_constant("mws", Tensor<float>({6}, ms)),
                            ints("mwz", I8, {6}, 0, 0), scalar("qms", 0.7f), zero("qmz", I8, -7)})[0]);
+  // QLinearMatMul of two activations (attention's): uint8 B (less 128 at run time) and int8 B
+  // with a zero point; the zero points' share added per row
+  g.add_output(g.add_node("qaa", ops::QLinearMatMul{},
+                          {qd, scalar("s_a", 0.3f), zero("z_a", U8, 3), qd, scalar("s_b", 0.3f), zero("z_b", U8, 3), scalar("s_y", 0.9f), zero("z_y", U8, 77)})[0]);
   // MatMulInteger with per-column weight zero points
   g.add_output(g.add_node("mi", ops::MatMulInteger{.a_zero = true, .b_zero = true}, {xq, ints("bw", I8, {9, 7}, -100, 100), xz, ints("bwz", I8, {7}, -20, 20)})[0]);
   // int8 activations: QuantizeLinear to int8, a dilated QLinearConv int8 to int8
@@ -1613,6 +1617,8 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
   g.add_output(g.add_node("qs", ops::QLinearConv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}, .to = I8},
                           {sq, scalar("ss_", 0.03f), zero("sz_", I8, -3), ints("sw", I8, {4, 3, 3, 3}, -127, 127), g.add_constant("sws", Tensor<float>({4}, ws)),
                            ints("swz", I8, {4}, 0, 0), scalar("sy", 0.1f), zero("syz", I8, 5)})[0]);
+  g.add_output(g.add_node("qss", ops::QLinearMatMul{.to = I8},
+                          {sq, scalar("s_c", 0.03f), zero("z_c", I8, -3), sq, scalar("s_d", 0.03f), zero("z_d", I8, 5), scalar("s_e", 0.05f), zero("z_e", I8, 0)})[0]);
   g.add_output(xs);
   g.add_output(xz);
   Tensor<float> in({2, 3, 9, 9});
@@ -1627,7 +1633,8 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
                           "QLinearMatMul 'qm': oneDNN int8 matmul", "MatMulInteger 'mi': oneDNN int8 matmul", "QLinearConv 'qs': oneDNN int8 conv",
                           "ConvInteger 'ci_wide': oneDNN int8 conv", "MatMulInteger 'mi_u8': oneDNN int8 matmul", "mi_u8: int32 sums to host values (with the weight's zero point)",
                           "QuantizeLinear 'sq': quantize to int8", "ConvInteger 'ci_grouped': oneDNN int8 conv",
-                          "ConvInteger 'ci': int32 sums to float (with Cast 'ci_f')", "ci_grouped: int32 sums to host values (with the weight's zero point)"})
+                          "ConvInteger 'ci': int32 sums to float (with Cast 'ci_f')", "ci_grouped: int32 sums to host values (with the weight's zero point)",
+                          "QLinearMatMul 'qaa': oneDNN int8 matmul", "QLinearMatMul 'qss': oneDNN int8 matmul"})
       CHECK_MESSAGE((plan.find(k) != std::string::npos) == want, k);
     for (int round = 0; round < 2; ++round) {
       const auto out = exe->run(inputs);

@@ -108,21 +108,34 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   if (const auto* c = std::get_if<ops::ConvInteger>(&node.op)) ib = 1, iza = c->x_zero ? 2 : -1, izb = c->w_zero_input();
   const TensorId a = node.inputs[size_t(ia)], b = node.inputs[size_t(ib)], y = node.outputs[0];
   auto constant = [&](int i) { return i < 0 || g_.tensor(node.inputs[size_t(i)]).is_constant(); };
-  if (!constant(ib) || !constant(izb)) return false;
   const Shape &as = g_.type(a).shape, &bs = g_.type(b).shape, &ys = g_.type(y).shape;
-  if (!is_conv && bs.size() != 2) return false;  // oneDNN's matmul here: [rows, K] x [K, N]
-  const int64_t O = is_conv ? bs[0] : bs[1];   // output channels (conv) or columns (matmul)
+  // A matmul of two activations (attention's, in QOperator models): B is oneDNN's int8 weight
+  // at run time, an int8 B as it is, a uint8 B as B - 128 (its bytes with the top bit
+  // flipped); its zero point's share, (base - z_b) * sum_k (a - z_a), is added per row by the
+  // step after the kernel. A's batch dims must be the result's (B's may broadcast).
+  const bool runtime_b = !is_conv && !constant(ib);
+  if (!constant(izb)) return false;
+  if (runtime_b) {
+    if (izb >= 0 && int_value(g_, node.inputs[size_t(izb)]).size() != 1) return false;
+    if (as.size() < 2 || bs.size() < 2 || as.size() != ys.size() || !std::equal(as.begin(), as.end() - 2, ys.begin())) return false;
+  } else if (!is_conv && bs.size() != 2) {
+    return false;  // a constant weight: [rows, K] x [K, N]
+  }
+  const int64_t O = is_conv ? bs[0] : bs.back();  // output channels (conv) or columns (matmul)
+  const bool b_u8 = g_.type(b).dtype == DType::UInt8;
+  const int32_t rb_corr = runtime_b ? int32_t((b_u8 ? 128 : 0) - (izb >= 0 ? int_value(g_, node.inputs[size_t(izb)])[0] : 0)) : 0;
   // The weight less its zero point (per tensor, per output channel or per column), as int8
   // where every value fits. Where not (uint8 weights, whose zero point is rarely 128), the
   // kernel takes w - base (base 128 for uint8, 0 for int8: always int8) and one more output
   // channel of ones, whose sums S = sum (a - z_a) over each window let the step after it add
   // (base - z_w[c]) * S: sum (a - z_a)(w - z_w) exactly.
-  const auto& bw = int_value(g_, b);
+  static const Tensor<int64_t> none;
+  const auto& bw = runtime_b ? none : int_value(g_, b);
   const Tensor<int64_t>* bz = izb >= 0 ? &int_value(g_, node.inputs[size_t(izb)]) : nullptr;
   const int64_t per_o = is_conv ? bw.size() / std::max<int64_t>(O, 1) : 1;
   auto wzero = [&](int64_t o) { return bz ? (*bz)[bz->size() > 1 ? o : 0] : 0; };
   auto out_channel = [&](int64_t i) { return is_conv ? i / per_o : i % O; };
-  bool fits = true;
+  bool fits = true;  // (a run-time B: nothing to fold)
   for (int64_t i = 0; i < bw.size() && fits; ++i) fits = bw[i] - wzero(out_channel(i)) >= -128 && bw[i] - wzero(out_channel(i)) <= 127;
   const int64_t base = g_.type(b).dtype == DType::UInt8 ? 128 : 0;
   // Where not, each group of output channels gets one more, of ones: the sums' row then holds
@@ -181,7 +194,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   std::optional<primitive> prim;
   md_t src_md, w_md, acc_md, w_user;
   std::string impl;
-  const int64_t K = is_conv ? 0 : bs[0], rows = is_conv ? 0 : numel(as) / std::max<int64_t>(K, 1);
+  const int64_t K = is_conv ? 0 : bs[bs.size() - 2], rows = is_conv ? 0 : numel(as) / std::max<int64_t>(K, 1);
   Shape ys2 = ys;  // the sums' shape (a conv's: with the extra channel)
   if (is_conv) ys2[1] = C2;
   try {
@@ -195,6 +208,14 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
       w_user = with_type(plain_md(geo.wdims), dt::s8);
       prim = primitive(convolution_forward(pd));
+    } else if (runtime_b) {
+      Shape bp(ys.size() - bs.size(), 1);  // B's dims, with leading 1s (broadcast)
+      bp.insert(bp.end(), bs.begin(), bs.end());
+      const matmul::primitive_desc pd(
+          matmul::desc(with_type(plain_md(as), src_type), with_type(plain_md(bp), dt::s8), with_type(plain_md(ys), dt::s32)), attr, eng_);
+      impl = pd.impl_info_str();
+      src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
+      prim = primitive(matmul(pd));
     } else {
       const md_t s = with_type(plain_md({rows, K}), src_type), w(memory::dims{K, C2}, dt::s8, memory::format_tag::any),
                  d = with_type(plain_md({rows, C2}), dt::s32);
@@ -208,6 +229,26 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     return false;
   }
   if (impl.rfind("ref", 0) == 0) return false;
+  int w_slot = -1;
+  if (runtime_b) {
+    // B in a buffer, viewed with the kernel's dims; a uint8 B less 128 by a step
+    const int bsrc = as_layout(int8_buffer(b, who), with_type(plain_md(bs), b_u8 ? dt::u8 : dt::s8), who);
+    if (b_u8) {
+      w_slot = new_slot(TensorType{DType::Int8, bs}, w_md);
+      Step& fl = add_step(cat("  ", g_.tensor(b).name, ": uint8 to int8 less 128, for ", who), {bsrc}, {w_slot});
+      fl.fn = [this, bsrc, w_slot, n = numel(bs)] {
+        const uint8_t* x = reinterpret_cast<const uint8_t*>(ptr(bsrc));
+        uint8_t* o = reinterpret_cast<uint8_t*>(ptr(w_slot));
+        for (int64_t i = 0; i < n; ++i) o[i] = uint8_t(x[i] ^ 0x80);
+      };
+    } else {
+      Slot v = slots_[size_t(bsrc)];
+      v.md = w_md;
+      v.plain = -1;
+      slots_.push_back(v);
+      w_slot = int(slots_.size()) - 1;
+    }
+  } else {
   // the weight, reordered once into the kernel's layout
   Slot ws;
   ws.type = TensorType{DType::Int8, bs2};
@@ -219,7 +260,8 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     strm_.wait();
   }
   slots_.push_back(ws);
-  const int w_slot = int(slots_.size()) - 1;
+  w_slot = int(slots_.size()) - 1;
+  }
   // the source: the int8 tensor in the kernel's layout (a matmul's viewed as [rows, K])
   int src = int8_buffer(a, who);
   if (is_conv) {
@@ -256,14 +298,29 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   // row's O results: the row itself, or (with the weight's zero point) gathered,
   // sum[sidx[c]] + corr[c] * sum[eidx[c]] in int32 (wrapping, as ONNX Runtime's int32 sums).
   const int64_t R = numel(ys) / std::max<int64_t>(O, 1), P = is_conv && ys[0] > 0 ? R / ys[0] : 1;
-  auto row_sums = [O, corr, sidx, eidx](const int32_t* row, int32_t* tmp) -> const int32_t* {
-    if (corr.empty()) return row;
+  // (a run-time B: plus rb_corr * sum_k (a - z_a) of the row, its `extra`)
+  auto row_sums = [O, corr, sidx, eidx](const int32_t* row, int32_t* tmp, int32_t extra) -> const int32_t* {
+    if (corr.empty() && extra == 0) return row;
     for (int64_t c = 0; c < O; ++c)
-      tmp[c] = int32_t(uint32_t(row[sidx[size_t(c)]]) + uint32_t(corr[size_t(c)]) * uint32_t(row[eidx[size_t(c)]]));
+      tmp[c] = int32_t(uint32_t(row[sidx[size_t(c)]]) + (corr.empty() ? 0u : uint32_t(corr[size_t(c)]) * uint32_t(row[eidx[size_t(c)]])) +
+                       uint32_t(extra));
     return tmp;
   };
+  // rb_corr * sum_k (a[r, k] - z_a), read from the source's buffer (and zero point) at run time
+  const int a_slot = runtime_b && rb_corr != 0 ? src : -1;
+  const bool a_signed = g_.type(a).dtype == DType::Int8;
+  auto row_extra = [this, a_slot, zslot, K, rb_corr, a_signed](int64_t r) -> int32_t {
+    if (a_slot < 0) return 0;
+    const uint8_t* x = reinterpret_cast<const uint8_t*>(ptr(a_slot)) + r * K;
+    int64_t t = 0;
+    for (int64_t k = 0; k < K; ++k) t += a_signed ? int64_t(int8_t(x[k])) : int64_t(x[k]);
+    if (zslot >= 0) t -= int64_t(*reinterpret_cast<const int32_t*>(ptr(zslot))) * K;
+    return int32_t(uint32_t(rb_corr) * uint32_t(uint64_t(t)));
+  };
+  std::vector<int> sum_reads{acc};
+  if (a_slot >= 0) sum_reads.push_back(a_slot);
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1));
-  const std::string zp_note = corr.empty() ? "" : " (with the weight's zero point)";
+  const std::string zp_note = corr.empty() && a_slot < 0 ? "" : " (with the weight's zero point)";
   if (!qlinear) {
     // A Cast to float after it (ONNX Runtime's dynamic quantization): the float result
     // directly (in the sums' layout); else the int32 result as host values, in plain order.
@@ -273,27 +330,27 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       const TensorId f = g_.node(cast).outputs[0];
       define(f, is_conv ? md_t(dims_of(ys), dt::f32, channels_last(ys.size())) : plain_md(ys));
       absorbed_.insert(cast);
-      Step& fs = add_step(cat("  ", who, ": int32 sums to float", zp_note, " (with Cast '", g_.node(cast).name, "')"), {acc}, {int(f)});
-      fs.fn = [this, acc, f = int(f), R, O, C2, row_sums, grain] {
+      Step& fs = add_step(cat("  ", who, ": int32 sums to float", zp_note, " (with Cast '", g_.node(cast).name, "')"), sum_reads, {int(f)});
+      fs.fn = [this, acc, f = int(f), R, O, C2, row_sums, row_extra, grain] {
         const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
         float* out = ptr(f);
         parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
           std::vector<int32_t> tmp(static_cast<size_t>(O));
           for (int64_t r = b; r < e; ++r) {
-            const int32_t* s = row_sums(p + r * C2, tmp.data());
+            const int32_t* s = row_sums(p + r * C2, tmp.data(), row_extra(r));
             for (int64_t c = 0; c < O; ++c) out[r * O + c] = float(s[c]);
           }
         });
       };
       return true;
     }
-    Step& hs = add_step(cat("  ", g_.tensor(y).name, ": int32 sums to host values", zp_note), {acc}, {});
-    hs.fn = [this, acc, y, ys, R, P, O, C2, row_sums, is_conv] {
+    Step& hs = add_step(cat("  ", g_.tensor(y).name, ": int32 sums to host values", zp_note), sum_reads, {});
+    hs.fn = [this, acc, y, ys, R, P, O, C2, row_sums, row_extra, is_conv] {
       const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
       Tensor<int64_t> v(ys);
       std::vector<int32_t> tmp(static_cast<size_t>(O));
       for (int64_t r = 0; r < R; ++r) {
-        const int32_t* s = row_sums(p + r * C2, tmp.data());
+        const int32_t* s = row_sums(p + r * C2, tmp.data(), row_extra(r));
         for (int64_t c = 0; c < O; ++c) v[is_conv ? (r / P * O + c) * P + r % P : r * O + c] = s[c];
       }
       slots_[size_t(y)].host = std::move(v);
@@ -304,7 +361,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   const dt y_type = to == DType::Int8 ? dt::s8 : dt::u8;
   define(y, is_conv ? md_t(dims_of(ys), y_type, channels_last(ys.size())) : with_type(plain_md(ys), y_type));
   qdevice_.insert(y);
-  std::vector<int> reads{acc};
+  std::vector<int> reads = sum_reads;
   if (sa_slot >= 0) reads.push_back(sa_slot);
   Step& rq = add_step(cat("  ", who, ": requantize to ", dtype_name(to), zp_note, sa_slot >= 0 ? " (the source's scale read at run time)" : "", " (pet step)"),
                       reads, {int(y)});
@@ -312,14 +369,14 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   for (int64_t c = 0; c < O && !bias.empty(); ++c) add[size_t(c)] = bias[size_t(c)];
   const int64_t qlo = to == DType::Int8 ? -128 : 0, qhi = to == DType::Int8 ? 127 : 255;
   const float lo = float(qlo - yzero), hi = float(qhi - yzero), z = float(yzero);
-  rq.fn = [this, acc, y = int(y), R, O, C2, add, row_sums, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value]() mutable {
+  rq.fn = [this, acc, y = int(y), R, O, C2, add, row_sums, row_extra, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value]() mutable {
     if (sa_slot >= 0)
       for (int64_t c = 0; c < O; ++c) mult[size_t(c)] = ops::detail::requant_scale(*ptr(sa_slot), sb_over[size_t(c)], sy_value);
     const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
     uint8_t* out = reinterpret_cast<uint8_t*>(ptr(y));
     parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
       std::vector<int32_t> tmp(static_cast<size_t>(O));
-      for (int64_t r = b; r < e; ++r) requantize_row(row_sums(p + r * C2, tmp.data()), add.data(), mult.data(), out + r * O, O, lo, hi, z);
+      for (int64_t r = b; r < e; ++r) requantize_row(row_sums(p + r * C2, tmp.data(), row_extra(r)), add.data(), mult.data(), out + r * O, O, lo, hi, z);
     });
   };
   return true;
