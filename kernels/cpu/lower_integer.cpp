@@ -15,6 +15,7 @@
 // such op reads directly. Convs run channels-last, the int8 kernels' layout.
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "executable.hpp"
 #include "pet/core/parallel.hpp"
@@ -78,11 +79,24 @@ void CpuExecutable::lower_dynamic_quantize(NodeId n, const std::string& who) {
   Step& st = add_step(cat(who, ": range, scale and uint8 tensor in one pet step"), {src}, {int(y), int(ys)});
   st.fn = [this, src, y = int(y), ys = int(ys), yz, total] {
     const float* xp = ptr(src);
+    // the range: NaN compares false and is skipped, as the op's range skips it; 16 lanes per
+    // chunk so that it vectorises (the comparisons are minps and maxps exactly)
     float lo = INFINITY, hi = -INFINITY;
-    for (int64_t i = 0; i < total; ++i) {  // NaN compares false: skipped, as the op's range skips it
-      lo = xp[i] < lo ? xp[i] : lo;
-      hi = xp[i] > hi ? xp[i] : hi;
-    }
+    std::mutex mu;
+    parallel_chunks(total, 65536, [&](int64_t b, int64_t e) {
+      float l[16], h[16];
+      for (int j = 0; j < 16; ++j) l[j] = INFINITY, h[j] = -INFINITY;
+      int64_t i = b;
+      for (; i + 16 <= e; i += 16)
+        for (int j = 0; j < 16; ++j) {
+          const float v = xp[i + j];
+          l[j] = v < l[j] ? v : l[j];
+          h[j] = v > h[j] ? v : h[j];
+        }
+      for (; i < e; ++i) l[0] = xp[i] < l[0] ? xp[i] : l[0], h[0] = xp[i] > h[0] ? xp[i] : h[0];
+      std::lock_guard<std::mutex> g(mu);
+      for (int j = 0; j < 16; ++j) lo = l[j] < lo ? l[j] : lo, hi = h[j] > hi ? h[j] : hi;
+    });
     const auto p = ops::DynamicQuantizeLinear::params(lo, hi);
     *ptr(ys) = p.scale;
     slots_[size_t(yz)].host = Tensor<int64_t>(Shape{}, p.zero);
@@ -144,13 +158,17 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   std::vector<int32_t> corr;  // (base - z_w[c]) per output channel; empty: the zero point is in the weight
   std::vector<int64_t> sidx(static_cast<size_t>(O)), eidx(static_cast<size_t>(O), -1);
   for (int64_t c = 0; c < O; ++c) sidx[size_t(c)] = c;
+  // A grouped conv's sums come from a second conv instead, a depthwise conv of ones (each
+  // input channel's window sums, added up per group after it), so that the weight keeps its
+  // group structure and its kernel: eidx[c] is then c's group.
+  const bool sums_conv = !fits && G > 1;
   if (!fits)
     for (int64_t c = 0; c < O; ++c) {
       corr.push_back(int32_t(base - wzero(c)));
-      sidx[size_t(c)] = c / Og * (Og + 1) + c % Og;
-      eidx[size_t(c)] = c / Og * (Og + 1) + Og;
+      sidx[size_t(c)] = sums_conv ? c : c / Og * (Og + 1) + c % Og;
+      eidx[size_t(c)] = sums_conv ? c / Og : c / Og * (Og + 1) + Og;
     }
-  const int64_t C2 = O + (corr.empty() ? 0 : G);  // channels (columns) of the kernel's sums
+  const int64_t C2 = O + (corr.empty() || sums_conv ? 0 : G);  // channels (columns) of the kernel's sums
   Shape bs2 = bs;
   bs2[is_conv ? 0 : 1] = C2;
   std::vector<int8_t> w8(size_t(numel(bs2)), int8_t(1));
@@ -197,6 +215,10 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   const int64_t K = is_conv ? 0 : bs[bs.size() - 2], rows = is_conv ? 0 : numel(as) / std::max<int64_t>(K, 1);
   Shape ys2 = ys;  // the sums' shape (a conv's: with the extra channel)
   if (is_conv) ys2[1] = C2;
+  Shape ys_s = ys;  // a grouped conv's second conv: each input channel's window sums (depthwise)
+  const int64_t Cin = is_conv ? as[1] : 0, Ig = is_conv ? Cin / std::max<int64_t>(G, 1) : 1;
+  std::optional<primitive> sums_prim;
+  md_t sums_w_user, sums_w_md, sums_md;
   try {
     if (is_conv) {
       const ConvGeometry geo(conv_of(node.op), bs2);
@@ -208,6 +230,22 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
       w_user = with_type(plain_md(geo.wdims), dt::s8);
       prim = primitive(convolution_forward(pd));
+      if (sums_conv) {
+        ops::Conv cd = conv_of(node.op);
+        cd.group = Cin;
+        Shape bs_s = bs;
+        bs_s[0] = Cin, bs_s[1] = 1;
+        ys_s[1] = Cin;
+        const ConvGeometry gs(cd, bs_s);
+        const convolution_forward::primitive_desc pd2(
+            convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, s, md_t(dims_of(gs.wdims), dt::s8, memory::format_tag::any),
+                                      md_t(dims_of(ys_s), dt::s32, tag), gs.strides, gs.dil, gs.pl, gs.pr),
+            attr, eng_);
+        if (std::string(pd2.impl_info_str()).rfind("ref", 0) == 0) return false;
+        sums_w_user = with_type(plain_md(gs.wdims), dt::s8);
+        sums_w_md = pd2.weights_desc(), sums_md = pd2.dst_desc();
+        sums_prim = primitive(convolution_forward(pd2));
+      }
     } else if (runtime_b) {
       Shape bp(ys.size() - bs.size(), 1);  // B's dims, with leading 1s (broadcast)
       bp.insert(bp.end(), bs.begin(), bs.end());
@@ -294,17 +332,47 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   st.prim = prim;
   st.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w_slot}, {DNNL_ARG_DST, acc}};
   if (zslot >= 0) st.args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zslot});
+  int sums_slot = -1;
+  if (sums_prim) {
+    Slot ones;
+    ones.type = TensorType{DType::Int8, {Cin}};
+    ones.md = sums_w_md;
+    ones.owned = aligned_floats(sums_w_md.get_size() / sizeof(float) + 1);
+    std::vector<int8_t> one(sums_w_user.get_size(), int8_t(1));
+    memory from(sums_w_user, eng_, one.data()), into(sums_w_md, eng_, ones.owned.get());
+    dnnl_call(who, [&] { reorder(from, into).execute(strm_, from, into); });
+    strm_.wait();
+    slots_.push_back(ones);
+    const int ones_slot = int(slots_.size()) - 1;
+    sums_slot = new_slot(TensorType{DType::Int32, ys_s}, sums_md);
+    Step& s2 = add_step(cat("  ", who, ": window sums (a depthwise conv of ones, for the weight's zero point)"), {src, ones_slot}, {sums_slot});
+    s2.prim = sums_prim;
+    s2.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, ones_slot}, {DNNL_ARG_DST, sums_slot}};
+    if (zslot >= 0) s2.args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zslot});
+  }
   // The sums are R rows of C2 (a conv's: channels-last, R = N x positions); row_sums gives a
   // row's O results: the row itself, or (with the weight's zero point) gathered,
   // sum[sidx[c]] + corr[c] * sum[eidx[c]] in int32 (wrapping, as ONNX Runtime's int32 sums).
   const int64_t R = numel(ys) / std::max<int64_t>(O, 1), P = is_conv && ys[0] > 0 ? R / ys[0] : 1;
   // (a run-time B: plus rb_corr * sum_k (a - z_a) of the row, its `extra`)
-  auto row_sums = [O, corr, sidx, eidx](const int32_t* row, int32_t* tmp, int32_t extra) -> const int32_t* {
+  // (ext: the row holding the window sums, the same row or the second conv's)
+  auto row_sums = [O, corr, sidx, eidx](const int32_t* row, const int32_t* ext, int32_t* tmp, int32_t extra) -> const int32_t* {
     if (corr.empty() && extra == 0) return row;
     for (int64_t c = 0; c < O; ++c)
-      tmp[c] = int32_t(uint32_t(row[sidx[size_t(c)]]) + (corr.empty() ? 0u : uint32_t(corr[size_t(c)]) * uint32_t(row[eidx[size_t(c)]])) +
+      tmp[c] = int32_t(uint32_t(row[sidx[size_t(c)]]) + (corr.empty() ? 0u : uint32_t(corr[size_t(c)]) * uint32_t(ext[eidx[size_t(c)]])) +
                        uint32_t(extra));
     return tmp;
+  };
+  auto ext_row = [this, sums_slot, Cin, Ig, G](const int32_t* row, int64_t r, int32_t* gtmp) -> const int32_t* {
+    if (sums_slot < 0) return row;
+    const int32_t* d = reinterpret_cast<const int32_t*>(ptr(sums_slot)) + r * Cin;
+    if (Ig == 1) return d;
+    for (int64_t g = 0; g < G; ++g) {
+      uint32_t t = 0;
+      for (int64_t i = 0; i < Ig; ++i) t += uint32_t(d[g * Ig + i]);
+      gtmp[g] = int32_t(t);
+    }
+    return gtmp;
   };
   // rb_corr * sum_k (a[r, k] - z_a), read from the source's buffer (and zero point) at run time
   const int a_slot = runtime_b && rb_corr != 0 ? src : -1;
@@ -318,6 +386,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     return int32_t(uint32_t(rb_corr) * uint32_t(uint64_t(t)));
   };
   std::vector<int> sum_reads{acc};
+  if (sums_slot >= 0) sum_reads.push_back(sums_slot);
   if (a_slot >= 0) sum_reads.push_back(a_slot);
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1));
   const std::string zp_note = corr.empty() && a_slot < 0 ? "" : " (with the weight's zero point)";
@@ -331,13 +400,13 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       define(f, is_conv ? md_t(dims_of(ys), dt::f32, channels_last(ys.size())) : plain_md(ys));
       absorbed_.insert(cast);
       Step& fs = add_step(cat("  ", who, ": int32 sums to float", zp_note, " (with Cast '", g_.node(cast).name, "')"), sum_reads, {int(f)});
-      fs.fn = [this, acc, f = int(f), R, O, C2, row_sums, row_extra, grain] {
+      fs.fn = [this, acc, f = int(f), R, O, C2, row_sums, ext_row, row_extra, grain] {
         const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
         float* out = ptr(f);
         parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
-          std::vector<int32_t> tmp(static_cast<size_t>(O));
+          std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
           for (int64_t r = b; r < e; ++r) {
-            const int32_t* s = row_sums(p + r * C2, tmp.data(), row_extra(r));
+            const int32_t* s = row_sums(p + r * C2, ext_row(p + r * C2, r, gtmp.data()), tmp.data(), row_extra(r));
             for (int64_t c = 0; c < O; ++c) out[r * O + c] = float(s[c]);
           }
         });
@@ -345,12 +414,12 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       return true;
     }
     Step& hs = add_step(cat("  ", g_.tensor(y).name, ": int32 sums to host values", zp_note), sum_reads, {});
-    hs.fn = [this, acc, y, ys, R, P, O, C2, row_sums, row_extra, is_conv] {
+    hs.fn = [this, acc, y, ys, R, P, O, C2, row_sums, ext_row, row_extra, is_conv] {
       const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
       Tensor<int64_t> v(ys);
-      std::vector<int32_t> tmp(static_cast<size_t>(O));
+      std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
       for (int64_t r = 0; r < R; ++r) {
-        const int32_t* s = row_sums(p + r * C2, tmp.data(), row_extra(r));
+        const int32_t* s = row_sums(p + r * C2, ext_row(p + r * C2, r, gtmp.data()), tmp.data(), row_extra(r));
         for (int64_t c = 0; c < O; ++c) v[is_conv ? (r / P * O + c) * P + r % P : r * O + c] = s[c];
       }
       slots_[size_t(y)].host = std::move(v);
@@ -369,14 +438,14 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   for (int64_t c = 0; c < O && !bias.empty(); ++c) add[size_t(c)] = bias[size_t(c)];
   const int64_t qlo = to == DType::Int8 ? -128 : 0, qhi = to == DType::Int8 ? 127 : 255;
   const float lo = float(qlo - yzero), hi = float(qhi - yzero), z = float(yzero);
-  rq.fn = [this, acc, y = int(y), R, O, C2, add, row_sums, row_extra, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value]() mutable {
+  rq.fn = [this, acc, y = int(y), R, O, C2, add, row_sums, ext_row, row_extra, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value]() mutable {
     if (sa_slot >= 0)
       for (int64_t c = 0; c < O; ++c) mult[size_t(c)] = ops::detail::requant_scale(*ptr(sa_slot), sb_over[size_t(c)], sy_value);
     const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
     uint8_t* out = reinterpret_cast<uint8_t*>(ptr(y));
     parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
-      std::vector<int32_t> tmp(static_cast<size_t>(O));
-      for (int64_t r = b; r < e; ++r) requantize_row(row_sums(p + r * C2, tmp.data(), row_extra(r)), add.data(), mult.data(), out + r * O, O, lo, hi, z);
+      std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
+      for (int64_t r = b; r < e; ++r) requantize_row(row_sums(p + r * C2, ext_row(p + r * C2, r, gtmp.data()), tmp.data(), row_extra(r)), add.data(), mult.data(), out + r * O, O, lo, hi, z);
     });
   };
   return true;
