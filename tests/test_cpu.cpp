@@ -1598,13 +1598,13 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
                                   ints("qwz", I8, {4}, 0, 0), scalar("ys", 0.05f), zero("yz", U8, 101), ints("qb", DType::Int32, {4}, -3000, 3000)})[0];
   const TensorId qd = g.add_node("qd", ops::QLinearConv{.pads = {1, 1, 1, 1}, .group = 4},
                                  {qc, scalar("ys_", 0.05f), zero("yz_", U8, 101), ints("dw", I8, {4, 1, 3, 3}, -100, 100), scalar("dws", 0.01f),
-                                  ints("dwz", I8, {4}, -5, 5), scalar("ys2", 0.3f), zero("yz2", U8, 3)})[0];
+                                  ints("dwz", I8, {4}, -5, 5), scalar("ys2", 0.3f), zero("yz2", U8, 4)})[0];
   g.add_output(qd);
   // QLinearMatMul reading the channels-last int8 result; per-column scales
   std::vector<float> ms(6);
   for (size_t c = 0; c < 6; ++c) ms[c] = 0.01f + 0.003f * float(c);
   g.add_output(g.add_node("qm", ops::QLinearMatMul{.to = I8},
-                          {qd, scalar("ys2_", 0.3f), zero("yz2_", U8, 3), ints("mw", I8, {5, 6}, -128, 127), g.add_constant("mws", Tensor<float>({6}, ms)),
+                          {qd, scalar("ys2_", 0.3f), zero("yz2_", U8, 4), ints("mw", I8, {5, 6}, -128, 127), g.add_constant("mws", Tensor<float>({6}, ms)),
                            ints("mwz", I8, {6}, 0, 0), scalar("qms", 0.7f), zero("qmz", I8, -7)})[0]);
   // QLinearMatMul of two activations (attention's): uint8 B (less 128 at run time) and int8 B
   // with a zero point; the zero points' share added per row
@@ -1646,4 +1646,38 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
       }
     }
   }
+}
+
+TEST_CASE("cpu: QLinearConv and QLinearMatMul requantized by the int8 kernel round ties as the op does (half to even before an odd zero point is added)") {
+  // sums 8 x (0..31) (+ bias 4) times m = 0.5 * 0.25 / 2 = 1/16: every other value a tie
+  for (int64_t zy : {0, 100, 101, -3, 6})
+    for (bool with_bias : {false, true}) {
+      CAPTURE(zy);
+      CAPTURE(with_bias);
+      const DType to = zy < 0 ? DType::Int8 : DType::UInt8;
+      Graph g;
+      const TensorId x = g.add_input("x", TensorType{DType::UInt8, {1, 1, 1, 32}});
+      auto scalar = [&](const char* n, float v) { return g.add_constant(n, Tensor<float>(Shape{}, v)); };
+      auto zero = [&](const char* n, DType t, int64_t v) { return g.add_constant(n, t, Tensor<int64_t>(Shape{}, v)); };
+      std::vector<TensorId> in{x, scalar("xs", 0.5f), zero("xz", DType::UInt8, 0), g.add_constant("w", DType::Int8, Tensor<int64_t>({1, 1, 1, 1}, int64_t(8))),
+                               scalar("ws", 0.25f), zero("wz", DType::Int8, 0), scalar("ys", 2.f), zero("yz", to, zy)};
+      if (with_bias) in.push_back(g.add_constant("b", DType::Int32, Tensor<int64_t>({1}, int64_t(4))));
+      g.add_output(g.add_node("qc", ops::QLinearConv{.to = to}, in)[0]);
+      const TensorId xr = g.add_node("r", ops::Reshape{.shape = {32, 1}}, {x})[0];
+      g.add_output(g.add_node("qm", ops::QLinearMatMul{.to = to},
+                              {xr, scalar("xs2", 0.5f), zero("xz2", DType::UInt8, 0), g.add_constant("w2", DType::Int8, Tensor<int64_t>({1, 1}, int64_t(8))),
+                               scalar("ws2", 0.25f), zero("wz2", DType::Int8, 0), scalar("ys2", 2.f), zero("yz2", to, zy)})[0]);
+      Tensor<int64_t> xv({1, 1, 1, 32});
+      for (int64_t i = 0; i < 32; ++i) xv[i] = i;
+      const std::vector<Value<float>> inputs{xv};
+      const auto ref = backend::make_backend("reference")->compile(g)->run(inputs);
+      const auto [exe, plan, want] = compile_int8(g, true);
+      INFO(plan);
+      CHECK((plan.find("QLinearConv 'qc': oneDNN int8 conv") != std::string::npos) == want);
+      CHECK((plan.find("requantized by the kernel") != std::string::npos) == want);
+      const auto out = exe->run(inputs);
+      for (size_t k = 0; k < 2; ++k) CHECK(std::get<Tensor<int64_t>>(out[k]).vec() == std::get<Tensor<int64_t>>(ref[k]).vec());
+      // and the ties are there: x = 1 gives 0.5, which rounds to 0 (+ the zero point)
+      if (!with_bias) CHECK(std::get<Tensor<int64_t>>(ref[0])[1] == zy);
+    }
 }
