@@ -1606,6 +1606,17 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
   g.add_output(g.add_node("qm", ops::QLinearMatMul{.to = I8},
                           {qd, scalar("ys2_", 0.3f), zero("yz2_", U8, 4), ints("mw", I8, {5, 6}, -128, 127), g.add_constant("mws", Tensor<float>({6}, ms)),
                            ints("mwz", I8, {6}, 0, 0), scalar("qms", 0.7f), zero("qmz", I8, -7)})[0]);
+  // QOperator models' float ops between the integer ops: DequantizeLinear, Sigmoid,
+  // QuantizeLinear as a table on the int8 tensor; DequantizeLinear twice, Add, QuantizeLinear
+  // as one int8 step (lower_quant.cpp's, reading the QLinearConv results)
+  const TensorId dqd = g.add_node("dqd", ops::DequantizeLinear{}, {qd, scalar("s_dq", 0.3f), zero("z_dq", U8, 4)})[0];
+  const TensorId sig = g.add_node("sig", ops::Sigmoid{}, {dqd})[0];
+  const TensorId qsig = g.add_node("qsig", ops::QuantizeLinear{}, {sig, scalar("s_sig", 1.f / 256), zero("z_sig", U8, 0)})[0];
+  const TensorId added = g.add_node("add", ops::Add{}, {dqd, g.add_node("dqsig", ops::DequantizeLinear{}, {qsig, scalar("s_sig_", 1.f / 256), zero("z_sig_", U8, 0)})[0]})[0];
+  const TensorId qadd = g.add_node("qadd", ops::QuantizeLinear{}, {added, scalar("s_add", 0.1f), zero("z_add", U8, 9)})[0];
+  g.add_output(g.add_node("qc2", ops::QLinearConv{.pads = {1, 1, 1, 1}},
+                          {qadd, scalar("s_add_", 0.1f), zero("z_add_", U8, 9), ints("qw2", I8, {2, 4, 3, 3}, -127, 127), scalar("qws2", 0.01f),
+                           zero("qwz2", I8, 0), scalar("ys3", 0.2f), zero("yz3", U8, 50)})[0]);
   // QLinearMatMul of two activations (attention's): uint8 B (less 128 at run time) and int8 B
   // with a zero point; the zero points' share added per row
   g.add_output(g.add_node("qaa", ops::QLinearMatMul{},
@@ -1634,7 +1645,8 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
                           "ConvInteger 'ci_wide': oneDNN int8 conv", "MatMulInteger 'mi_u8': oneDNN int8 matmul", "mi_u8: int32 sums to host values (with the weight's zero point)",
                           "QuantizeLinear 'sq': quantize to int8", "ConvInteger 'ci_grouped': oneDNN int8 conv",
                           "ConvInteger 'ci': int32 sums to float (with Cast 'ci_f')", "ci_grouped: int32 sums to host values (with the weight's zero point)",
-                          "QLinearMatMul 'qaa': oneDNN int8 matmul", "QLinearMatMul 'qss': oneDNN int8 matmul"})
+                          "QLinearMatMul 'qaa': oneDNN int8 matmul", "QLinearMatMul 'qss': oneDNN int8 matmul", "Sigmoid 'sig': int8 table lookup",
+                          "Add 'add': int8"})
       CHECK_MESSAGE((plan.find(k) != std::string::npos) == want, k);
     for (int round = 0; round < 2; ++round) {
       const auto out = exe->run(inputs);

@@ -248,7 +248,8 @@ class CpuExecutable final : public Executable {
   /// (a MatMul's: 2-D), its bias constant (a Gemm's: alpha and beta 1, A not transposed).
   bool qint8_candidate(NodeId n, TensorId x);
   /// The DequantizeLinear producing t, if it is per tensor and reads a per-tensor quantized
-  /// pair (an int8 tensor an int8 step can read instead of t); else -1.
+  /// pair or a QLinearConv's or QLinearMatMul's result (an int8 tensor an int8 step can read
+  /// instead of t); else -1.
   NodeId int8_source(TensorId t) const;
   /// Whether only int8 kernels read the DequantizeLinear's result (it need not be computed).
   bool dq_deferrable(NodeId dq);
@@ -313,8 +314,12 @@ class CpuExecutable final : public Executable {
   bool lower_qunary(NodeId n, const std::string& who);
   /// A 256-entry table from int8 slot x to int8 slot y (table[x ^ 128] for signed x).
   void table_step(int x, int y, std::shared_ptr<std::array<uint32_t, 256>> table, bool signed_x, std::string text);
+  /// Whether only ONNX's integer ops (QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger)
+  /// read t, and t is not an output (int8 steps may then write it for them).
+  bool integer_readers(TensorId t) const;
   /// The per-tensor quantized pair that alone reads t (t's sole consumer a QuantizeLinear whose
-  /// DequantizeLinears are all per tensor): that QuantizeLinear, or -1.
+  /// DequantizeLinears are all per tensor, or whose result only integer ops read): that
+  /// QuantizeLinear, or -1.
   NodeId requantizer(TensorId t) const;
   /// For a node between a per-tensor DequantizeLinear and QuantizeLinear with the same scale,
   /// zero point and int8 type (on input 0 and its one output): that QuantizeLinear, or -1.

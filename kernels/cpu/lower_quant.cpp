@@ -223,12 +223,22 @@ void CpuExecutable::table_step(int x, int y, std::shared_ptr<std::array<uint32_t
   };
 }
 
+bool CpuExecutable::integer_readers(TensorId t) const {
+  if (!int8_ || is_output_.count(t) || consumers_[size_t(t)].empty()) return false;
+  for (NodeId c : consumers_[size_t(t)])
+    if (!holds_any<ops::QLinearConv, ops::QLinearMatMul, ops::ConvInteger, ops::MatMulInteger>(g_.node(c).op)) return false;
+  return true;
+}
+
 NodeId CpuExecutable::requantizer(TensorId t) const {
   const NodeId qy = sole_consumer(t);
-  if (qy < 0 || !std::holds_alternative<ops::QuantizeLinear>(g_.node(qy).op) || g_.node(qy).inputs[0] != t ||
-      !quantized_pair(g_.node(qy).outputs[0]) || !quant_params(g_, g_.node(qy))->per_tensor())
-    return -1;
-  for (NodeId c : consumers_[size_t(g_.node(qy).outputs[0])])
+  if (qy < 0 || !std::holds_alternative<ops::QuantizeLinear>(g_.node(qy).op) || g_.node(qy).inputs[0] != t) return -1;
+  const auto qp = quant_params(g_, g_.node(qy));
+  if (!qp || !qp->per_tensor()) return -1;
+  const TensorId qt = g_.node(qy).outputs[0];
+  if (integer_readers(qt)) return qy;  // QOperator models: QLinearConv and the like read it
+  if (!quantized_pair(qt)) return -1;
+  for (NodeId c : consumers_[size_t(qt)])
     if (!quant_params(g_, g_.node(c))->per_tensor()) return -1;
   return qy;
 }
@@ -238,7 +248,11 @@ NodeId CpuExecutable::int8_source(TensorId t) const {
   if (d < 0 || !std::holds_alternative<ops::DequantizeLinear>(g_.node(d).op)) return -1;
   const TensorId tq = g_.node(d).inputs[0];
   const NodeId q = g_.tensor(tq).producer;
-  if (q < 0 || !quantized_pair(tq) || !quant_params(g_, g_.node(q))->per_tensor() || !quant_params(g_, g_.node(d))->per_tensor()) return -1;
+  const auto dp = quant_params(g_, g_.node(d));
+  if (q < 0 || !dp || !dp->per_tensor()) return -1;
+  // QOperator models: the int8 result of QLinearConv or QLinearMatMul (lower_integer.cpp)
+  if (int8_ && holds_any<ops::QLinearConv, ops::QLinearMatMul>(g_.node(q).op)) return d;
+  if (!quantized_pair(tq) || !quant_params(g_, g_.node(q))->per_tensor()) return -1;
   return d;
 }
 
@@ -513,11 +527,8 @@ bool CpuExecutable::lower_qdq(NodeId n, const std::string& who) {
     if (!quantized_pair(t)) {
       // QOperator models: integer ops (QLinearConv, ...) read the int8 tensor: written once,
       // into a buffer they read (lower_integer.cpp)
-      bool integer_readers = int8_ && !consumers_[size_t(t)].empty();
-      for (NodeId c : consumers_[size_t(t)])
-        integer_readers = integer_readers && holds_any<ops::QLinearConv, ops::QLinearMatMul, ops::ConvInteger, ops::MatMulInteger>(g_.node(c).op);
       const auto qp = quant_params(g_, node);
-      if (!integer_readers || !qp || !qp->per_tensor()) return false;
+      if (!integer_readers(t) || !qp || !qp->per_tensor()) return false;
       quantize_step(n, who);
       return true;
     }
