@@ -1583,6 +1583,14 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
   const TensorId ci = g.add_node("ci", ops::ConvInteger{.pads = {1, 1, 1, 1}, .x_zero = true, .w_zero = true},
                                  {xq, ints("cw", U8, {4, 3, 3, 3}, 0, 255), xz, zero("cwz", U8, 128)})[0];
   g.add_output(g.add_node("ci_f", ops::Cast{.to = DType::Float32}, {ci})[0]);
+  // ONNX Runtime's dynamic quantization after a ConvInteger: Cast, Mul by the scales' product,
+  // Add of the bias [1, C, 1, 1], Relu: computed by the step after the kernel
+  const TensorId cs = g.add_node("cs", ops::Mul{}, {xs, scalar("cws", 0.02f)})[0];
+  const TensorId ci2 = g.add_node("ci2", ops::ConvInteger{.strides = {2, 2}, .x_zero = true}, {xq, ints("cw4", I8, {5, 3, 3, 3}, -100, 100), xz})[0];
+  const TensorId ci2f = g.add_node("ci2_f", ops::Cast{.to = DType::Float32}, {ci2})[0];
+  const TensorId ci2m = g.add_node("ci2_m", ops::Mul{}, {ci2f, cs})[0];
+  const TensorId ci2b = g.add_node("ci2_b", ops::Add{}, {ci2m, g.add_constant("cb4", Tensor<float>({1, 5, 1, 1}, std::vector<float>{0.5f, -1.f, 2.f, 0.f, -3.25f}))})[0];
+  g.add_output(g.add_node("ci2_r", ops::Relu{}, {ci2b})[0]);
   // uint8 weights that do not fit int8 less their zero points: w - 128 and a channel of sums
   // (per group)
   g.add_output(g.add_node("ci_wide", ops::ConvInteger{.pads = {0, 1, 2, 0}, .x_zero = true}, {xq, ints("cw2", U8, {2, 3, 2, 2}, 200, 255), xz})[0]);
@@ -1645,7 +1653,7 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
                           "ConvInteger 'ci_wide': oneDNN int8 conv", "MatMulInteger 'mi_u8': oneDNN int8 matmul", "mi_u8: int32 sums to host values (with the weight's zero point)",
                           "QuantizeLinear 'sq': quantize to int8", "ConvInteger 'ci_grouped': oneDNN int8 conv",
                           "ConvInteger 'ci': int32 sums to float (with Cast 'ci_f')", "ci_grouped: int32 sums to host values (with the weight's zero point)",
-                          "QLinearMatMul 'qaa': oneDNN int8 matmul", "QLinearMatMul 'qss': oneDNN int8 matmul", "Sigmoid 'sig': int8 table lookup",
+                          "QLinearMatMul 'qaa': oneDNN int8 matmul", "QLinearMatMul 'qss': oneDNN int8 matmul", "Sigmoid 'sig': int8 table lookup", "int32 sums to float (with Cast 'ci2_f', Mul 'ci2_m', Add 'ci2_b', Relu 'ci2_r')",
                           "Add 'add': int8"})
       CHECK_MESSAGE((plan.find(k) != std::string::npos) == want, k);
     for (int round = 0; round < 2; ++round) {

@@ -272,6 +272,7 @@ void CpuExecutable::lower(NodeId n) {
   }
   if (lower_integer(n, who)) {
     lowered_.insert(n);
+    for (NodeId a : absorbed_) lowered_.insert(a);
     return;
   }
   // An int8 tensor an int8 step left in a buffer, read by an op that takes host values.

@@ -71,12 +71,15 @@ int CpuExecutable::int8_buffer(TensorId t, const std::string& who) {
 void CpuExecutable::lower_dynamic_quantize(NodeId n, const std::string& who) {
   const Node& node = g_.node(n);
   const TensorId x = node.inputs[0], y = node.outputs[0], ys = node.outputs[1], yz = node.outputs[2];
-  const int src = plain_slot(int(x));
-  define(y, with_type(plain_md(g_.type(y).shape), dt::u8));
+  // element-wise but for the range: on the source's own layout where that holds every
+  // element once and nothing else (a conv's channels-last result: the int8 conv reading y then
+  // needs no reorder)
+  const int src = dense(slots_[size_t(x)].md) ? int(x) : plain_slot(int(x));
+  define(y, with_type(slots_[size_t(src)].md, dt::u8));
   qdevice_.insert(y);
   define(ys, plain_md(Shape{}));
   const int64_t total = numel(g_.type(x).shape);
-  Step& st = add_step(cat(who, ": range, scale and uint8 tensor in one pet step"), {src}, {int(y), int(ys)});
+  Step& st = add_step(cat(who, ": range, scale and uint8 tensor in one pet step (", layout_name(slots_[size_t(src)].md), ")"), {src}, {int(y), int(ys)});
   st.fn = [this, src, y = int(y), ys = int(ys), yz, total] {
     const float* xp = ptr(src);
     // the range: NaN compares false and is skipped, as the op's range skips it; 16 lanes per
@@ -475,18 +478,82 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     const NodeId cast = sole_consumer(y);
     if (cast >= 0 && !is_output_.count(y) && std::holds_alternative<ops::Cast>(g_.node(cast).op) &&
         g_.type(g_.node(cast).outputs[0]).dtype == DType::Float32) {
-      const TensorId f = g_.node(cast).outputs[0];
-      define(f, is_conv ? md_t(dims_of(ys), dt::f32, channels_last(ys.size())) : plain_md(ys));
       absorbed_.insert(cast);
-      Step& fs = add_step(cat("  ", who, ": int32 sums to float", zp_note, " (with Cast '", g_.node(cast).name, "')"), sum_reads, {int(f)});
-      fs.fn = [this, acc, f = int(f), R, O, C2, row_sums, ext_row, row_extra, grain] {
+      // and what ONNX Runtime's dynamic quantization puts after it: a Mul by the scales' product
+      // (one value, computed by then), an Add of the bias (one per output channel), a Relu;
+      // each as the op computes it, in float, in this order
+      TensorId f = g_.node(cast).outputs[0];
+      std::string text = cat(" (with Cast '", g_.node(cast).name, "'");
+      int scale_slot = -1, scale_slot2 = -1;  // the scale, or (not computed yet) the two factors of its Mul
+      std::vector<float> fbias;
+      bool relu = false;
+      auto next = [&](TensorId t) -> NodeId { return is_output_.count(t) ? -1 : sole_consumer(t); };
+      auto other = [&](NodeId c, TensorId t) { const Node& nc = g_.node(c); return nc.inputs.size() == 2 ? nc.inputs[nc.inputs[0] == t ? 1 : 0] : t; };
+      if (const NodeId m = next(f); m >= 0 && std::holds_alternative<ops::Mul>(g_.node(m).op)) {
+        const TensorId sc = other(m, f);
+        const NodeId sp = g_.tensor(sc).producer;
+        auto ready = [&](TensorId t) {  // one float value, available now
+          const NodeId p = g_.tensor(t).producer;
+          return numel(g_.type(t).shape) == 1 && slots_[size_t(t)].is_float() && (p < 0 || lowered_.count(p));
+        };
+        const bool product = sp >= 0 && !lowered_.count(sp) && std::holds_alternative<ops::Mul>(g_.node(sp).op) && g_.node(sp).inputs.size() == 2 &&
+                             ready(g_.node(sp).inputs[0]) && ready(g_.node(sp).inputs[1]);
+        if (sc != f && numel(g_.type(sc).shape) == 1 && slots_[size_t(sc)].is_float() && g_.type(g_.node(m).outputs[0]).shape == ys &&
+            (ready(sc) || product)) {
+          if (product) {
+            scale_slot = plain_slot(int(g_.node(sp).inputs[0]));
+            scale_slot2 = plain_slot(int(g_.node(sp).inputs[1]));
+          } else {
+            scale_slot = plain_slot(int(sc));
+          }
+          absorbed_.insert(m);
+          f = g_.node(m).outputs[0];
+          text += cat(", Mul '", g_.node(m).name, "'");
+        }
+      }
+      if (const NodeId ad = next(f); ad >= 0 && std::holds_alternative<ops::Add>(g_.node(ad).op)) {
+        const TensorId bt = other(ad, f);
+        const Shape& bsh = g_.type(bt).shape;
+        // one value per output channel, on the channel dim (a conv's dim 1, a matmul's last)
+        bool channel = bt != f && g_.tensor(bt).is_constant() && numel(bsh) == O && bsh.size() <= ys.size() && g_.type(g_.node(ad).outputs[0]).shape == ys;
+        for (size_t d = 0; channel && d < bsh.size(); ++d) {
+          const size_t od = ys.size() - bsh.size() + d;
+          channel = bsh[d] == 1 || od == (is_conv ? 1 : ys.size() - 1);
+        }
+        if (channel) {
+          fbias = std::get<Tensor<float>>(*g_.tensor(bt).value).vec();
+          absorbed_.insert(ad);
+          f = g_.node(ad).outputs[0];
+          text += cat(", Add '", g_.node(ad).name, "'");
+        }
+      }
+      if (const NodeId rl = next(f); rl >= 0 && std::holds_alternative<ops::Relu>(g_.node(rl).op)) {
+        relu = true;
+        absorbed_.insert(rl);
+        f = g_.node(rl).outputs[0];
+        text += cat(", Relu '", g_.node(rl).name, "'");
+      }
+      define(f, is_conv ? md_t(dims_of(ys), dt::f32, channels_last(ys.size())) : plain_md(ys));
+      std::vector<int> reads = sum_reads;
+      if (scale_slot >= 0) reads.push_back(scale_slot);
+      if (scale_slot2 >= 0) reads.push_back(scale_slot2);
+      Step& fs = add_step(cat("  ", who, ": int32 sums to float", zp_note, text, ")"), reads, {int(f)});
+      fs.fn = [this, acc, f = int(f), R, O, C2, row_sums, ext_row, row_extra, grain, scale_slot, scale_slot2, fbias, relu] {
         const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
         float* out = ptr(f);
+        const float scale = scale_slot < 0 ? 1.f : scale_slot2 < 0 ? *ptr(scale_slot) : *ptr(scale_slot) * *ptr(scale_slot2);
         parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
           std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
           for (int64_t r = b; r < e; ++r) {
             const int32_t* s = row_sums(p + r * C2, ext_row(p + r * C2, r, gtmp.data()), tmp.data(), row_extra(r));
-            for (int64_t c = 0; c < O; ++c) out[r * O + c] = float(s[c]);
+            float* o = out + r * O;
+            for (int64_t c = 0; c < O; ++c) o[c] = float(s[c]);
+            if (scale_slot >= 0)
+              for (int64_t c = 0; c < O; ++c) o[c] = o[c] * scale;
+            if (!fbias.empty())
+              for (int64_t c = 0; c < O; ++c) o[c] = o[c] + fbias[size_t(c)];
+            if (relu)
+              for (int64_t c = 0; c < O; ++c) o[c] = ops::Relu{}.apply(o[c]);
           }
         });
       };
