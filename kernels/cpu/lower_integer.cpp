@@ -28,6 +28,19 @@ memory::format_tag channels_last(size_t rank) {
   return rank == 3 ? memory::format_tag::nwc : rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
 }
 const Tensor<int64_t>& int_value(const Graph& g, TensorId t) { return std::get<Tensor<int64_t>>(*g.tensor(t).value); }
+/// Replaces pd by the kernel that requantizes too, where oneDNN has a non-reference one;
+/// whether it did.
+template <class PD, class Make>
+bool prefer_fused(PD& pd, Make&& make) {
+  try {
+    PD f = make();
+    if (std::string(f.impl_info_str()).rfind("ref", 0) == 0) return false;
+    pd = f;
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
 ops::Conv conv_of(const Op& op) {
   if (const auto* c = std::get_if<ops::ConvInteger>(&op)) return c->conv();
   return std::get<ops::QLinearConv>(op).conv();
@@ -264,15 +277,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
         return convolution_forward::primitive_desc(desc, f ? fattr : attr, eng_);
       };
       auto pd = make(false);
-      if (fused) {
-        try {
-          auto pf = make(true);
-          if (std::string(pf.impl_info_str()).rfind("ref", 0) != 0) pd = pf;
-          else fused = false;
-        } catch (const dnnl::error&) {
-          fused = false;
-        }
-      }
+      if (fused) fused = prefer_fused(pd, [&] { return make(true); });
       impl = pd.impl_info_str();
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
       w_user = with_type(plain_md(geo.wdims), dt::s8);
@@ -305,15 +310,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       const md_t s = with_type(plain_md({rows, K}), src_type), w(memory::dims{K, C2}, dt::s8, memory::format_tag::any),
                  d = with_type(plain_md({rows, C2}), dt::s32);
       matmul::primitive_desc pd(matmul::desc(s, w, d), attr, eng_);
-      if (fused) {
-        try {
-          matmul::primitive_desc pf(matmul::desc(s, w, with_type(plain_md({rows, C2}), y_type)), fattr, eng_);
-          if (std::string(pf.impl_info_str()).rfind("ref", 0) != 0) pd = pf;
-          else fused = false;
-        } catch (const dnnl::error&) {
-          fused = false;
-        }
-      }
+      if (fused) fused = prefer_fused(pd, [&] { return matmul::primitive_desc(matmul::desc(s, w, with_type(plain_md({rows, C2}), y_type)), fattr, eng_); });
       impl = pd.impl_info_str();
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
       w_user = with_type(plain_md({K, C2}), dt::s8);

@@ -185,16 +185,22 @@ Mapped import_reduce(const NodeCtx& c, bool axes_as_input) {
   return {r, {0}};
 }
 
+/// The attributes of Conv, ConvInteger and QLinearConv.
+template <class O>
+void conv_attrs(const NodeCtx& c, O& o) {
+  o.kernel_shape = c.ints("kernel_shape");
+  o.strides = c.ints("strides");
+  o.pads = c.ints("pads");
+  o.dilations = c.ints("dilations");
+  o.group = c.i("group", 1);
+  o.auto_pad = auto_pad_of(c);
+}
+
 std::map<std::string, ImportFn, std::less<>> make_table() {
   std::map<std::string, ImportFn, std::less<>> t;
   t["Conv"] = [](const NodeCtx& c) {
     ops::Conv o;
-    o.kernel_shape = c.ints("kernel_shape");
-    o.strides = c.ints("strides");
-    o.pads = c.ints("pads");
-    o.dilations = c.ints("dilations");
-    o.group = c.i("group", 1);
-    o.auto_pad = auto_pad_of(c);
+    conv_attrs(c, o);
     return Mapped{o, first_inputs(c, 3)};
   };
   t["ConvTranspose"] = [](const NodeCtx& c) {
@@ -350,14 +356,6 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
       ++i;
     }
   };
-  auto conv_attrs = [](const NodeCtx& c, auto& o) {
-    o.kernel_shape = c.ints("kernel_shape");
-    o.strides = c.ints("strides");
-    o.pads = c.ints("pads");
-    o.dilations = c.ints("dilations");
-    o.group = c.i("group", 1);
-    o.auto_pad = auto_pad_of(c);
-  };
   auto output_type = [](const NodeCtx& c, int zero) {
     const auto zt = c.type(zero);
     if (!zt) throw InvalidInput(cat("input ", zero, " (y_zero_point) has no type"));
@@ -368,7 +366,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     required(c, {"A", "B"});
     return Mapped{ops::MatMulInteger{.a_zero = c.present(2), .b_zero = c.present(3)}, first_inputs(c, 4)};
   };
-  t["ConvInteger"] = [required, conv_attrs](const NodeCtx& c) {
+  t["ConvInteger"] = [required](const NodeCtx& c) {
     required(c, {"x", "w"});
     ops::ConvInteger o{.x_zero = c.present(2), .w_zero = c.present(3)};
     conv_attrs(c, o);
@@ -378,7 +376,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     required(c, {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"});
     return Mapped{ops::QLinearMatMul{.to = output_type(c, 7)}, first_inputs(c, 8)};
   };
-  t["QLinearConv"] = [required, conv_attrs, output_type](const NodeCtx& c) {
+  t["QLinearConv"] = [required, output_type](const NodeCtx& c) {
     required(c, {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point"});
     ops::QLinearConv o{.to = output_type(c, 7)};
     conv_attrs(c, o);
