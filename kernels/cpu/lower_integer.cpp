@@ -185,9 +185,9 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       eidx[size_t(c)] = sums_conv ? c / Og : c / Og * (Og + 1) + Og;
     }
   const int64_t C2 = O + (corr.empty() || sums_conv ? 0 : G);  // channels (columns) of the kernel's sums
-  Shape bs2 = bs;
-  bs2[is_conv ? 0 : 1] = C2;
-  std::vector<int8_t> w8(size_t(numel(bs2)), int8_t(1));
+  Shape bs2 = bs;  // the constant weight's shape with the extra channels (unused for a run-time B)
+  if (!runtime_b) bs2[is_conv ? 0 : 1] = C2;
+  std::vector<int8_t> w8(runtime_b ? 0 : size_t(numel(bs2)), int8_t(1));
   for (int64_t i = 0; i < bw.size(); ++i) {
     const int64_t o = out_channel(i), j = is_conv ? sidx[size_t(o)] * per_o + i % per_o : i / O * C2 + sidx[size_t(o)];
     w8[size_t(j)] = int8_t(bw[i] - (corr.empty() ? wzero(o) : base));
