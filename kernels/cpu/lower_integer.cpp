@@ -28,19 +28,6 @@ memory::format_tag channels_last(size_t rank) {
   return rank == 3 ? memory::format_tag::nwc : rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
 }
 const Tensor<int64_t>& int_value(const Graph& g, TensorId t) { return std::get<Tensor<int64_t>>(*g.tensor(t).value); }
-/// Replaces pd by the kernel that requantizes too, where oneDNN has a non-reference one;
-/// whether it did.
-template <class PD, class Make>
-bool prefer_fused(PD& pd, Make&& make) {
-  try {
-    PD f = make();
-    if (std::string(f.impl_info_str()).rfind("ref", 0) == 0) return false;
-    pd = f;
-    return true;
-  } catch (const dnnl::error&) {
-    return false;
-  }
-}
 ops::Conv conv_of(const Op& op) {
   if (const auto* c = std::get_if<ops::ConvInteger>(&op)) return c->conv();
   return std::get<ops::QLinearConv>(op).conv();
@@ -224,34 +211,10 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   const dt src_type = g_.type(a).dtype == DType::Int8 ? dt::s8 : dt::u8;
   primitive_attr attr;
   if (iza >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  // The kernel requantizes too where that is provably the op's formula: every sum (with the
-  // bias) below 2^24 in magnitude (|a - z_a| at most its type's range less z_a, times the
-  // channel's weight magnitudes), so that oneDNN's float(sum) + float(bias) is float(sum +
-  // bias); then times m[c] (output scales), rounded half to even by the conversion (after an
-  // explicit round where the zero point is odd: round(v + z) != round(v) + z at ties, as in
-  // lower_quant.cpp), plus the zero point, saturated. Else pet's requantization step.
-  bool fused = qlinear && corr.empty() && !runtime_b && sa_slot < 0 && constant(iza);
-  if (fused) {
-    const int64_t za = iza >= 0 ? int_value(g_, node.inputs[size_t(iza)])[0] : 0;
-    const int64_t lo_a = src_type == dt::s8 ? -128 : 0, amax = std::max(std::abs(lo_a - za), std::abs(lo_a + 255 - za));
-    std::vector<int64_t> wsum(size_t(O), 0);
-    for (int64_t i = 0; i < bw.size(); ++i) wsum[size_t(out_channel(i))] += std::abs(int64_t(w8[size_t(i)]));
-    for (int64_t c = 0; c < O && fused; ++c)
-      fused = amax * wsum[size_t(c)] + (bias.empty() ? 0 : std::abs(int64_t(bias[size_t(c)]))) < (int64_t(1) << 24) && std::isfinite(mult[size_t(c)]);
-  }
+  // (The kernel does not requantize itself: oneDNN's int8 matmul and brgconv kernels round
+  // the scaled sums differently from the op's float(sum + bias) * m in some elements, measured
+  // on real models, so pet's requantization step always does it.)
   const dt y_type = to == DType::Int8 ? dt::s8 : dt::u8;
-  primitive_attr fattr = attr;
-  if (fused) {
-    post_ops po;
-    if (yzero % 2 != 0) {
-      po.append_eltwise(1.f, algorithm::eltwise_round, 0.f, 0.f);
-      fattr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
-    } else if (yzero != 0) {
-      po.append_eltwise(1.f, algorithm::eltwise_linear, 1.f, float(yzero));
-    }
-    fattr.set_post_ops(po);
-    fattr.set_output_scales(O > 1 ? 1 << 1 : 0, mult);
-  }
   // The kernel: int32 sums, channels-last for convs; oneDNN's reference kernels are refused (slow).
   std::optional<primitive> prim;
   md_t src_md, w_md, acc_md, w_user;
@@ -268,16 +231,8 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       const ConvGeometry geo(conv_of(node.op), bs2);
       const auto tag = channels_last(as.size());
       const md_t s(dims_of(as), src_type, tag), w(dims_of(geo.wdims), dt::s8, memory::format_tag::any), d(dims_of(ys2), dt::s32, tag);
-      auto make = [&](bool f) {
-        const md_t dd = f ? md_t(dims_of(ys), y_type, tag) : d;
-        auto desc = f && !bias.empty() ? convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, s, w, plain_md({O}), dd,
-                                                                   geo.strides, geo.dil, geo.pl, geo.pr)
-                                       : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, s, w, dd, geo.strides,
-                                                                   geo.dil, geo.pl, geo.pr);
-        return convolution_forward::primitive_desc(desc, f ? fattr : attr, eng_);
-      };
-      auto pd = make(false);
-      if (fused) fused = prefer_fused(pd, [&] { return make(true); });
+      const convolution_forward::primitive_desc pd(
+          convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, s, w, d, geo.strides, geo.dil, geo.pl, geo.pr), attr, eng_);
       impl = pd.impl_info_str();
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
       w_user = with_type(plain_md(geo.wdims), dt::s8);
@@ -309,8 +264,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     } else {
       const md_t s = with_type(plain_md({rows, K}), src_type), w(memory::dims{K, C2}, dt::s8, memory::format_tag::any),
                  d = with_type(plain_md({rows, C2}), dt::s32);
-      matmul::primitive_desc pd(matmul::desc(s, w, d), attr, eng_);
-      if (fused) fused = prefer_fused(pd, [&] { return matmul::primitive_desc(matmul::desc(s, w, with_type(plain_md({rows, C2}), y_type)), fattr, eng_); });
+      const matmul::primitive_desc pd(matmul::desc(s, w, d), attr, eng_);
       impl = pd.impl_info_str();
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
       w_user = with_type(plain_md({K, C2}), dt::s8);
@@ -365,22 +319,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     slots_.push_back(v);
     src = int(slots_.size()) - 1;
   }
-  // the kernel's result: the int32 sums, or (fused) the int8 result itself
-  int acc = -1;
-  if (fused) {
-    define(y, is_conv ? acc_md : with_type(plain_md(ys), y_type));
-    qdevice_.insert(y);
-    acc = int(y);
-    if (!is_conv) {  // viewed as [rows, N]
-      Slot v = slots_[size_t(y)];
-      v.md = acc_md;
-      v.plain = -1;
-      slots_.push_back(v);
-      acc = int(slots_.size()) - 1;
-    }
-  } else {
-    acc = new_slot(TensorType{DType::Int32, ys2}, acc_md);
-  }
+  const int acc = new_slot(TensorType{DType::Int32, ys2}, acc_md);
   // the source's zero point as the kernel reads it: a constant, or (DynamicQuantizeLinear's)
   // copied from its host value before each run of the kernel
   int zslot = -1;
@@ -394,23 +333,12 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       zs.fn = [this, zt, zslot] { *reinterpret_cast<int32_t*>(ptr(zslot)) = int32_t(std::get<Tensor<int64_t>>(*slots_[size_t(zt)].host)[0]); };
     }
   }
-  Step& st = add_step(cat(who, ": oneDNN int8 ", is_conv ? "conv " : "matmul ", impl, " (", dtype_name(g_.type(a).dtype), " source, ",
-                          fused ? cat("requantized by the kernel to ", dtype_name(to)) : std::string("int32 sums"), is_conv ? ", channels-last" : "", ")"),
-                      {src, w_slot}, {fused ? int(y) : acc});
+  Step& st = add_step(cat(who, ": oneDNN int8 ", is_conv ? "conv " : "matmul ", impl, " (", dtype_name(g_.type(a).dtype), " source, int32 sums",
+                          is_conv ? ", channels-last" : "", ")"),
+                      {src, w_slot}, {acc});
   st.prim = prim;
   st.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w_slot}, {DNNL_ARG_DST, acc}};
   if (zslot >= 0) st.args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zslot});
-  if (fused) {
-    if (!bias.empty()) {
-      std::vector<float> bf(bias.begin(), bias.end());  // exact: below 2^24
-      st.args.push_back({DNNL_ARG_BIAS, int8_const(plain_md({O}), bf.data(), bf.size() * sizeof(float), TensorType{DType::Float32, {O}})});
-    }
-    if (yzero % 2 != 0) {
-      const int32_t zv = int32_t(yzero);
-      st.args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, int8_const(md_t({1}, dt::s32, memory::format_tag::x), &zv, sizeof zv, TensorType{DType::Int32, {1}})});
-    }
-    return true;
-  }
   int sums_slot = -1;
   if (sums_prim) {
     Slot ones;
