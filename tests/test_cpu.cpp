@@ -1565,7 +1565,7 @@ TEST_CASE("cpu int8 convs: QDQ convs on oneDNN's int8 kernels where the CPU has 
       }
 }
 
-TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulInteger, QLinearConv, QLinearMatMul) on int8 kernels where the CPU has VNNI, bit for bit the reference's result") {
+TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulInteger, QLinearConv, QLinearMatMul) on int8 kernels where the CPU has VNNI, else on f32 kernels, bit for bit the reference's result") {
   Graph g;
   Rng rng(11);
   const TensorId x = g.add_input("x", f32({2, 3, 9, 9}));
@@ -1648,14 +1648,20 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
     const auto [exe, plan, want] = compile_int8(g, int8);
     INFO("int8 allowed ", int8, "\nplan:\n", plan);
     CHECK(plan.find("DynamicQuantizeLinear 'dq': range, scale and uint8 tensor in one pet step") != std::string::npos);
-    for (const char* k : {"ConvInteger 'ci': oneDNN int8 conv", "QLinearConv 'qc': oneDNN int8 conv", "QLinearConv 'qd': oneDNN int8 conv",
-                          "QLinearMatMul 'qm': oneDNN int8 matmul", "MatMulInteger 'mi': oneDNN int8 matmul", "QLinearConv 'qs': oneDNN int8 conv",
-                          "ConvInteger 'ci_wide': oneDNN int8 conv", "MatMulInteger 'mi_u8': oneDNN int8 matmul", "mi_u8: int32 sums to host values (with the weight's zero point)",
-                          "QuantizeLinear 'sq': quantize to int8", "ConvInteger 'ci_grouped': oneDNN int8 conv",
-                          "ConvInteger 'ci': int32 sums to float (with Cast 'ci_f')", "ci_grouped: int32 sums to host values (with the weight's zero point)",
-                          "QLinearMatMul 'qaa': oneDNN int8 matmul", "QLinearMatMul 'qss': oneDNN int8 matmul", "Sigmoid 'sig': int8 table lookup", "int32 sums to float (with Cast 'ci2_f', Mul 'ci2_m', Add 'ci2_b', Relu 'ci2_r')",
-                          "Add 'add': int8"})
+    // every integer op on oneDNN's int8 kernels (VNNI) or its f32 kernels, never the reference's
+    for (const char* op : {"ConvInteger 'ci'", "QLinearConv 'qc'", "QLinearConv 'qd'", "QLinearMatMul 'qm'", "MatMulInteger 'mi'", "QLinearConv 'qs'",
+                           "ConvInteger 'ci_wide'", "MatMulInteger 'mi_u8'", "ConvInteger 'ci_grouped'", "QLinearMatMul 'qaa'", "QLinearMatMul 'qss'"}) {
+      const std::string k = cat(op, ": oneDNN ", want ? "int8 " : "f32 ");
+      CHECK_MESSAGE(plan.find(k) != std::string::npos, k);
+    }
+    for (const char* k : {"QuantizeLinear 'sq': quantize to int8", "ConvInteger 'ci': int32 sums to float (with Cast 'ci_f')",
+                          "int32 sums to float (with Cast 'ci2_f', Mul 'ci2_m', Add 'ci2_b', Relu 'ci2_r')"})
+      CHECK_MESSAGE(plan.find(k) != std::string::npos, k);
+    CHECK(plan.find("reference kernel") == std::string::npos);
+    for (const char* k : {"mi_u8: int32 sums to host values (with the weight's zero point)", "ci_grouped: int32 sums to host values (with the weight's zero point)"})
       CHECK_MESSAGE((plan.find(k) != std::string::npos) == want, k);
+    // the int8 steps between QLinear results: whatever their kernels, where int8 is allowed
+    for (const char* k : {"Sigmoid 'sig': int8 table lookup", "Add 'add': int8"}) CHECK_MESSAGE((plan.find(k) != std::string::npos) == int8, k);
     for (int round = 0; round < 2; ++round) {
       const auto out = exe->run(inputs);
       REQUIRE(out.size() == ref.size());
@@ -1664,6 +1670,65 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
         REQUIRE(out[k].index() == ref[k].index());
         std::visit([&](const auto& t) { CHECK(std::get<std::decay_t<decltype(t)>>(out[k]).vec() == t.vec()); }, ref[k]);
       }
+    }
+  }
+}
+
+TEST_CASE("cpu: integer ops on f32 kernels are exact: within 2^24, weights split in halves beyond it, the reference kernel where neither holds") {
+  Graph g;
+  Rng rng(23);
+  // large weights (|w| 100..127, random signs): 255 sum |w| passes 2^24 from about 580 taps
+  auto big = [&](const char* n, Shape s) {
+    Tensor<int64_t> v(std::move(s));
+    for (int64_t i = 0; i < v.size(); ++i) v[i] = rng.range(100, 127) * (rng.range(0, 1) ? 1 : -1);
+    return g.add_constant(n, DType::Int8, v);
+  };
+  auto scalar = [&](const char* n, float v) { return g.add_constant(n, Tensor<float>(Shape{}, v)); };
+  auto zero = [&](const char* n, DType t, int64_t v) { return g.add_constant(n, t, Tensor<int64_t>(Shape{}, v)); };
+  const DType U8 = DType::UInt8;
+  const TensorId x = g.add_input("x", TensorType{U8, {1, 144, 5, 5}});
+  const TensorId m = g.add_input("m", TensorType{U8, {3, 600}});
+  const TensorId l = g.add_input("l", TensorType{U8, {1, 70000}});
+  const TensorId q = g.add_input("q", TensorType{U8, {2, 300}});
+  // 1296 taps, grouped 648 (less a zero point of 7), 600: each split in halves, 2^s hi + lo
+  g.add_output(g.add_node("conv", ops::ConvInteger{.pads = {1, 1, 1, 1}, .x_zero = true}, {x, big("cw", {3, 144, 3, 3}), zero("xz", U8, 0)})[0]);
+  g.add_output(g.add_node("gconv", ops::QLinearConv{.group = 2},
+                          {x, scalar("xs", 0.1f), zero("xz2", U8, 7), big("gw", {4, 72, 3, 3}), scalar("gws", 0.01f), zero("gwz", DType::Int8, 0),
+                           scalar("gys", 90.f), zero("gyz", U8, 128)})[0]);
+  g.add_output(g.add_node("mm", ops::MatMulInteger{}, {m, big("mw", {600, 5})})[0]);
+  // 70000 taps: no split holds (the low halves alone pass 2^24): the reference kernel
+  g.add_output(g.add_node("long", ops::MatMulInteger{}, {l, big("lw", {70000, 1})})[0]);
+  // two activations, 300 taps (255 x 255 x 300 > 2^24): the reference kernel; 200 taps: f32
+  const TensorId qt = g.add_node("qt", ops::Transpose{.perm = {1, 0}}, {q})[0];
+  g.add_output(g.add_node("aa", ops::QLinearMatMul{}, {q, scalar("s1", 0.1f), zero("z1", U8, 0), qt, scalar("s2", 0.1f), zero("z2", U8, 0), scalar("s3", 500.f), zero("z3", U8, 0)})[0]);
+  const TensorId qs = g.add_node("qs", ops::Slice{.starts = {0}, .ends = {200}, .axes = {1}}, {q})[0];
+  const TensorId qst = g.add_node("qst", ops::Transpose{.perm = {1, 0}}, {qs})[0];
+  g.add_output(g.add_node("aa2", ops::QLinearMatMul{}, {qs, scalar("s4", 0.1f), zero("z4", U8, 0), qst, scalar("s5", 0.1f), zero("z5", U8, 0), scalar("s6", 500.f), zero("z6", U8, 0)})[0]);
+  std::vector<Value<float>> inputs;
+  for (TensorId t : {x, m, l, q}) {
+    Tensor<int64_t> v(g.type(t).shape);
+    for (int64_t i = 0; i < v.size(); ++i) v[i] = rng.range(0, 1) ? 255 : rng.range(0, 255);  // many at the top: sums near the bound
+    inputs.push_back(v);
+  }
+  const auto ref = backend::make_backend("reference")->compile(g)->run(inputs);
+  for (bool int8 : {false, true}) {
+    const auto [exe, plan, want] = compile_int8(g, int8);
+    INFO("int8 allowed ", int8, "\nplan:\n", plan);
+    if (!want) {
+      for (const char* k : {"ConvInteger 'conv': oneDNN f32 conv", "QLinearConv 'gconv': oneDNN f32 conv", "MatMulInteger 'mm': oneDNN f32 matmul"}) {
+        CHECK_MESSAGE(plan.find(k) != std::string::npos, k);
+        const size_t at = plan.find(k);
+        CHECK(plan.substr(at, plan.find('\n', at) - at).find("the weight split into 2^") != std::string::npos);
+      }
+      CHECK(plan.find("QLinearMatMul 'aa2': oneDNN f32 matmul") != std::string::npos);
+      CHECK(plan.find("MatMulInteger 'long': reference kernel") != std::string::npos);
+      CHECK(plan.find("QLinearMatMul 'aa': reference kernel") != std::string::npos);
+    }
+    const auto out = exe->run(inputs);
+    REQUIRE(out.size() == ref.size());
+    for (size_t k = 0; k < out.size(); ++k) {
+      CAPTURE(k);
+      CHECK(std::get<Tensor<int64_t>>(out[k]).vec() == std::get<Tensor<int64_t>>(ref[k]).vec());
     }
   }
 }
@@ -1694,7 +1759,8 @@ TEST_CASE("cpu: QLinearConv and QLinearMatMul on int8 kernels round ties as the 
       const auto [exe, plan, want] = compile_int8(g, true);
       INFO(plan);
       CHECK((plan.find("QLinearConv 'qc': oneDNN int8 conv") != std::string::npos) == want);
-      CHECK((plan.find("QLinearConv 'qc': requantize to") != std::string::npos) == want);
+      CHECK((plan.find("QLinearConv 'qc': oneDNN f32 conv") != std::string::npos) == !want);
+      CHECK(plan.find("QLinearConv 'qc': requantize to") != std::string::npos);
       const auto out = exe->run(inputs);
       for (size_t k = 0; k < 2; ++k) CHECK(std::get<Tensor<int64_t>>(out[k]).vec() == std::get<Tensor<int64_t>>(ref[k]).vec());
       // and the ties are there: x = 1 gives 0.5, which rounds to 0 (+ the zero point)

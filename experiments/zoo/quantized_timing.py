@@ -5,12 +5,14 @@ in this process (their median), so that both see the same machine state. Prints 
 of the rounds and the ratio pet / ONNX Runtime of each round; progress on stderr.
 
 usage (.venv's interpreter, with onnxruntime):
-  .venv/bin/python experiments/zoo/quantized_timing.py build/pet Q.onnx... [--rounds N] [--json FILE]
-    (Q.onnx: experiments/zoo/quantized.py's OUT/NAME/q.onnx)
+  .venv/bin/python experiments/zoo/quantized_timing.py build/pet Q.onnx... [--rounds N] [--json FILE] [--pet-env K=V ...]
+    (Q.onnx: experiments/zoo/quantized.py's OUT/NAME/q.onnx; --pet-env ONEDNN_MAX_CPU_ISA=AVX2 times
+    pet as on a CPU without VNNI, ONNX Runtime unchanged)
 exit: 0, 77 without onnxruntime.
 """
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -25,8 +27,8 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 
-def pet_median_ms(pet, model, extra=()):
-    out = subprocess.run([pet, "run", model, "--repeat", "20", *extra], capture_output=True, text=True, check=True).stdout
+def pet_median_ms(pet, model, env=None):
+    out = subprocess.run([pet, "run", model, "--repeat", "20"], capture_output=True, text=True, check=True, env=env).stdout
     return float(re.search(r"median ([0-9.]+) ms", out).group(1))
 
 
@@ -36,7 +38,14 @@ def main():
     ap.add_argument("models", nargs="+")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json")
+    ap.add_argument("--pet-env", action="append", default=[], metavar="K=V", help="environment of pet's runs")
     a = ap.parse_args()
+    env = dict(os.environ)
+    for kv in a.pet_env:
+        if "=" not in kv:
+            ap.error(f"--pet-env {kv!r}: expected K=V")
+        k, v = kv.split("=", 1)
+        env[k] = v
     rows = []
     for model in a.models:
         print(f"timing {model}", file=sys.stderr, flush=True)
@@ -49,7 +58,7 @@ def main():
             s.run(None, x)
         pet, peer = [], []
         for _ in range(a.rounds):
-            pet.append(pet_median_ms(a.pet, model))
+            pet.append(pet_median_ms(a.pet, model, env))
             t = []
             for _ in range(20):
                 t0 = time.perf_counter()

@@ -31,6 +31,8 @@ CpuExecutable::CpuExecutable(const Graph& original, const CompileOptions& opt) :
   if (opt.threads > 0) set_num_threads(opt.threads);
   int8_ = opt.int8 && int8_isa();
   if (int8_) collect_quant_weights(original);
+  glue_ = int8_;
+  for (NodeId n = 0; n < g_.num_nodes() && opt.int8 && !glue_; ++n) glue_ = holds_any<ops::QLinearConv, ops::QLinearMatMul>(g_.node(n).op);
   consumers_ = g_.consumers();
   for (TensorId t : g_.outputs()) is_output_.insert(t);
   slots_.resize(size_t(g_.num_tensors()));

@@ -254,6 +254,10 @@ class CpuExecutable final : public Executable {
   /// Whether only int8 kernels read the DequantizeLinear's result (it need not be computed).
   bool dq_deferrable(NodeId dq);
   bool int8_ = false;                        ///< int8 kernels allowed (CompileOptions::int8) and exact here (int8_isa)
+  /// int8 steps between int8 tensors allowed (tables, element-wise steps, pooling, concat,
+  /// moves): with int8_, and in programs with QLinearConv or QLinearMatMul (whose results are
+  /// int8 buffers whatever the kernel, lower_integer.cpp) where CompileOptions::int8 allows
+  bool glue_ = false;
   std::set<TensorId> qdevice_;              ///< int8 tensors in buffers (u8 / s8 layouts)
   std::map<TensorId, NodeId> dq_deferred_;  ///< DequantizeLinear results not computed (int8 convs read the int8 tensor)
   /// A QuantizeLinear (per tensor) writing its int8 tensor, in its source's layout.
@@ -340,8 +344,9 @@ class CpuExecutable final : public Executable {
   // ONNX's integer ops (lower_integer.cpp): DynamicQuantizeLinear, MatMulInteger, ConvInteger,
   // QLinearMatMul, QLinearConv.
   /// Lowers n if it is one of them and can run here: DynamicQuantizeLinear always (a pet step);
-  /// the others on oneDNN's int8 kernels where int8_ allows, with a constant weight that fits
-  /// int8 less its zero point and (QLinear ops) constant scales and output zero point.
+  /// the others on oneDNN's int8 kernels where int8_ allows (else its f32 kernels, exact within
+  /// a bound on the sums), with a constant weight (or a matmul's run-time B) and (QLinear ops)
+  /// constant scales and output zero point.
   bool lower_integer(NodeId n, const std::string& who);
   void lower_dynamic_quantize(NodeId n, const std::string& who);
   /// A slot holding int8 tensor t in a byte buffer: t's own (qdevice_), a constant's copy, or

@@ -7,12 +7,15 @@
 // and matmul with int32 results: the source is the int8 tensor with its zero point (constant,
 // or the run-time scalar DynamicQuantizeLinear computed), the weight the constant int8 (or
 // uint8) weight less its zero point, which must fit int8 (oneDNN's weights are s8). The int32
-// sums are exact on VNNI (see lower_quant.cpp: without VNNI oneDNN's pair sums saturate, and
-// these ops run the reference kernel, whose sums are exact doubles). MatMulInteger and
-// ConvInteger hand their int32 result on as host values; QLinearMatMul and QLinearConv
-// requantize it in a pet step, the op's own formula (float(sum + bias) * m, m = (s_a * s_b) /
-// s_y, clamped, rounded half to even, plus the zero point), into an int8 buffer that the next
-// such op reads directly. Convs run channels-last, the int8 kernels' layout.
+// sums are exact on VNNI. Without VNNI (lower_quant.cpp: oneDNN's pair sums saturate there),
+// or with int8 kernels off, they run on oneDNN's f32 conv and matmul instead, source and weight
+// less their zero points, which is exact where every partial sum stays an integer below 2^24
+// (checked per output channel from the constant weight; a weight that fails it is split in two
+// halves that pass). MatMulInteger and ConvInteger hand their int32 result on as host values;
+// QLinearMatMul and QLinearConv requantize it in a pet step, the op's own formula
+// (float(sum + bias) * m, m = (s_a * s_b) / s_y, clamped, rounded half to even, plus the zero
+// point), into an int8 buffer that the next such op
+// reads directly. Convs run channels-last, the int8 kernels' layout.
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -118,7 +121,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   const bool qlinear = holds_any<ops::QLinearConv, ops::QLinearMatMul>(node.op);
   const bool is_conv = holds_any<ops::ConvInteger, ops::QLinearConv>(node.op);
   if (!qlinear && !holds_any<ops::MatMulInteger, ops::ConvInteger>(node.op)) return false;
-  if (!int8_) return false;
+  const bool fk = !int8_;  // f32 kernels: no VNNI here, or int8 kernels not allowed (see the header)
   // input positions: operand a (the source), its zero point, the weight b, its zero point
   int ia = 0, iza = 2, ib = 3, izb = 5;
   if (const auto* m = std::get_if<ops::MatMulInteger>(&node.op)) ib = 1, iza = m->a_zero ? 2 : -1, izb = m->b_zero_input();
@@ -152,8 +155,8 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   const int64_t per_o = is_conv ? bw.size() / std::max<int64_t>(O, 1) : 1;
   auto wzero = [&](int64_t o) { return bz ? (*bz)[bz->size() > 1 ? o : 0] : 0; };
   auto out_channel = [&](int64_t i) { return is_conv ? i / per_o : i % O; };
-  bool fits = true;  // (a run-time B: nothing to fold)
-  for (int64_t i = 0; i < bw.size() && fits; ++i) fits = bw[i] - wzero(out_channel(i)) >= -128 && bw[i] - wzero(out_channel(i)) <= 127;
+  bool fits = true;  // (a run-time B, or f32 kernels: nothing to fold)
+  for (int64_t i = 0; i < bw.size() && fits && !fk; ++i) fits = bw[i] - wzero(out_channel(i)) >= -128 && bw[i] - wzero(out_channel(i)) <= 127;
   const int64_t base = g_.type(b).dtype == DType::UInt8 ? 128 : 0;
   // Where not, each group of output channels gets one more, of ones: the sums' row then holds
   // channel c at sidx[c] and its group's sum of (a - z_a) at eidx[c].
@@ -171,13 +174,66 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       sidx[size_t(c)] = sums_conv ? c : c / Og * (Og + 1) + c % Og;
       eidx[size_t(c)] = sums_conv ? c / Og : c / Og * (Og + 1) + Og;
     }
-  const int64_t C2 = O + (corr.empty() || sums_conv ? 0 : G);  // channels (columns) of the kernel's sums
+  const int64_t K = is_conv ? 0 : bs[bs.size() - 2], rows = is_conv ? 0 : numel(as) / std::max<int64_t>(K, 1);
+  // f32 kernels: the sums are exact where every partial sum is an integer below 2^24, which
+  // |a - z_a| <= amax and, per output channel, amax * sum_k |w - z_w| < 2^24 ensure (in any
+  // order of summation, FMA or not). Where a channel's bound fails, every channel's weight is
+  // split, w - z_w = 2^shift hi + lo with lo in [0, 2^shift), into two output channels (hi at
+  // sidx[c], lo at lidx[c], in c's group) whose bounds hold; the step after the kernel adds
+  // 2^shift hi + lo in integers. Where no shift up to 8 does, the reference kernel runs.
+  int shift = 0;
+  std::vector<int64_t> lidx;
+  if (fk) {
+    constexpr double limit = 16777216.0;
+    const bool a_int8 = g_.type(a).dtype == DType::Int8;
+    double amax = 255;  // a run-time zero point: anything in the type's range
+    if (iza < 0 || constant(iza)) {
+      const int64_t z = iza < 0 ? 0 : int_value(g_, node.inputs[size_t(iza)])[0];
+      amax = double(a_int8 ? std::max(128 + z, 127 - z) : std::max(z, 255 - z));
+    }
+    if (runtime_b) {
+      const int64_t z = izb >= 0 ? int_value(g_, node.inputs[size_t(izb)])[0] : 0;
+      const double bmax = double(b_u8 ? std::max(z, 255 - z) : std::max(128 + z, 127 - z));
+      if (amax * bmax * double(K) >= limit) return false;
+    } else {
+      auto within = [&](int s) {
+        std::vector<double> hs(size_t(O), 0.), ls(size_t(O), 0.);
+        for (int64_t i = 0; i < bw.size(); ++i) {
+          const int64_t o = out_channel(i), v = bw[i] - wzero(o), hi = v >> s;  // (floor)
+          hs[size_t(o)] += double(std::abs(hi));
+          ls[size_t(o)] += double(v - hi * (int64_t(1) << s));
+        }
+        for (int64_t c = 0; c < O; ++c)
+          if (amax * hs[size_t(c)] >= limit || amax * ls[size_t(c)] >= limit) return false;
+        return true;
+      };
+      while (!within(shift))
+        if (++shift > 8) return false;
+      if (shift > 0) {
+        lidx.resize(size_t(O));
+        for (int64_t c = 0; c < O; ++c) {
+          sidx[size_t(c)] = c / Og * 2 * Og + c % Og;
+          lidx[size_t(c)] = sidx[size_t(c)] + Og;
+        }
+      }
+    }
+  }
+  // channels (columns) of the kernel's sums
+  const int64_t C2 = fk ? (shift > 0 ? 2 * O : O) : O + (corr.empty() || sums_conv ? 0 : G);
   Shape bs2 = bs;  // the constant weight's shape with the extra channels (unused for a run-time B)
   if (!runtime_b) bs2[is_conv ? 0 : 1] = C2;
-  std::vector<int8_t> w8(runtime_b ? 0 : size_t(numel(bs2)), int8_t(1));
+  std::vector<int8_t> w8(runtime_b || fk ? 0 : size_t(numel(bs2)), int8_t(1));
+  std::vector<float> wf(runtime_b || !fk ? 0 : size_t(numel(bs2)), 0.f);  // (f32 kernels)
   for (int64_t i = 0; i < bw.size(); ++i) {
-    const int64_t o = out_channel(i), j = is_conv ? sidx[size_t(o)] * per_o + i % per_o : i / O * C2 + sidx[size_t(o)];
-    w8[size_t(j)] = int8_t(bw[i] - (corr.empty() ? wzero(o) : base));
+    const int64_t o = out_channel(i);
+    auto at = [&](int64_t ch) { return size_t(is_conv ? ch * per_o + i % per_o : i / O * C2 + ch); };
+    if (!fk) {
+      w8[at(sidx[size_t(o)])] = int8_t(bw[i] - (corr.empty() ? wzero(o) : base));
+    } else {
+      const int64_t v = bw[i] - wzero(o), hi = v >> shift;
+      wf[at(sidx[size_t(o)])] = float(hi);
+      if (shift > 0) wf[at(lidx[size_t(o)])] = float(v - hi * (int64_t(1) << shift));
+    }
   }
   // QLinear: constant scales and output zero point; the multipliers per output channel
   std::vector<float> mult;
@@ -209,8 +265,10 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     }
   }
   const dt src_type = g_.type(a).dtype == DType::Int8 ? dt::s8 : dt::u8;
+  // the kernel's types: int8 source and weight, int32 sums; or all f32
+  const dt ksrc = fk ? dt::f32 : src_type, kw = fk ? dt::f32 : dt::s8, ksum = fk ? dt::f32 : dt::s32;
   primitive_attr attr;
-  if (iza >= 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (iza >= 0 && !fk) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   // (The kernel does not requantize itself: oneDNN's int8 matmul and brgconv kernels round
   // the scaled sums differently from the op's float(sum + bias) * m in some elements, measured
   // on real models, so pet's requantization step always does it.)
@@ -219,7 +277,6 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   std::optional<primitive> prim;
   md_t src_md, w_md, acc_md, w_user;
   std::string impl;
-  const int64_t K = is_conv ? 0 : bs[bs.size() - 2], rows = is_conv ? 0 : numel(as) / std::max<int64_t>(K, 1);
   Shape ys2 = ys;  // the sums' shape (a conv's: with the extra channel)
   if (is_conv) ys2[1] = C2;
   Shape ys_s = ys;  // a grouped conv's second conv: each input channel's window sums (depthwise)
@@ -230,12 +287,12 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     if (is_conv) {
       const ConvGeometry geo(conv_of(node.op), bs2);
       const auto tag = channels_last(as.size());
-      const md_t s(dims_of(as), src_type, tag), w(dims_of(geo.wdims), dt::s8, memory::format_tag::any), d(dims_of(ys2), dt::s32, tag);
+      const md_t s(dims_of(as), ksrc, tag), w(dims_of(geo.wdims), kw, memory::format_tag::any), d(dims_of(ys2), ksum, tag);
       const convolution_forward::primitive_desc pd(
           convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, s, w, d, geo.strides, geo.dil, geo.pl, geo.pr), attr, eng_);
       impl = pd.impl_info_str();
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
-      w_user = with_type(plain_md(geo.wdims), dt::s8);
+      w_user = with_type(plain_md(geo.wdims), kw);
       prim = primitive(convolution_forward(pd));
       if (sums_conv) {
         ops::Conv cd = conv_of(node.op);
@@ -257,28 +314,62 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       Shape bp(ys.size() - bs.size(), 1);  // B's dims, with leading 1s (broadcast)
       bp.insert(bp.end(), bs.begin(), bs.end());
       const matmul::primitive_desc pd(
-          matmul::desc(with_type(plain_md(as), src_type), with_type(plain_md(bp), dt::s8), with_type(plain_md(ys), dt::s32)), attr, eng_);
+          matmul::desc(with_type(plain_md(as), ksrc), with_type(plain_md(bp), kw), with_type(plain_md(ys), ksum)), attr, eng_);
       impl = pd.impl_info_str();
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
       prim = primitive(matmul(pd));
     } else {
-      const md_t s = with_type(plain_md({rows, K}), src_type), w(memory::dims{K, C2}, dt::s8, memory::format_tag::any),
-                 d = with_type(plain_md({rows, C2}), dt::s32);
+      const md_t s = with_type(plain_md({rows, K}), ksrc), w(memory::dims{K, C2}, kw, memory::format_tag::any),
+                 d = with_type(plain_md({rows, C2}), ksum);
       const matmul::primitive_desc pd(matmul::desc(s, w, d), attr, eng_);
       impl = pd.impl_info_str();
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
-      w_user = with_type(plain_md({K, C2}), dt::s8);
+      w_user = with_type(plain_md({K, C2}), kw);
       prim = primitive(matmul(pd));
     }
   } catch (const dnnl::error&) {
     return false;
   }
   if (impl.rfind("ref", 0) == 0) return false;
+  // the source's zero point: a constant, or (DynamicQuantizeLinear's) copied from its host
+  // value before each run (the int8 kernel's zero point; the f32 kernels' source step reads it)
+  int zslot = -1;
+  if (iza >= 0) {
+    const TensorId zt = node.inputs[size_t(iza)];
+    const int32_t zv = constant(iza) ? int32_t(int_value(g_, zt)[0]) : 0;
+    zslot = int8_const(md_t({1}, dt::s32, memory::format_tag::x), &zv, sizeof zv, TensorType{DType::Int32, {1}});
+    if (!constant(iza)) {
+      ensure_host(zt, who);
+      Step& zs = add_step(cat("  ", g_.tensor(zt).name, ": zero point for the kernel"), {int(zt)}, {});
+      zs.fn = [this, zt, zslot] { *reinterpret_cast<int32_t*>(ptr(zslot)) = int32_t(std::get<Tensor<int64_t>>(*slots_[size_t(zt)].host)[0]); };
+    }
+  }
+  // f32 kernels: an int8 buffer x (of n values) as float(x - z) in `into` (the same layout),
+  // z a constant or zslot's value
+  auto less_zero = [&](int x, int into, int64_t n, bool is_signed, int32_t z, int zs, const std::string& text) {
+    std::vector<int> reads{x};
+    if (zs >= 0) reads.push_back(zs);
+    Step& cs = add_step(text, reads, {into});
+    cs.fn = [this, x, into, n, code = ByteCode(is_signed), z, zs] {
+      const uint8_t* in = reinterpret_cast<const uint8_t*>(ptr(x));
+      float* o = ptr(into);
+      const float off = code.offset + float(zs >= 0 ? *reinterpret_cast<const int32_t*>(ptr(zs)) : z);
+      const uint8_t flip = code.flip;
+      parallel_chunks(n, 65536, [=](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = float(uint8_t(in[i] ^ flip)) - off;
+      });
+    };
+  };
   int w_slot = -1;
   if (runtime_b) {
-    // B in a buffer, viewed with the kernel's dims; a uint8 B less 128 by a step
+    // B in a buffer, viewed with the kernel's dims; a uint8 B less 128 by a step (f32
+    // kernels: B less its zero point)
     const int bsrc = as_layout(int8_buffer(b, who), with_type(plain_md(bs), b_u8 ? dt::u8 : dt::s8), who);
-    if (b_u8) {
+    if (fk) {
+      w_slot = new_slot(TensorType{DType::Float32, bs}, w_md);
+      less_zero(bsrc, w_slot, numel(bs), !b_u8, izb >= 0 ? int32_t(int_value(g_, node.inputs[size_t(izb)])[0]) : 0, -1,
+                cat("  ", g_.tensor(b).name, ": less its zero point, in f32, for ", who));
+    } else if (b_u8) {
       w_slot = new_slot(TensorType{DType::Int8, bs}, w_md);
       Step& fl = add_step(cat("  ", g_.tensor(b).name, ": uint8 to int8 less 128, for ", who), {bsrc}, {w_slot});
       fl.fn = [this, bsrc, w_slot, n = numel(bs)] {
@@ -294,51 +385,43 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       w_slot = int(slots_.size()) - 1;
     }
   } else {
-  // the weight, reordered once into the kernel's layout
-  Slot ws;
-  ws.type = TensorType{DType::Int8, bs2};
-  ws.md = w_md;
-  ws.owned = aligned_floats(w_md.get_size() / sizeof(float) + 1);
-  {
-    memory from(w_user, eng_, w8.data()), into(w_md, eng_, ws.owned.get());
-    dnnl_call(who, [&] { reorder(from, into).execute(strm_, from, into); });
-    strm_.wait();
+    // the weight, reordered once into the kernel's layout
+    Slot ws;
+    ws.type = TensorType{fk ? DType::Float32 : DType::Int8, bs2};
+    ws.md = w_md;
+    ws.owned = aligned_floats(w_md.get_size() / sizeof(float) + 1);
+    {
+      memory from(w_user, eng_, fk ? static_cast<void*>(wf.data()) : static_cast<void*>(w8.data())), into(w_md, eng_, ws.owned.get());
+      dnnl_call(who, [&] { reorder(from, into).execute(strm_, from, into); });
+      strm_.wait();
+    }
+    slots_.push_back(ws);
+    w_slot = int(slots_.size()) - 1;
   }
-  slots_.push_back(ws);
-  w_slot = int(slots_.size()) - 1;
-  }
-  // the source: the int8 tensor in the kernel's layout (a matmul's viewed as [rows, K])
+  // the source: the int8 tensor in the kernel's layout (a matmul's viewed as [rows, K]); f32
+  // kernels: less its zero point, in f32, by a step
   int src = int8_buffer(a, who);
-  if (is_conv) {
-    src = as_layout(src, src_md, who);
-  } else {
-    src = as_layout(src, with_type(plain_md(as), src_type), who);
+  src = as_layout(src, is_conv ? with_type(src_md, src_type) : with_type(plain_md(as), src_type), who);
+  if (fk) {
+    const int f = new_slot(TensorType{DType::Float32, is_conv || runtime_b ? as : Shape{rows, K}}, src_md);
+    less_zero(src, f, numel(as), src_type == dt::s8, 0, zslot, cat("  ", g_.tensor(a).name, ": less its zero point, in f32, for ", who));
+    src = f;
+  } else if (!is_conv) {
     Slot v = slots_[size_t(src)];
     v.md = src_md;
     v.plain = -1;
     slots_.push_back(v);
     src = int(slots_.size()) - 1;
   }
-  const int acc = new_slot(TensorType{DType::Int32, ys2}, acc_md);
-  // the source's zero point as the kernel reads it: a constant, or (DynamicQuantizeLinear's)
-  // copied from its host value before each run of the kernel
-  int zslot = -1;
-  if (iza >= 0) {
-    const TensorId zt = node.inputs[size_t(iza)];
-    const int32_t zv = constant(iza) ? int32_t(int_value(g_, zt)[0]) : 0;
-    zslot = int8_const(md_t({1}, dt::s32, memory::format_tag::x), &zv, sizeof zv, TensorType{DType::Int32, {1}});
-    if (!constant(iza)) {
-      ensure_host(zt, who);
-      Step& zs = add_step(cat("  ", g_.tensor(zt).name, ": zero point for the kernel"), {int(zt)}, {});
-      zs.fn = [this, zt, zslot] { *reinterpret_cast<int32_t*>(ptr(zslot)) = int32_t(std::get<Tensor<int64_t>>(*slots_[size_t(zt)].host)[0]); };
-    }
-  }
-  Step& st = add_step(cat(who, ": oneDNN int8 ", is_conv ? "conv " : "matmul ", impl, " (", dtype_name(g_.type(a).dtype), " source, int32 sums",
-                          is_conv ? ", channels-last" : "", ")"),
-                      {src, w_slot}, {acc});
+  const int acc = new_slot(TensorType{fk ? DType::Float32 : DType::Int32, ys2}, acc_md);
+  const std::string kind = fk ? cat("oneDNN f32 ", is_conv ? "conv " : "matmul ", impl, " (exact: integer sums below 2^24",
+                                    shift > 0 ? cat(", the weight split into 2^", shift, " hi + lo") : std::string(), is_conv ? ", channels-last" : "", ")")
+                              : cat("oneDNN int8 ", is_conv ? "conv " : "matmul ", impl, " (", dtype_name(g_.type(a).dtype), " source, int32 sums",
+                                    is_conv ? ", channels-last" : "", ")");
+  Step& st = add_step(cat(who, ": ", kind), {src, w_slot}, {acc});
   st.prim = prim;
   st.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w_slot}, {DNNL_ARG_DST, acc}};
-  if (zslot >= 0) st.args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zslot});
+  if (zslot >= 0 && !fk) st.args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zslot});
   int sums_slot = -1;
   if (sums_prim) {
     Slot ones;
@@ -382,7 +465,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     return gtmp;
   };
   // rb_corr * sum_k (a[r, k] - z_a), read from the source's buffer (and zero point) at run time
-  const int a_slot = runtime_b && rb_corr != 0 ? src : -1;
+  const int a_slot = runtime_b && rb_corr != 0 && !fk ? src : -1;
   const bool a_signed = g_.type(a).dtype == DType::Int8;
   auto row_extra = [this, a_slot, zslot, K, rb_corr, a_signed](int64_t r) -> int32_t {
     if (a_slot < 0) return 0;
@@ -392,11 +475,26 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     if (zslot >= 0) t -= int64_t(*reinterpret_cast<const int32_t*>(ptr(zslot))) * K;
     return int32_t(uint32_t(rb_corr) * uint32_t(uint64_t(t)));
   };
+  // Row r's O int32 sums (tmp and gtmp: O values of scratch each). f32 kernels: the float
+  // sums converted (exact integers), or 2^shift hi + lo in int64, wrapped to int32.
+  auto sums_at = [this, acc, C2, O, fk, shift, sidx, lidx, row_sums, ext_row, row_extra](int64_t r, int32_t* tmp, int32_t* gtmp) -> const int32_t* {
+    if (fk) {
+      const float* f = ptr(acc) + r * C2;
+      if (shift == 0)
+        for (int64_t c = 0; c < O; ++c) tmp[c] = int32_t(f[c]);
+      else
+        for (int64_t c = 0; c < O; ++c)
+          tmp[c] = int32_t(uint32_t(uint64_t(int64_t(f[sidx[size_t(c)]]) * (int64_t(1) << shift) + int64_t(f[lidx[size_t(c)]]))));
+      return tmp;
+    }
+    const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc)) + r * C2;
+    return row_sums(p, ext_row(p, r, gtmp), tmp, row_extra(r));
+  };
   std::vector<int> sum_reads{acc};
   if (sums_slot >= 0) sum_reads.push_back(sums_slot);
   if (a_slot >= 0) sum_reads.push_back(a_slot);
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1));
-  const std::string zp_note = corr.empty() && a_slot < 0 ? "" : " (with the weight's zero point)";
+  const std::string zp_note = shift > 0 ? " (hi and lo halves combined)" : corr.empty() && a_slot < 0 ? "" : " (with the weight's zero point)";
   if (!qlinear) {
     // A Cast to float after it (ONNX Runtime's dynamic quantization): the float result
     // directly (in the sums' layout); else the int32 result as host values, in plain order.
@@ -463,14 +561,13 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       if (scale_slot >= 0) reads.push_back(scale_slot);
       if (scale_slot2 >= 0) reads.push_back(scale_slot2);
       Step& fs = add_step(cat("  ", who, ": int32 sums to float", zp_note, text, ")"), reads, {int(f)});
-      fs.fn = [this, acc, f = int(f), R, O, C2, row_sums, ext_row, row_extra, grain, scale_slot, scale_slot2, fbias, relu] {
-        const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
+      fs.fn = [this, f = int(f), R, O, sums_at, grain, scale_slot, scale_slot2, fbias, relu] {
         float* out = ptr(f);
         const float scale = scale_slot < 0 ? 1.f : scale_slot2 < 0 ? *ptr(scale_slot) : *ptr(scale_slot) * *ptr(scale_slot2);
         parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
           std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
           for (int64_t r = b; r < e; ++r) {
-            const int32_t* s = row_sums(p + r * C2, ext_row(p + r * C2, r, gtmp.data()), tmp.data(), row_extra(r));
+            const int32_t* s = sums_at(r, tmp.data(), gtmp.data());
             float* o = out + r * O;
             for (int64_t c = 0; c < O; ++c) o[c] = float(s[c]);
             if (scale_slot >= 0)
@@ -485,12 +582,11 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       return true;
     }
     Step& hs = add_step(cat("  ", g_.tensor(y).name, ": int32 sums to host values", zp_note), sum_reads, {});
-    hs.fn = [this, acc, y, ys, R, P, O, C2, row_sums, ext_row, row_extra, is_conv] {
-      const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
+    hs.fn = [this, y, ys, R, P, O, sums_at, is_conv] {
       Tensor<int64_t> v(ys);
       std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
       for (int64_t r = 0; r < R; ++r) {
-        const int32_t* s = row_sums(p + r * C2, ext_row(p + r * C2, r, gtmp.data()), tmp.data(), row_extra(r));
+        const int32_t* s = sums_at(r, tmp.data(), gtmp.data());
         for (int64_t c = 0; c < O; ++c) v[is_conv ? (r / P * O + c) * P + r % P : r * O + c] = s[c];
       }
       slots_[size_t(y)].host = std::move(v);
@@ -508,14 +604,13 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   for (int64_t c = 0; c < O && !bias.empty(); ++c) add[size_t(c)] = bias[size_t(c)];
   const int64_t qlo = to == DType::Int8 ? -128 : 0, qhi = to == DType::Int8 ? 127 : 255;
   const float lo = float(qlo - yzero), hi = float(qhi - yzero), z = float(yzero);
-  rq.fn = [this, acc, y = int(y), R, O, C2, add, row_sums, ext_row, row_extra, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value]() mutable {
+  rq.fn = [this, y = int(y), R, O, add, sums_at, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value]() mutable {
     if (sa_slot >= 0)
       for (int64_t c = 0; c < O; ++c) mult[size_t(c)] = ops::detail::requant_scale(*ptr(sa_slot), sb_over[size_t(c)], sy_value);
-    const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
     uint8_t* out = reinterpret_cast<uint8_t*>(ptr(y));
     parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
       std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
-      for (int64_t r = b; r < e; ++r) requantize_row(row_sums(p + r * C2, ext_row(p + r * C2, r, gtmp.data()), tmp.data(), row_extra(r)), add.data(), mult.data(), out + r * O, O, lo, hi, z);
+      for (int64_t r = b; r < e; ++r) requantize_row(sums_at(r, tmp.data(), gtmp.data()), add.data(), mult.data(), out + r * O, O, lo, hi, z);
     });
   };
   return true;

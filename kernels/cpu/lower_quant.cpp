@@ -157,7 +157,7 @@ NodeId CpuExecutable::qbinary_output_q(NodeId n) const {
   const Node& node = g_.node(n);
   const bool binary = std::holds_alternative<ops::Add>(node.op) || std::holds_alternative<ops::Sub>(node.op) ||
                       std::holds_alternative<ops::Mul>(node.op);
-  if (!binary || !int8_ || node.inputs.size() != 2 || node.outputs.size() != 1) return -1;
+  if (!binary || !glue_ || node.inputs.size() != 2 || node.outputs.size() != 1) return -1;
   const Shape& ys = g_.type(node.outputs[0]).shape;
   for (TensorId t : node.inputs)
     if (g_.type(t).shape != ys || int8_source(t) < 0) return -1;
@@ -169,7 +169,7 @@ bool CpuExecutable::qbinary_candidate(NodeId n) const { return qbinary_output_q(
 NodeId CpuExecutable::qunary_output_q(NodeId n) const {
   const Node& node = g_.node(n);
   const bool unary = std::visit([](const auto& o) { return std::is_base_of_v<ops::detail::Unary<std::decay_t<decltype(o)>>, std::decay_t<decltype(o)>>; }, node.op);
-  if (!unary || !int8_ || node.inputs.size() != 1 || node.outputs.size() != 1 || int8_source(node.inputs[0]) < 0) return -1;
+  if (!unary || !glue_ || node.inputs.size() != 1 || node.outputs.size() != 1 || int8_source(node.inputs[0]) < 0) return -1;
   return requantizer(node.outputs[0]);
 }
 
@@ -224,7 +224,8 @@ void CpuExecutable::table_step(int x, int y, std::shared_ptr<std::array<uint32_t
 }
 
 bool CpuExecutable::integer_readers(TensorId t) const {
-  if (!int8_ || is_output_.count(t) || consumers_[size_t(t)].empty()) return false;
+  // (int8 kernels or not: without them, lower_integer.cpp runs these ops on exact f32 kernels)
+  if (is_output_.count(t) || consumers_[size_t(t)].empty()) return false;
   for (NodeId c : consumers_[size_t(t)])
     if (!holds_any<ops::QLinearConv, ops::QLinearMatMul, ops::ConvInteger, ops::MatMulInteger>(g_.node(c).op)) return false;
   return true;
@@ -251,7 +252,7 @@ NodeId CpuExecutable::int8_source(TensorId t) const {
   const auto dp = quant_params(g_, g_.node(d));
   if (q < 0 || !dp || !dp->per_tensor()) return -1;
   // QOperator models: the int8 result of QLinearConv or QLinearMatMul (lower_integer.cpp)
-  if (int8_ && holds_any<ops::QLinearConv, ops::QLinearMatMul>(g_.node(q).op)) return d;
+  if (holds_any<ops::QLinearConv, ops::QLinearMatMul>(g_.node(q).op)) return d;
   if (!quantized_pair(tq) || !quant_params(g_, g_.node(q))->per_tensor()) return -1;
   return d;
 }
@@ -269,7 +270,7 @@ NodeId CpuExecutable::same_quantization(NodeId n) const {
 NodeId CpuExecutable::qpool_output_q(NodeId n) const {
   const Node& node = g_.node(n);
   const auto* mp = std::get_if<ops::MaxPool>(&node.op);
-  if (!mp || !int8_ || node.outputs.size() != 1) return -1;
+  if (!mp || !glue_ || node.outputs.size() != 1) return -1;
   return same_quantization(n);
 }
 
@@ -295,7 +296,7 @@ bool CpuExecutable::lower_qpool(NodeId n, const std::string& who) {
 
 NodeId CpuExecutable::qconcat_output_q(NodeId n) const {
   const Node& node = g_.node(n);
-  if (!std::holds_alternative<ops::Concat>(node.op) || !int8_) return -1;
+  if (!std::holds_alternative<ops::Concat>(node.op) || !glue_) return -1;
   for (TensorId t : node.inputs)
     if (int8_source(t) < 0) return -1;
   return requantizer(node.outputs[0]);
@@ -370,7 +371,7 @@ NodeId CpuExecutable::qmove_output_q(NodeId n) const {
   const bool view = std::holds_alternative<ops::Reshape>(node.op) || std::holds_alternative<ops::Flatten>(node.op) ||
                     std::holds_alternative<ops::Squeeze>(node.op) || std::holds_alternative<ops::Unsqueeze>(node.op) ||
                     std::holds_alternative<ops::Identity>(node.op);
-  if ((!view && !std::holds_alternative<ops::Transpose>(node.op)) || !int8_ || node.outputs.size() != 1) return -1;
+  if ((!view && !std::holds_alternative<ops::Transpose>(node.op)) || !glue_ || node.outputs.size() != 1) return -1;
   return same_quantization(n);
 }
 
