@@ -170,7 +170,7 @@ expect 0 "steps in all \(median of each step over" -- "$PET" run "$model" --prof
 expect 0 "on reference: median" -- "$PET" run "$M/opset18.onnx" --backend reference
 expect 0 "on cpu: median" -- "$PET" run "$M/opset21.onnx"
 if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/dev/null; then
-  for name in opset18 opset21 coverage17 coverage17b coverage17c upsample9 empty17 recurrent17 mvn13 control17 gridsample16 mish18 einsum_resize13 resize19 convtranspose_implicit13 quant16 qops13; do
+  for name in opset18 opset21 coverage17 coverage17b coverage17c upsample9 empty17 recurrent17 mvn13 control17 gridsample16 mish18 einsum_resize13 resize19 convtranspose_implicit13 quant16 qops13 qcontrib13 qaddmul13; do
     "$ORT_PY" "$SRC/tests/hardening/ort_testdata.py" "$M/$name.onnx" "$TMP/ort_$name"
     # A quantized model's outputs move by one quantization step where another float conv
     # kernel (oneDNN's, Eigen's, ONNX Runtime's) rounds a value to the other side of a grid
@@ -179,13 +179,17 @@ if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/
     [ "$name" = quant16 ] && tol=(--atol 1e-4 --rtol 0.005)
     # the integer ops' int32 sums and requantization are exact: bit for bit
     [ "$name" = qops13 ] && tol=(--atol 0 --rtol 0)
+    # ONNX Runtime's contrib ops as standard ops: bit for bit, but QLinearAdd and QLinearMul,
+    # which ONNX Runtime computes in fixed point: one quantization step
+    [ "$name" = qcontrib13 ] && tol=(--atol 0 --rtol 0)
+    [ "$name" = qaddmul13 ] && tol=(--atol 1 --rtol 0)
     for be in reference cpu; do
       expect 0 "check .* pass" -- "$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name" "${tol[@]}"
       if grep -q FAIL <<<"$("$PET" run "$M/$name.onnx" --backend $be --check "$TMP/ort_$name" "${tol[@]}" 2>&1)"; then
         echo "FAIL: $name on $be differs from ONNX Runtime"; fails=$((fails + 1)); fi
     done
     # quant16's conv runs on oneDNN's int8 kernel where the CPU has VNNI; in float with --no-int8
-    case $name in quant16 | qops13) expect 0 "check .* pass" -- "$PET" run "$M/$name.onnx" --no-int8 --check "$TMP/ort_$name" "${tol[@]}" ;; esac
+    case $name in quant16 | qops13 | qcontrib13 | qaddmul13) expect 0 "check .* pass" -- "$PET" run "$M/$name.onnx" --no-int8 --check "$TMP/ort_$name" "${tol[@]}" ;; esac
     # what pet writes (opset 17: Mish and Gelu spelled out) passes onnx.checker and ONNX Runtime
     expect 0 "" -- "$PET" optimize "$M/$name.onnx" -o "$TMP/$name.pet.onnx" --budget 5 --quiet --profile-cache none
     expect 0 "ok in ONNX Runtime" -- "$ORT_PY" "$SRC/tests/ort_compare.py" "$M/$name.onnx" "$TMP/$name.pet.onnx" "${tol[@]}"

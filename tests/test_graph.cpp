@@ -62,6 +62,20 @@ TEST_CASE("topological order follows dependencies, multilinear subprograms are c
   CHECK(subs[1] == std::vector<NodeId>{2, 3});
 }
 
+TEST_CASE("multilinear subprograms leave out integer arithmetic (an Add of int32 sums)") {
+  Graph g;
+  Builder b(g);
+  const TensorId a = g.add_input("a", {DType::UInt8, {2, 4}});
+  const TensorId w = g.add_constant("w", DType::Int8, Tensor<int64_t>({4, 3}, int64_t(1)));
+  const TensorId s = b.add(ops::MatMulInteger{}, {a, w});
+  const TensorId c = b.add(ops::Add{}, {s, g.add_constant("c", DType::Int32, Tensor<int64_t>({3}, int64_t(5)))});
+  const TensorId f = b.add(ops::Cast{.to = DType::Float32}, {c});
+  b.output(b.add(ops::Mul{}, {f, b.constant("m", Tensor<float>(Shape{}, 0.5f))}));
+  const auto subs = multilinear_subprograms(g);
+  REQUIRE(subs.size() == 1);
+  CHECK(subs[0] == std::vector<NodeId>{3});  // the float Mul; not the int32 Add
+}
+
 TEST_CASE("topological_order reports the nodes of a cycle") {
   std::vector<int> cyc;
   auto order = topological_order(4, {{0, 1}, {1, 2}, {2, 1}, {2, 3}}, &cyc);

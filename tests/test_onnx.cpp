@@ -132,8 +132,13 @@ TEST_CASE("import errors name the file, node, op and problem") {
     b.output("y");
     CHECK_THROWS_WITH_AS(b.import(), "m.onnx: node 'foo1' (Foo, opset 13): op 'Foo' is not supported", Unsupported);
     b.g().mutable_node(0)->set_op_type("Relu");
+    b.g().mutable_node(0)->set_domain("org.example");
+    CHECK_THROWS_WITH_AS(b.import(),
+                         "m.onnx: node 'foo1' (Relu, opset 13): domain 'org.example' is not supported (only the default ONNX domain, and ONNX Runtime's "
+                         "quantized ops of com.microsoft)",
+                         Unsupported);
     b.g().mutable_node(0)->set_domain("com.microsoft");
-    CHECK_THROWS_WITH_AS(b.import(), "m.onnx: node 'foo1' (Relu, opset 13): domain 'com.microsoft' is not supported (only the default ONNX domain)",
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'foo1' (Relu, opset 13): op 'Relu' of domain 'com.microsoft' is not supported (pet imports QGemm"),
                          Unsupported);
     OnnxBuilder c(22);
     c.input("x", {"2"}).output("x");
@@ -757,6 +762,93 @@ TEST_CASE("ONNX Runtime's integer quantization ops import and export: DynamicQua
     std::visit([&](const auto& t) { CHECK(std::get<std::decay_t<decltype(t)>>(y2[k]).vec() == t.vec()); }, y[k]);
   }
   CHECK_THROWS_WITH_AS(model(false).import(), "m.onnx: node 'qc' (QLinearConv, opset 13): input 2 (x_zero_point) is required", InvalidInput);
+}
+
+TEST_CASE("ONNX Runtime's quantized contrib ops (com.microsoft) and int8 MaxPool import as standard ops, with the values of their formulas") {
+  using TP = ::onnx::TensorProto;
+  const std::string MS = "com.microsoft";
+  auto model = [&](const std::function<void(OnnxBuilder&)>& extra) {
+    OnnxBuilder b(13);
+    b.input("a", {"4"}, TP::UINT8).input("b", {"4"}, TP::UINT8).input("q", {"1", "2"}, TP::UINT8).input("img", {"1", "1", "2", "2"}, TP::UINT8);
+    b.floats("half", {}, {0.5f}).floats("quarter", {}, {0.25f}).floats("one", {}, {1.f}).floats("two", {}, {2.f});
+    b.small_ints("z0", TP::UINT8, {}, {0}).small_ints("z1", TP::UINT8, {}, {1}).small_ints("z3", TP::UINT8, {}, {3}).small_ints("z100", TP::UINT8, {}, {100});
+    // C = Q(DQ(a) + DQ(b)): a * 0.5 + b * 0.25, scale 1, zero point 3 (127.5 + 0 rounds to 128)
+    b.node("QLinearAdd", {"a", "half", "z0", "b", "quarter", "z0", "one", "z3"}, {"add"})->set_domain(MS);
+    // the product, scale 2, no zero point given (0): 5 x 1 / 2 = 2.5 rounds to 2
+    b.node("QLinearMul", {"a", "half", "", "b", "quarter", "", "two"}, {"mul"})->set_domain(MS);
+    auto* cat_node = b.node("QLinearConcat", {"one", "z0", "a", "half", "z0", "b", "quarter", "z0"}, {"cat"});
+    cat_node->set_domain(MS);
+    OnnxBuilder::attr(cat_node, "axis", int64_t(0));
+    // QGemm: (q - 1) [1, 2] times B^T (B [2, 2], scale 0.5) plus C; quantized (scale 2, zero
+    // point 100) and float (alpha 2)
+    b.small_ints("gb", TP::INT8, {2, 2}, {1, 2, 3, -1}).small_ints("gc", TP::INT32, {2}, {10, -2});
+    auto* gq = b.node("QGemm", {"q", "one", "z1", "gb", "half", "", "gc", "two", "z100"}, {"gemm"});
+    gq->set_domain(MS);
+    OnnxBuilder::attr(gq, "transB", int64_t(1));
+    auto* gf = b.node("QGemm", {"q", "one", "z1", "gb", "half", "", "gc"}, {"gemm_f"});
+    gf->set_domain(MS);
+    OnnxBuilder::attr(gf, "transB", int64_t(1));
+    auto* al = gf->add_attribute();
+    al->set_name("alpha"), al->set_type(::onnx::AttributeProto::FLOAT), al->set_f(2.f);
+    // channels-last global average pool of [1, 1, 2, 2] read as N H W C = [1, 1, 2, 2]: the mean of
+    // each channel over H and W
+    auto* gap = b.node("QLinearGlobalAveragePool", {"img", "one", "z0", "one", "z0"}, {"gap"});
+    gap->set_domain(MS);
+    OnnxBuilder::attr(gap, "channels_last", int64_t(1));
+    auto* mp = b.node("MaxPool", {"img"}, {"mp"});
+    OnnxBuilder::attr(mp, "kernel_shape", std::vector<int64_t>{2, 2});
+    for (const char* o : {"add", "mul", "cat", "gemm", "gemm_f", "gap", "mp"}) b.output(o);
+    extra(b);
+    return b;
+  };
+  const px::Model m = model([](OnnxBuilder&) {}).import();
+  std::set<std::string> kinds;
+  for (const Node& n : m.graph.nodes()) kinds.insert(std::string(op_name(n.op)));
+  CHECK(kinds == std::set<std::string>{"Add", "Cast", "Concat", "DequantizeLinear", "GlobalAveragePool", "MatMulInteger", "MaxPool", "Mul", "QuantizeLinear", "Transpose"});
+  auto run = [](const Graph& g) {
+    auto u8 = [](Shape s, std::vector<int64_t> v) { return Value<float>(Tensor<int64_t>(std::move(s), std::move(v))); };
+    return Interpreter<float>(g).run(std::vector<Value<float>>{u8({4}, {10, 20, 30, 255}), u8({4}, {4, 8, 12, 0}), u8({1, 2}, {3, 5}),
+                                                                u8({1, 1, 2, 2}, {1, 4, 6, 9})});
+  };
+  const auto y = run(m.graph);
+  auto ints = [&](size_t k) { return std::get<Tensor<int64_t>>(y[k]).vec(); };
+  CHECK(ints(0) == std::vector<int64_t>{9, 15, 21, 131});
+  CHECK(ints(1) == std::vector<int64_t>{2, 10, 22, 0});
+  CHECK(ints(2) == std::vector<int64_t>{5, 10, 15, 128, 1, 2, 3, 0});
+  // sums (3 - 1) * 1 + (5 - 1) * 2 = 10 and 2 * 3 - 4 = 2; plus C: 20 and 0; times 0.5 / 2
+  CHECK(ints(3) == std::vector<int64_t>{105, 100});
+  CHECK(std::get<Tensor<float>>(y[4]).vec() == std::vector<float>{20.f, 0.f});
+  CHECK(ints(5) == std::vector<int64_t>{4, 6});  // channel 0: (1 + 6) / 2 = 3.5 -> 4; channel 1: (4 + 9) / 2 = 6.5 -> 6
+  CHECK(ints(6) == std::vector<int64_t>{9});
+  // exported as standard ops only, the same values after a round trip
+  const std::string bytes = px::export_bytes(m.graph);
+  ::onnx::ModelProto mp;
+  REQUIRE(mp.ParseFromString(bytes));
+  for (const auto& n : mp.graph().node()) CHECK(n.domain().empty());
+  const auto y2 = run(px::import_bytes(bytes, "r.onnx").graph);
+  for (size_t k = 0; k < y.size(); ++k)
+    std::visit([&](const auto& t) { CHECK(std::get<std::decay_t<decltype(t)>>(y2[k]).vec() == t.vec()); }, y[k]);
+  // errors name the node, the op and the problem
+  CHECK_THROWS_WITH_AS(model([&](OnnxBuilder& b) { b.node("QAttention", {"a"}, {"att"})->set_domain(MS); }).import(),
+                       doctest::Contains("node 'att' (QAttention, opset 13): op 'QAttention' of domain 'com.microsoft' is not supported (pet imports QGemm, QLinearAdd, QLinearAveragePool"),
+                       Unsupported);
+  CHECK_THROWS_WITH_AS(model([&](OnnxBuilder& b) { b.node("Foo", {"a"}, {"foo"})->set_domain("org.example"); }).import(),
+                       doctest::Contains("node 'foo' (Foo, opset 13): domain 'org.example' is not supported"), Unsupported);
+  CHECK_THROWS_WITH_AS(model([&](OnnxBuilder& b) { b.node("QLinearAdd", {"a", "half", "z0"}, {"bad"})->set_domain(MS); }).import(),
+                       "m.onnx: node 'bad' (QLinearAdd, opset 13): required input 3 (B) is missing", InvalidInput);
+  CHECK_THROWS_WITH_AS(model([&](OnnxBuilder& b) { b.node("QLinearSigmoid", {"a", "half", "z0", "one", "gc"}, {"bad"})->set_domain(MS); }).import(),
+                       "m.onnx: node 'bad' (QLinearSigmoid, opset 13): y_zero_point (input 4) must be uint8, got int32", InvalidInput);
+  CHECK_THROWS_WITH_AS(model([&](OnnxBuilder& b) {
+                         auto* n = b.node("QGemm", {"q", "one", "z1", "gb", "half"}, {"bad"});
+                         n->set_domain(MS);
+                         OnnxBuilder::attr(n, "transA", int64_t(1));
+                       }).import(),
+                       "m.onnx: node 'bad' (QGemm, opset 13): QGemm with transA = 1", Unsupported);
+  CHECK_THROWS_WITH_AS(model([&](OnnxBuilder& b) {
+                         auto* n = b.node("MaxPool", {"img"}, {"bad", "bad_idx"});
+                         OnnxBuilder::attr(n, "kernel_shape", std::vector<int64_t>{2, 2});
+                       }).import(),
+                       "m.onnx: node 'bad' (MaxPool, opset 13): MaxPool on uint8 with more than one output (pet computes it through float)", Unsupported);
 }
 
 TEST_CASE("DepthToSpace (DCR, CRD) and SpaceToDepth import as pet's R/T op, and invert each other") {

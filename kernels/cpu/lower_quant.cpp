@@ -376,17 +376,27 @@ NodeId CpuExecutable::qmove_output_q(NodeId n) const {
 }
 
 bool CpuExecutable::lower_qmove(NodeId n, const std::string& who) {
-  const NodeId qy = qmove_output_q(n);
-  if (qy < 0) return false;
   const Node& node = g_.node(n);
-  const TensorId tq = g_.node(g_.tensor(node.inputs[0]).producer).inputs[0];
+  const NodeId qy = qmove_output_q(n);
+  // between DequantizeLinear and QuantizeLinear; or a move of an int8 tensor itself (a
+  // Reshape or Transpose of a uint8 tensor, in QOperator models)
+  TensorId tq = -1, ty = -1;
+  if (qy >= 0) {
+    tq = g_.node(g_.tensor(node.inputs[0]).producer).inputs[0];
+    ty = g_.node(qy).outputs[0];
+  } else if (holds_any<ops::Reshape, ops::Flatten, ops::Squeeze, ops::Unsqueeze, ops::Identity, ops::Transpose>(node.op) && node.outputs.size() == 1 &&
+             is_int8(g_.type(node.inputs[0]).dtype)) {
+    tq = node.inputs[0];
+    ty = node.outputs[0];
+  } else {
+    return false;
+  }
   if (!qdevice_.count(tq)) return false;
   const dt type = slots_[size_t(tq)].md.data.data_type == dnnl_s8 ? dt::s8 : dt::u8;
-  const TensorId ty = g_.node(qy).outputs[0];
   const Shape &xs = g_.type(tq).shape, &ys = g_.type(ty).shape;
   // the int8 tensor in plain layout (one reorder from a kernel's channels-last, cached)
   const int x = as_layout(int(tq), with_type(plain_md(xs), type), who);
-  const std::string text = cat(who, " (with QuantizeLinear '", g_.node(qy).name, "'): ");
+  const std::string text = qy >= 0 ? cat(who, " (with QuantizeLinear '", g_.node(qy).name, "'): ") : cat(who, ": ");
   if (const auto* t = std::get_if<ops::Transpose>(&node.op)) {
     // a oneDNN reorder from the source seen with permuted strides
     std::vector<int64_t> perm = t->perm;
@@ -409,7 +419,7 @@ bool CpuExecutable::lower_qmove(NodeId n, const std::string& who) {
     add_step(cat(text, "int8 view"), {x}, {int(ty)}).fn = [] {};  // keeps the source alive as long as the view is read
   }
   qdevice_.insert(ty);
-  absorbed_.insert(qy);
+  if (qy >= 0) absorbed_.insert(qy);
   return true;
 }
 
@@ -526,10 +536,10 @@ bool CpuExecutable::lower_qdq(NodeId n, const std::string& who) {
   if (std::holds_alternative<ops::QuantizeLinear>(node.op)) {
     const TensorId t = node.outputs[0];
     if (!quantized_pair(t)) {
-      // QOperator models: integer ops (QLinearConv, ...) read the int8 tensor: written once,
-      // into a buffer they read (lower_integer.cpp)
+      // Not a QDQ pair: the int8 tensor written once, into a buffer its readers read (integer
+      // ops, int8 moves; host copies for the others). QOperator models.
       const auto qp = quant_params(g_, node);
-      if (!integer_readers(t) || !qp || !qp->per_tensor()) return false;
+      if (!qp || !qp->per_tensor()) return false;
       quantize_step(n, who);
       return true;
     }

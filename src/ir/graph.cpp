@@ -307,7 +307,12 @@ std::vector<std::vector<NodeId>> multilinear_subprograms(const Graph& g) {
   using U = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
   U u(static_cast<size_t>(g.num_nodes()));
   std::vector<bool> ml(size_t(g.num_nodes()));
-  for (NodeId n = 0; n < g.num_nodes(); ++n) ml[size_t(n)] = is_multilinear(g.node(n).op);
+  // (integer arithmetic, an Add of int32 sums or of shape values, is not: point evaluation
+  // draws float leaves, and rewrites are of float programs)
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    ml[size_t(n)] = is_multilinear(g.node(n).op);
+    for (TensorId t : g.node(n).outputs) ml[size_t(n)] = ml[size_t(n)] && is_float(g.type(t).dtype);
+  }
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     if (!ml[size_t(n)]) continue;
     for (TensorId t : g.node(n).inputs) {

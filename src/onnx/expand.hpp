@@ -29,4 +29,16 @@ inline TensorId add_part(Graph& g, const std::string& name, const std::string& w
 std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name, Graph& g,
                                        const std::function<TensorId(int)>& data);
 
+/// ONNX Runtime's quantized contrib ops (domain com.microsoft): QLinearAdd, QLinearMul,
+/// QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool,
+/// QLinearAveragePool, QLinearConcat (DequantizeLinear, the float op, QuantizeLinear) and QGemm
+/// (MatMulInteger, the int32 bias, the requantization). (expand_quant.cpp)
+const std::map<std::string, ExpandFn, std::less<>>& microsoft_table();
+
+/// An ONNX op that takes int8 and uint8 tensors where pet's takes float (MaxPool: the values
+/// only move or are compared): `mp.op` between DequantizeLinear and QuantizeLinear with scale 1
+/// and zero point 0, which is exact. (expand_quant.cpp)
+std::vector<TensorId> import_int8_through_float(const NodeCtx& c, const std::string& name, Graph& g,
+                                                const std::function<TensorId(int)>& data, const Mapped& mp);
+
 }  // namespace pet::onnx::detail

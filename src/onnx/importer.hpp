@@ -241,13 +241,21 @@ struct Importer {
     const std::string name = node.name().empty() ? cat(node.op_type(), "_", index) : node.name();
     if (opset == 0) opset = m.opset;
     const std::string who = cat(label, ": node '", name, "' (", node.op_type(), ", opset ", opset, "): ");
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
-      throw Unsupported(cat(who, "domain '", node.domain(), "' is not supported (only the default ONNX domain)"));
+    // ONNX Runtime's contrib domain: its quantized ops (expand_quant.cpp)
+    const bool microsoft = node.domain() == "com.microsoft";
+    if (!node.domain().empty() && node.domain() != "ai.onnx" && !microsoft)
+      throw Unsupported(cat(who, "domain '", node.domain(), "' is not supported (only the default ONNX domain, and ONNX Runtime's quantized ops of com.microsoft)"));
     const auto& table = import_table();
-    auto it = table.find(node.op_type());
-    const auto expand = expand_table().find(node.op_type());
-    const bool structured = is_structured(node);
-    if (it == table.end() && expand == expand_table().end() && !structured)
+    auto it = microsoft ? table.end() : table.find(node.op_type());
+    const auto& expands = microsoft ? microsoft_table() : expand_table();
+    const auto expand = expands.find(node.op_type());
+    const bool structured = !microsoft && is_structured(node);
+    if (microsoft && expand == expands.end()) {
+      std::string known;
+      for (const auto& [k, v] : expands) known += cat(known.empty() ? "" : ", ", k);
+      throw Unsupported(cat(who, "op '", node.op_type(), "' of domain 'com.microsoft' is not supported (pet imports ", known, " of it)"));
+    }
+    if (it == table.end() && expand == expands.end() && !structured)
       throw Unsupported(cat(who, "op '", node.op_type(), "' is not supported"));
     NodeCtx ctx{node, opset,
                 [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? constant(node.input(i)) : nullptr; },
@@ -264,7 +272,7 @@ struct Importer {
       for (int i = 0; i < node.input_size(); ++i)
         if (sequences.count(node.input(i)))
           throw Unsupported(cat("input ", i, " ('", node.input(i), "') is a sequence; ", node.op_type(), " takes tensors"));
-      if (expand != expand_table().end()) {  // several pet ops (expand.cpp)
+      if (expand != expands.end()) {  // several pet ops (expand.cpp, expand_quant.cpp)
         auto outs = expand->second(ctx, name, m.graph, [&](int i) { return tensor_id(node.input(i)); });
         for (size_t k = 0; k < outs.size(); ++k)
           if (outs[k] >= 0) ids[node.output(int(k))] = outs[k];
@@ -272,6 +280,13 @@ struct Importer {
       }
       Mapped mp = it->second(ctx);
       if (try_fold_constants(node, ctx, mp)) return;
+      // ONNX ops on int8 tensors that pet's op takes in float (exact through float)
+      if (node.op_type() == "MaxPool" && ctx.type(0) && is_int8(ctx.type(0)->dtype)) {
+        auto outs = import_int8_through_float(ctx, name, m.graph, [&](int i) { return tensor_id(node.input(i)); }, mp);
+        for (size_t k = 0; k < outs.size(); ++k)
+          if (outs[k] >= 0) ids[node.output(int(k))] = outs[k];
+        return;
+      }
       if (import_empty_reader(node, name, mp)) return;
       std::vector<TensorId> inputs;
       for (int i : mp.data_inputs) {

@@ -377,3 +377,49 @@ save("qops13", [
     const("dw", rq.integers(-127, 128, [4, 1, 3, 3]).astype(np.int8)), const("dws", np.float32(0.01)), const("dwz", np.int8(0)),
     const("ys2", np.float32(0.2)), const("yz2", np.uint8(3)),
     const("ss", np.float32(0.03)), const("sz", np.int8(-3)), const("sz2", np.int8(5))], opset=13)
+
+# ONNX Runtime's quantized contrib ops (com.microsoft), as its QOperator quantizer writes them
+# for the ops other than Conv and MatMul, and int8 MaxPool: pet imports them as standard ops
+# (DequantizeLinear, the float op, QuantizeLinear; QGemm as MatMulInteger and a
+# requantization). qcontrib13 matches ONNX Runtime bit for bit; qaddmul13's QLinearAdd and
+# QLinearMul, which ONNX Runtime computes in fixed point on x86, lie one quantization step
+# from it where a value is near a rounding midpoint.
+rq = np.random.default_rng(18)
+MS = "com.microsoft"
+U8 = TensorProto.UINT8
+q_inits = [const("xs", np.float32(0.02)), const("xz", np.uint8(128)), const("ys", np.float32(0.015)), const("yz", np.uint8(120)),
+           const("as", np.float32(0.03)), const("az", np.uint8(100)), const("ms", np.float32(0.004)), const("mz", np.uint8(128)),
+           const("ss", np.float32(1 / 256)), const("sz", np.uint8(0)), const("smx", np.float32(1 / 256)), const("smz", np.uint8(0)),
+           const("gw", rq.integers(-127, 128, [5, 4]).astype(np.int8)), const("gws", np.float32([0.01, 0.02, 0.015, 0.03, 0.005])),
+           const("gwz", np.zeros(5, np.int8)), const("gb", np.int32([100, -200, 0, 50, 7])), const("gys", np.float32(0.05)),
+           const("gyz", np.uint8(90)), const("shape", np.int64([8, 36]))]
+q_in = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="quant_x"),
+        helper.make_node("QuantizeLinear", ["y", "ys", "yz"], ["yq"], name="quant_y")]
+
+
+def save_ms(name, nodes, outputs):
+    g = helper.make_graph(q_in + nodes, name, [vi("x", [2, 4, 6, 6]), vi("y", [2, 4, 6, 6])], outputs, initializer=q_inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(out, name + ".onnx"))
+
+
+save_ms("qcontrib13", [
+    helper.make_node("QLinearSigmoid", ["xq", "xs", "xz", "ss", "sz"], ["sig"], name="qsigmoid", domain=MS),
+    helper.make_node("QLinearLeakyRelu", ["xq", "xs", "xz", "as", "az"], ["lrelu"], alpha=0.1, name="qleaky", domain=MS),
+    helper.make_node("QLinearGlobalAveragePool", ["xq", "xs", "xz", "as", "az"], ["gap"], channels_last=0, name="qgap", domain=MS),
+    helper.make_node("QLinearAveragePool", ["xq", "xs", "xz", "as", "az"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2],
+                     count_include_pad=0, name="qavgpool", domain=MS),
+    helper.make_node("QLinearConcat", ["as", "az", "xq", "xs", "xz", "yq", "ys", "yz"], ["cat"], axis=1, name="qconcat", domain=MS),
+    helper.make_node("MaxPool", ["xq"], ["mp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2], name="maxpool_u8"),
+    helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+    helper.make_node("QGemm", ["flat", "as", "az", "gw", "gws", "gwz", "gb", "gys", "gyz"], ["gemm"], transB=1, name="qgemm", domain=MS),
+    helper.make_node("QGemm", ["flat", "as", "az", "gw", "gws", "gwz", "gb"], ["gemm_f"], transB=1, alpha=0.5, name="qgemm_float", domain=MS),
+    helper.make_node("Reshape", ["xq", "shape"], ["rows"], name="rows"),
+    helper.make_node("QLinearSoftmax", ["rows", "xs", "xz", "smx", "smz"], ["smax"], axis=-1, opset=13, name="qsoftmax", domain=MS),
+], [vi("sig", [2, 4, 6, 6], U8), vi("lrelu", [2, 4, 6, 6], U8), vi("ap", [2, 4, 3, 3], U8), vi("cat", [2, 8, 6, 6], U8), vi("mp", [2, 4, 3, 3], U8),
+    vi("gemm", [2, 5], U8), vi("gemm_f", [2, 5]), vi("smax", [8, 36], U8)])
+save_ms("qaddmul13", [
+    helper.make_node("QLinearAdd", ["xq", "xs", "xz", "yq", "ys", "yz", "as", "az"], ["add"], name="qadd", domain=MS),
+    helper.make_node("QLinearMul", ["xq", "xs", "xz", "yq", "ys", "yz", "ms", "mz"], ["mul"], name="qmul", domain=MS),
+], [vi("add", [2, 4, 6, 6], U8), vi("mul", [2, 4, 6, 6], U8)])

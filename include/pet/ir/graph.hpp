@@ -142,7 +142,8 @@ std::vector<int> topological_order(int n, const std::vector<std::pair<int, int>>
                                    std::vector<int>* cycle);
 
 /// The connected groups of multilinear nodes (paper section 6: non-linear ops cut a program
-/// into multilinear subprograms). Each group lists node ids in topological order.
+/// into multilinear subprograms). Nodes with integer results (an Add of int32 sums) take no
+/// part. Each group lists node ids in topological order.
 std::vector<std::vector<NodeId>> multilinear_subprograms(const Graph& g);
 
 }  // namespace pet
