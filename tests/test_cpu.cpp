@@ -1631,6 +1631,12 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
                           {qd, scalar("s_a", 0.3f), zero("z_a", U8, 3), qd, scalar("s_b", 0.3f), zero("z_b", U8, 3), scalar("s_y", 0.9f), zero("z_y", U8, 77)})[0]);
   // MatMulInteger with per-column weight zero points
   g.add_output(g.add_node("mi", ops::MatMulInteger{.a_zero = true, .b_zero = true}, {xq, ints("bw", I8, {9, 7}, -100, 100), xz, ints("bwz", I8, {7}, -20, 20)})[0]);
+  // ONNX Runtime's QGemm as pet imports it: an int32 bias Add after MatMulInteger, then Cast
+  // (or the int32 result itself)
+  const TensorId mb = g.add_node("mb", ops::MatMulInteger{.a_zero = true}, {xq, ints("mbw", I8, {9, 4}, -100, 100), xz})[0];
+  g.add_output(g.add_node("mb_f", ops::Cast{.to = DType::Float32}, {g.add_node("mb_add", ops::Add{}, {mb, ints("mbb", DType::Int32, {4}, -5000, 5000)})[0]})[0]);
+  const TensorId mb2 = g.add_node("mb2", ops::MatMulInteger{.a_zero = true}, {xq, ints("mbw2", I8, {9, 3}, -100, 100), xz})[0];
+  g.add_output(g.add_node("mb2_add", ops::Add{}, {ints("mbb2", DType::Int32, {3}, -5000, 5000), mb2})[0]);
   // int8 activations: QuantizeLinear to int8, a dilated QLinearConv int8 to int8
   const TensorId sq = g.add_node("sq", ops::QuantizeLinear{.to = I8}, {x, scalar("ss", 0.03f), zero("sz", I8, -3)})[0];
   g.add_output(g.add_node("qs", ops::QLinearConv{.pads = {2, 2, 2, 2}, .dilations = {2, 2}, .to = I8},
@@ -1655,6 +1661,7 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
       CHECK_MESSAGE(plan.find(k) != std::string::npos, k);
     }
     for (const char* k : {"QuantizeLinear 'sq': quantize to int8", "ConvInteger 'ci': int32 sums to float (with Cast 'ci_f')",
+                          "int32 sums to float (with int32 Add 'mb_add', with Cast 'mb_f')", "int32 sums to host values (with int32 Add 'mb2_add')",
                           "int32 sums to float (with Cast 'ci2_f', Mul 'ci2_m', Add 'ci2_b', Relu 'ci2_r')"})
       CHECK_MESSAGE(plan.find(k) != std::string::npos, k);
     CHECK(plan.find("reference kernel") == std::string::npos);

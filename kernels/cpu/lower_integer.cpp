@@ -475,9 +475,32 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     if (zslot >= 0) t -= int64_t(*reinterpret_cast<const int32_t*>(ptr(zslot))) * K;
     return int32_t(uint32_t(rb_corr) * uint32_t(uint64_t(t)));
   };
+  // An Add of a constant int32 bias per output channel (column) after MatMulInteger or
+  // ConvInteger (ONNX Runtime's QGemm, as pet imports it): absorbed, added to the sums in int32
+  // (wrapping) by the step after the kernel; yint is then its result.
+  std::vector<int32_t> ibias;
+  TensorId yint = y;
+  std::string ibias_note;
+  if (const NodeId ad = qlinear || is_output_.count(y) ? -1 : sole_consumer(y); ad >= 0 && std::holds_alternative<ops::Add>(g_.node(ad).op)) {
+    const Node& an = g_.node(ad);
+    const TensorId bt = an.inputs.size() == 2 ? an.inputs[an.inputs[0] == y ? 1 : 0] : y;
+    const Shape& bsh = g_.type(bt).shape;
+    bool channel = bt != y && g_.tensor(bt).is_constant() && g_.type(bt).dtype == DType::Int32 && numel(bsh) == O && bsh.size() <= ys.size() &&
+                   g_.type(an.outputs[0]).shape == ys;
+    for (size_t d = 0; channel && d < bsh.size(); ++d) {
+      const size_t od = ys.size() - bsh.size() + d;
+      channel = bsh[d] == 1 || od == (is_conv ? 1 : ys.size() - 1);
+    }
+    if (channel) {
+      for (int64_t c = 0; c < O; ++c) ibias.push_back(int32_t(int_value(g_, bt)[c]));
+      absorbed_.insert(ad);
+      yint = an.outputs[0];
+      ibias_note = cat(" (with int32 Add '", an.name, "')");
+    }
+  }
   // Row r's O int32 sums (tmp and gtmp: O values of scratch each). f32 kernels: the float
   // sums converted (exact integers), or 2^shift hi + lo in int64, wrapped to int32.
-  auto sums_at = [this, acc, C2, O, fk, shift, sidx, lidx, row_sums, ext_row, row_extra](int64_t r, int32_t* tmp, int32_t* gtmp) -> const int32_t* {
+  auto raw_sums = [this, acc, C2, O, fk, shift, sidx, lidx, row_sums, ext_row, row_extra](int64_t r, int32_t* tmp, int32_t* gtmp) -> const int32_t* {
     if (fk) {
       const float* f = ptr(acc) + r * C2;
       if (shift == 0)
@@ -490,6 +513,12 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc)) + r * C2;
     return row_sums(p, ext_row(p, r, gtmp), tmp, row_extra(r));
   };
+  auto sums_at = [raw_sums, ibias, O](int64_t r, int32_t* tmp, int32_t* gtmp) -> const int32_t* {
+    const int32_t* s = raw_sums(r, tmp, gtmp);
+    if (ibias.empty()) return s;
+    for (int64_t c = 0; c < O; ++c) tmp[c] = int32_t(uint32_t(s[c]) + uint32_t(ibias[size_t(c)]));
+    return tmp;
+  };
   std::vector<int> sum_reads{acc};
   if (sums_slot >= 0) sum_reads.push_back(sums_slot);
   if (a_slot >= 0) sum_reads.push_back(a_slot);
@@ -498,15 +527,15 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   if (!qlinear) {
     // A Cast to float after it (ONNX Runtime's dynamic quantization): the float result
     // directly (in the sums' layout); else the int32 result as host values, in plain order.
-    const NodeId cast = sole_consumer(y);
-    if (cast >= 0 && !is_output_.count(y) && std::holds_alternative<ops::Cast>(g_.node(cast).op) &&
+    const NodeId cast = sole_consumer(yint);
+    if (cast >= 0 && !is_output_.count(yint) && std::holds_alternative<ops::Cast>(g_.node(cast).op) &&
         g_.type(g_.node(cast).outputs[0]).dtype == DType::Float32) {
       absorbed_.insert(cast);
       // and what ONNX Runtime's dynamic quantization puts after it: a Mul by the scales' product
       // (one value, computed by then), an Add of the bias (one per output channel), a Relu;
       // each as the op computes it, in float, in this order
       TensorId f = g_.node(cast).outputs[0];
-      std::string text = cat(" (with Cast '", g_.node(cast).name, "'");
+      std::string text = cat(ibias_note.empty() ? " (" : cat(ibias_note.substr(0, ibias_note.size() - 1), ", "), "with Cast '", g_.node(cast).name, "'");
       int scale_slot = -1, scale_slot2 = -1;  // the scale, or (not computed yet) the two factors of its Mul
       std::vector<float> fbias;
       bool relu = false;
@@ -581,8 +610,8 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       };
       return true;
     }
-    Step& hs = add_step(cat("  ", g_.tensor(y).name, ": int32 sums to host values", zp_note), sum_reads, {});
-    hs.fn = [this, y, ys, R, P, O, sums_at, is_conv] {
+    Step& hs = add_step(cat("  ", g_.tensor(yint).name, ": int32 sums to host values", zp_note, ibias_note), sum_reads, {});
+    hs.fn = [this, y = yint, ys, R, P, O, sums_at, is_conv] {
       Tensor<int64_t> v(ys);
       std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
       for (int64_t r = 0; r < R; ++r) {
