@@ -633,10 +633,18 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   for (int64_t c = 0; c < O && !bias.empty(); ++c) add[size_t(c)] = bias[size_t(c)];
   const int64_t qlo = to == DType::Int8 ? -128 : 0, qhi = to == DType::Int8 ? 127 : 255;
   const float lo = float(qlo - yzero), hi = float(qhi - yzero), z = float(yzero);
-  rq.fn = [this, y = int(y), R, O, add, sums_at, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value]() mutable {
+  // the kernel's rows as they are (int32, nothing to add per row): one pass over a block of
+  // rows, without the per-row gather (small channel counts paid more for it than for the sums)
+  const bool direct = !fk && corr.empty() && a_slot < 0 && ibias.empty() && C2 == O;
+  rq.fn = [this, y = int(y), R, O, add, sums_at, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value, direct, acc]() mutable {
     if (sa_slot >= 0)
       for (int64_t c = 0; c < O; ++c) mult[size_t(c)] = ops::detail::requant_scale(*ptr(sa_slot), sb_over[size_t(c)], sy_value);
     uint8_t* out = reinterpret_cast<uint8_t*>(ptr(y));
+    if (direct) {
+      const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
+      parallel_chunks(R, grain, [&](int64_t b, int64_t e) { requantize_rows(p + b * O, add.data(), mult.data(), out + b * O, e - b, O, lo, hi, z); });
+      return;
+    }
     parallel_chunks(R, grain, [&](int64_t b, int64_t e) {
       std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
       for (int64_t r = b; r < e; ++r) requantize_row(sums_at(r, tmp.data(), gtmp.data()), add.data(), mult.data(), out + r * O, O, lo, hi, z);
