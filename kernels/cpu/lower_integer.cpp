@@ -480,7 +480,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   // (wrapping) by the step after the kernel; yint is then its result.
   std::vector<int32_t> ibias;
   TensorId yint = y;
-  std::string ibias_note;
+  std::string ibias_add;  // its name
   if (const NodeId ad = qlinear || is_output_.count(y) ? -1 : sole_consumer(y); ad >= 0 && std::holds_alternative<ops::Add>(g_.node(ad).op)) {
     const Node& an = g_.node(ad);
     const TensorId bt = an.inputs.size() == 2 ? an.inputs[an.inputs[0] == y ? 1 : 0] : y;
@@ -495,7 +495,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       for (int64_t c = 0; c < O; ++c) ibias.push_back(int32_t(int_value(g_, bt)[c]));
       absorbed_.insert(ad);
       yint = an.outputs[0];
-      ibias_note = cat(" (with int32 Add '", an.name, "')");
+      ibias_add = an.name;
     }
   }
   // Row r's O int32 sums (tmp and gtmp: O values of scratch each). f32 kernels: the float
@@ -535,7 +535,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       // (one value, computed by then), an Add of the bias (one per output channel), a Relu;
       // each as the op computes it, in float, in this order
       TensorId f = g_.node(cast).outputs[0];
-      std::string text = cat(ibias_note.empty() ? " (" : cat(ibias_note.substr(0, ibias_note.size() - 1), ", "), "with Cast '", g_.node(cast).name, "'");
+      std::string text = cat(" (", ibias_add.empty() ? "" : cat("with int32 Add '", ibias_add, "', "), "with Cast '", g_.node(cast).name, "'");
       int scale_slot = -1, scale_slot2 = -1;  // the scale, or (not computed yet) the two factors of its Mul
       std::vector<float> fbias;
       bool relu = false;
@@ -610,7 +610,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       };
       return true;
     }
-    Step& hs = add_step(cat("  ", g_.tensor(yint).name, ": int32 sums to host values", zp_note, ibias_note), sum_reads, {});
+    Step& hs = add_step(cat("  ", g_.tensor(yint).name, ": int32 sums to host values", zp_note, ibias_add.empty() ? "" : cat(" (with int32 Add '", ibias_add, "')")), sum_reads, {});
     hs.fn = [this, y = yint, ys, R, P, O, sums_at, is_conv] {
       Tensor<int64_t> v(ys);
       std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)

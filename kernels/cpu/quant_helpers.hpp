@@ -50,17 +50,9 @@ inline void requantize_row(const int32_t* __restrict sum, const int32_t* __restr
 }
 
 /// requantize_row over `rows` consecutive rows of n.
-inline void requantize_rows(const int32_t* __restrict sum, const int32_t* __restrict add, const float* __restrict m, uint8_t* __restrict out,
-                            int64_t rows, int64_t n, float lo, float hi, float z) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < n; ++c) {
-      const int32_t s = int32_t(uint32_t(sum[r * n + c]) + uint32_t(add[c]));
-      float v = float(s) * m[c];
-      v = v == v ? v : lo;
-      v = v < lo ? lo : v;
-      v = v > hi ? hi : v;
-      out[r * n + c] = uint8_t(int32_t(std::nearbyint(v) + z));
-    }
+inline void requantize_rows(const int32_t* sum, const int32_t* add, const float* m, uint8_t* out, int64_t rows, int64_t n, float lo, float hi,
+                            float z) {
+  for (int64_t r = 0; r < rows; ++r) requantize_row(sum + r * n, add, m, out + r * n, n, lo, hi, z);
 }
 
 /// int8 and uint8 buffers are read and written as bytes: a byte b holds the value

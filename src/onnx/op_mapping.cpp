@@ -157,13 +157,18 @@ std::vector<int> first_inputs(const NodeCtx& c, int n) {
 }
 std::vector<int> all_inputs(const NodeCtx& c) { return first_inputs(c, c.node.input_size()); }
 
+/// The sliding-window attributes pools and convs share.
 template <class W>
-void import_window(const NodeCtx& c, W& w) {
+void window_attrs(const NodeCtx& c, W& w) {
   w.kernel_shape = c.ints("kernel_shape");
   w.strides = c.ints("strides");
   w.pads = c.ints("pads");
   w.dilations = c.ints("dilations");
   w.auto_pad = auto_pad_of(c);
+}
+template <class W>
+void import_window(const NodeCtx& c, W& w) {
+  window_attrs(c, w);
   w.ceil_mode = c.i("ceil_mode", 0) != 0;
 }
 
@@ -188,12 +193,8 @@ Mapped import_reduce(const NodeCtx& c, bool axes_as_input) {
 /// The attributes of Conv, ConvInteger and QLinearConv.
 template <class O>
 void conv_attrs(const NodeCtx& c, O& o) {
-  o.kernel_shape = c.ints("kernel_shape");
-  o.strides = c.ints("strides");
-  o.pads = c.ints("pads");
-  o.dilations = c.ints("dilations");
+  window_attrs(c, o);
   o.group = c.i("group", 1);
-  o.auto_pad = auto_pad_of(c);
 }
 
 std::map<std::string, ImportFn, std::less<>> make_table() {
