@@ -18,6 +18,7 @@ pair, so that `pet run --check` can compare the model optimized at batch N with 
 Exit code 77 when torch is not installed (the tests that need these models then skip).
 Existing models are kept (delete a folder to re-export it).
 """
+import inspect
 import os
 import sys
 import time
@@ -246,8 +247,12 @@ def export(name, out_dir, seed):
     path = os.path.join(d, "model.onnx")
     # Exported with grad enabled on purpose: nn.TransformerEncoderLayer's inference fast path
     # (aten::_transformer_encoder_layer_fwd, no ONNX form) is skipped when weights need grad.
+    # PyTorch 2.9 and later export through torch.export (dynamo) by default, which ignores
+    # opset_version below 18 and writes other graphs; the TorchScript exporter is the one these
+    # models were made with (Debian's PyTorch 1.13 has no other).
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"], output_names=["output"],
-                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, do_constant_folding=True)
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, do_constant_folding=True, **legacy)
     save_pb(x, os.path.join(d, "test_data_set_0", "input_0.pb"), "input")
     save_pb(y, os.path.join(d, "test_data_set_0", "output_0.pb"), "output")
     size = os.path.getsize(path) / 1e6

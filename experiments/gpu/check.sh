@@ -52,7 +52,12 @@ LOG=$OUT/gpu_check.log
 CSV=$OUT/gpu_check.csv
 exec > >(tee -a "$LOG") 2>&1
 t0=$(date +%s)
+# Every step's time limit is cut to what is left of PET_GPU_DEADLINE (seconds, default 420):
+# the script ends inside it whatever a step does.
+DEADLINE=${PET_GPU_DEADLINE:-420}
 since() { echo $(( $(date +%s) - t0 )); }
+left() { local l=$(( DEADLINE - $(since) )); echo $(( l > 0 ? l : 0 )); }
+cap() { local l; l=$(left); echo $(( $1 < l ? $1 : l )); }
 step() { echo "== [$(since) s] $*"; }
 if [ "$mode" = --dry-run ]; then BUNDLE=${PET_GPU_BUNDLE:-$ROOT/build}; fi
 PET=$BUNDLE/pet
@@ -64,55 +69,67 @@ for d in /usr/local/cuda/lib64 $("$PY" -c 'import nvidia, os; p = os.path.dirnam
 done
 export LD_LIBRARY_PATH="$BUNDLE/lib:${LD_LIBRARY_PATH:-}"
 echo "model,batch,runtime,median_ms,note" > "$CSV"
+# Models, optimized files and reports stay outside $OUT (the device tool brings back at most 8
+# files of at most 16 MB); the reports come back packed.
+WORK=${PET_GPU_WORK:-/tmp/pet-gpu-work}
+mkdir -p "$WORK"
 
-step "device"
+step "device (deadline ${DEADLINE} s)"
 nvidia-smi -L || echo "(no nvidia-smi)"
 step "pet's CUDA tests"
 bin() { if [ -x "$BUNDLE/$1" ]; then echo "$BUNDLE/$1"; else echo "$BUNDLE/tests/$1"; fi; }
-timeout 120 "$(bin test_cuda_host)" | tail -3
-if ! timeout 180 "$(bin test_cuda)" -s 2>&1 | tee "$OUT/test_cuda.txt" | tail -5; then echo "test_cuda FAILED"; fi
+timeout "$(cap 60)" "$(bin test_cuda_host)" | tail -3
+if ! timeout "$(cap 150)" "$(bin test_cuda)" 2>&1 | tee "$OUT/test_cuda.txt" | tail -40; then echo "test_cuda FAILED"; fi
 if ! grep -q "test cases" "$OUT/test_cuda.txt" || grep -q "skipped: no CUDA device" "$OUT/test_cuda.txt"; then
   echo "no CUDA device here: stopping before the first GPU timing (dry run ends here)"
   "$PET" run models/tiny_cnn.onnx --backend cuda; echo "pet run --backend cuda: exit $?"
   exit 0
 fi
 
-step "differential test on cuda: random programs against the reference (90 s at most)"
-timeout 90 "$(bin difftest)" run --backend cuda --count 400 --seed 3 --workers 4 --max-shrink 3 --timeout 60 \
+step "differential test on cuda: random programs against the reference"
+timeout "$(cap ${PET_GPU_DIFFTEST_S:-60})" "$(bin difftest)" run --backend cuda --count 400 --seed 3 --workers 4 --max-shrink 3 --timeout 60 \
   --out "$OUT/difftest_cuda" --json "$OUT/difftest_cuda.json" 2>&1 | tail -15
-echo "difftest exit: ${PIPESTATUS[0]} (0 all agree, 1 failures: see $OUT/difftest_cuda, 124 stopped at 90 s)"
+echo "difftest exit: ${PIPESTATUS[0]} (0 all agree, 1 failures: see $OUT/difftest_cuda, 124 stopped at its time)"
+(cd "$OUT" && tar czf difftest_cuda.tgz difftest_cuda 2>/dev/null && rm -rf difftest_cuda)
 
 step "models (PyTorch $("$PY" -c 'import torch; print(torch.__version__)'))"
 MODELS=${PET_GPU_MODELS:-resnet18 csrnet inception_v3 r3d_18 bert_hand_op17}
-timeout 150 "$PY" models/export_models.py "$OUT/models" $MODELS || echo "export stopped"
+timeout "$(cap 150)" "$PY" models/export_models.py "$WORK/models" --batch 16 $MODELS || echo "export stopped"
 
-for m in $MODELS; do
-  f=$OUT/models/$m/model.onnx
-  [ -f "$f" ] || continue
-  for b in 1 16; do
-    [ "$(since)" -gt 420 ] && { echo "time budget reached"; break 2; }
+# pet: the original and `pet optimize --backend cuda`'s program, each checked against
+# PyTorch's output on the exported inputs, then timed (20 runs after a warm-up, CUDA events).
+for b in 1 16; do
+  for m in $MODELS; do
+    f=$WORK/models/$m/model.onnx
+    data=$WORK/models/$m/test_data_set_0; [ $b = 16 ] && data=$WORK/models/$m/test_data_set_b16
+    [ -f "$f" ] && [ -d "$data" ] || continue
+    [ "$(left)" -lt 30 ] && { echo "time budget reached before $m batch $b"; break 2; }
     step "$m batch $b"
-    o=$OUT/$m-b$b.pet.onnx
-    if timeout 60 "$PET" optimize "$f" -o "$o" --backend cuda --dim batch=$b --budget 30 --json "$OUT/$m-b$b.json" --quiet; then
-      for which in original optimized; do
-        src=$f; [ $which = optimized ] && src=$o
-        ms=$(timeout 30 "$PET" run "$src" --backend cuda --dim batch=$b --repeat 20 --json "$OUT/run.json" >/dev/null 2>&1 &&
-             "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["median_ms"])' "$OUT/run.json" 2>/dev/null)
-        echo "$m,$b,pet-cuda-$which,${ms:-},"
-        echo "$m,$b,pet-cuda-$which,${ms:-}," >> "$CSV"
-      done
-    else
-      echo "$m,$b,pet-cuda,,optimize failed or timed out" >> "$CSV"
-    fi
-    timeout 60 "$PY" - "$f" "$b" "$m" >> "$CSV" <<'PYEOF' || echo "$m,$b,torch,,failed" >> "$CSV"
-import sys, time, onnx, torch
-from onnx import numpy_helper
-path, batch, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    o=$WORK/$m-b$b.pet.onnx
+    timeout "$(cap 60)" "$PET" optimize "$f" -o "$o" --backend cuda --dim batch=$b --budget "${PET_GPU_SEARCH_S:-10}" --json "$WORK/$m-b$b.optimize.json" --quiet
+    echo "optimize exit $?"
+    for which in original optimized; do
+      src=$f; [ $which = optimized ] && src=$o
+      [ -f "$src" ] || { echo "$m,$b,pet-cuda-$which,,no file" >> "$CSV"; continue; }
+      rm -f "$WORK/run.json"
+      timeout "$(cap 40)" "$PET" run "$src" --backend cuda --inputs "$data" --check "$data" --repeat 20 --json "$WORK/$m-b$b-$which.run.json" | grep -E "check|median"
+      line=$("$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(f"{j[\"median_ms\"]:.3f},check {j[\"check\"]} max err " + " ".join(f"{e[\"max_abs_err\"]:.3g}/{e[\"max_abs_ref\"]:.3g}" for e in j.get("errors", [])))' "$WORK/$m-b$b-$which.run.json" 2>/dev/null)
+      echo "$m,$b,pet-cuda-$which,${line:-,failed}" | tee -a "$CSV"
+    done
+  done
+done
+(cd "$WORK" && tar czf "$OUT/reports.tgz" ./*.json 2>/dev/null)
+
+step "PyTorch eager and torch.compile, ONNX Runtime's CUDA provider (one process, until the deadline)"
+timeout "$(cap 200)" "$PY" - "$WORK/models" "$(left)" $MODELS >> "$CSV" <<'PYEOF' || echo "peers stopped" 
+import os, sys, time
+import numpy as np, torch
 sys.path.insert(0, "models")
 import export_models as em
-ctor, shape, _ = em.MODELS[name]
-model = em.randomise(ctor(), 0).cuda().eval()
-x = torch.randn(batch, *shape[1:], device="cuda")
+root, budget, names = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+t_end = time.time() + budget - 5
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
 def med(f, n=20):
     with torch.no_grad():
         for _ in range(3): f()
@@ -121,28 +138,43 @@ def med(f, n=20):
         for _ in range(n):
             t = time.perf_counter(); f(); torch.cuda.synchronize(); ts.append((time.perf_counter() - t) * 1e3)
     return sorted(ts)[n // 2]
-print(f"{name},{batch},torch-eager,{med(lambda: model(x)):.3f},")
+def out(*a):
+    print(",".join(str(x) for x in a), flush=True)
 try:
-    c = torch.compile(model)
-    print(f"{name},{batch},torch-compile,{med(lambda: c(x)):.3f},")
-except Exception as e:
-    print(f"{name},{batch},torch-compile,,{type(e).__name__}")
+    import onnxruntime as ort
+    has_ort = "CUDAExecutionProvider" in ort.get_available_providers()
+except ImportError:
+    has_ort = False
+for name in names:
+    if not os.path.exists(os.path.join(root, name, "model.onnx")):
+        continue
+    ctor, shape, _ = em.MODELS[name]
+    model = em.build(ctor, 1000 + 17 * list(em.MODELS).index(name)).cuda().eval()
+    for batch in (1, 16):
+        if time.time() > t_end: sys.exit(0)
+        x = torch.randn(batch, *shape[1:], device="cuda")
+        out(name, batch, "torch-eager", f"{med(lambda: model(x)):.3f}", "fp32 no TF32")
+        if not has_ort:
+            out(name, batch, "onnxruntime-cuda", "", "no CUDA provider in this onnxruntime")
+        else:
+            s = ort.InferenceSession(os.path.join(root, name, "model.onnx"), providers=["CUDAExecutionProvider"])
+            i = s.get_inputs()[0]
+            xn = x.cpu().numpy()
+            for _ in range(3): s.run(None, {i.name: xn})
+            ts = []
+            for _ in range(20):
+                t = time.perf_counter(); s.run(None, {i.name: xn}); ts.append((time.perf_counter() - t) * 1e3)
+            out(name, batch, "onnxruntime-cuda", f"{sorted(ts)[10]:.3f}", "host-to-device copies included")
+    if time.time() + 60 < t_end:
+        try:
+            c = torch.compile(model)
+            for batch in (1, 16):
+                x = torch.randn(batch, *shape[1:], device="cuda")
+                out(name, batch, "torch-compile", f"{med(lambda: c(x)):.3f}", "fp32 no TF32")
+        except Exception as e:
+            out(name, 1, "torch-compile", "", type(e).__name__)
+    del model
+    torch.cuda.empty_cache()
 PYEOF
-    timeout 60 "$PY" - "$f" "$b" "$m" >> "$CSV" <<'PYEOF' || echo "$m,$b,onnxruntime-cuda,,failed" >> "$CSV"
-import sys, time, numpy as np, onnxruntime as ort
-path, batch, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-if "CUDAExecutionProvider" not in ort.get_available_providers():
-    print(f"{name},{batch},onnxruntime-cuda,,no CUDA provider in this onnxruntime"); sys.exit(0)
-s = ort.InferenceSession(path, providers=["CUDAExecutionProvider"])
-i = s.get_inputs()[0]
-x = np.random.rand(batch, *i.shape[1:]).astype(np.float32)
-for _ in range(3): s.run(None, {i.name: x})
-ts = []
-for _ in range(20):
-    t = time.perf_counter(); s.run(None, {i.name: x}); ts.append((time.perf_counter() - t) * 1e3)
-print(f"{name},{batch},onnxruntime-cuda,{sorted(ts)[10]:.3f},")
-PYEOF
-  done
-done
 step "done"
 cat "$CSV"
