@@ -1681,7 +1681,7 @@ TEST_CASE("cpu: ONNX's integer ops (DynamicQuantizeLinear, ConvInteger, MatMulIn
   }
 }
 
-TEST_CASE("cpu: integer ops on f32 kernels are exact: within 2^24, weights split in halves beyond it, the reference kernel where neither holds") {
+TEST_CASE("cpu: integer ops on f32 kernels are exact: within 2^24, K in chunks or weights split in halves beyond it, the reference kernel where neither holds") {
   Graph g;
   Rng rng(23);
   // large weights (|w| 100..127, random signs): 255 sum |w| passes 2^24 from about 580 taps
@@ -1694,15 +1694,25 @@ TEST_CASE("cpu: integer ops on f32 kernels are exact: within 2^24, weights split
   auto zero = [&](const char* n, DType t, int64_t v) { return g.add_constant(n, t, Tensor<int64_t>(Shape{}, v)); };
   const DType U8 = DType::UInt8;
   const TensorId x = g.add_input("x", TensorType{U8, {1, 144, 5, 5}});
+  const TensorId xp = g.add_input("xp", TensorType{U8, {1, 13, 6, 6}});
+  const TensorId xw = g.add_input("xw", TensorType{U8, {2, 600, 3, 2}});
   const TensorId m = g.add_input("m", TensorType{U8, {3, 600}});
+  const TensorId mp = g.add_input("mp", TensorType{U8, {2, 3, 601}});
   const TensorId l = g.add_input("l", TensorType{U8, {1, 70000}});
   const TensorId q = g.add_input("q", TensorType{U8, {2, 300}});
-  // 1296 taps, grouped 648 (less a zero point of 7), 600: each split in halves, 2^s hi + lo
+  // convs of 1296 taps (144 channels), grouped 648 (72 per group, less a zero point of 7): the
+  // input channels in chunks; a matmul of 600 taps: K in 2 chunks of 300 (one batched matmul);
+  // where no equal chunks hold (13 channels of 7 x 7 taps, 601 taps: primes), the weight split
+  // in halves, 2^s hi + lo
   g.add_output(g.add_node("conv", ops::ConvInteger{.pads = {1, 1, 1, 1}, .x_zero = true}, {x, big("cw", {3, 144, 3, 3}), zero("xz", U8, 0)})[0]);
   g.add_output(g.add_node("gconv", ops::QLinearConv{.group = 2},
                           {x, scalar("xs", 0.1f), zero("xz2", U8, 7), big("gw", {4, 72, 3, 3}), scalar("gws", 0.01f), zero("gwz", DType::Int8, 0),
                            scalar("gys", 90.f), zero("gyz", U8, 128)})[0]);
+  g.add_output(g.add_node("pconv", ops::ConvInteger{.pads = {3, 3, 3, 3}}, {xp, big("pw", {4, 13, 7, 7})})[0]);
+  // a pointwise conv of 600 channels: the chunked matmul on its channels-last source
+  g.add_output(g.add_node("pwconv", ops::ConvInteger{}, {xw, big("pww", {6, 600, 1, 1})})[0]);
   g.add_output(g.add_node("mm", ops::MatMulInteger{}, {m, big("mw", {600, 5})})[0]);
+  g.add_output(g.add_node("mmp", ops::MatMulInteger{}, {mp, big("mpw", {601, 7})})[0]);
   // 70000 taps: no split holds (the low halves alone pass 2^24): the reference kernel
   g.add_output(g.add_node("long", ops::MatMulInteger{}, {l, big("lw", {70000, 1})})[0]);
   // two activations, 300 taps (255 x 255 x 300 > 2^24): the reference kernel; 200 taps: f32
@@ -1712,7 +1722,7 @@ TEST_CASE("cpu: integer ops on f32 kernels are exact: within 2^24, weights split
   const TensorId qst = g.add_node("qst", ops::Transpose{.perm = {1, 0}}, {qs})[0];
   g.add_output(g.add_node("aa2", ops::QLinearMatMul{}, {qs, scalar("s4", 0.1f), zero("z4", U8, 0), qst, scalar("s5", 0.1f), zero("z5", U8, 0), scalar("s6", 500.f), zero("z6", U8, 0)})[0]);
   std::vector<Value<float>> inputs;
-  for (TensorId t : {x, m, l, q}) {
+  for (TensorId t : {x, xp, xw, m, mp, l, q}) {
     Tensor<int64_t> v(g.type(t).shape);
     for (int64_t i = 0; i < v.size(); ++i) v[i] = rng.range(0, 1) ? 255 : rng.range(0, 255);  // many at the top: sums near the bound
     inputs.push_back(v);
@@ -1722,11 +1732,19 @@ TEST_CASE("cpu: integer ops on f32 kernels are exact: within 2^24, weights split
     const auto [exe, plan, want] = compile_int8(g, int8);
     INFO("int8 allowed ", int8, "\nplan:\n", plan);
     if (!want) {
-      for (const char* k : {"ConvInteger 'conv': oneDNN f32 conv", "QLinearConv 'gconv': oneDNN f32 conv", "MatMulInteger 'mm': oneDNN f32 matmul"}) {
+      for (const char* k : {"ConvInteger 'pconv': oneDNN f32 conv", "MatMulInteger 'mmp': oneDNN f32 matmul"}) {
         CHECK_MESSAGE(plan.find(k) != std::string::npos, k);
         const size_t at = plan.find(k);
         CHECK(plan.substr(at, plan.find('\n', at) - at).find("the weight split into 2^") != std::string::npos);
       }
+      CHECK(plan.find("MatMulInteger 'mm': oneDNN f32 matmul") != std::string::npos);
+      CHECK(plan.find("K in 2 chunks of 300") != std::string::npos);
+      CHECK(plan.find("ConvInteger 'conv': oneDNN f32 conv") != std::string::npos);
+      CHECK(plan.find("input channels in 3 chunks of 48 per group") != std::string::npos);
+      CHECK(plan.find("QLinearConv 'gconv': oneDNN f32 conv") != std::string::npos);
+      CHECK(plan.find("input channels in 2 chunks of 36 per group") != std::string::npos);
+      CHECK(plan.find("ConvInteger 'pwconv': oneDNN f32 matmul") != std::string::npos);
+      CHECK(plan.find("input channels in 2 chunks of 300, a pointwise conv") != std::string::npos);
       CHECK(plan.find("QLinearMatMul 'aa2': oneDNN f32 matmul") != std::string::npos);
       CHECK(plan.find("MatMulInteger 'long': reference kernel") != std::string::npos);
       CHECK(plan.find("QLinearMatMul 'aa': reference kernel") != std::string::npos);

@@ -10,12 +10,15 @@
 // sums are exact on VNNI. Without VNNI (lower_quant.cpp: oneDNN's pair sums saturate there),
 // or with int8 kernels off, they run on oneDNN's f32 conv and matmul instead, source and weight
 // less their zero points, which is exact where every partial sum stays an integer below 2^24
-// (checked per output channel from the constant weight; a weight that fails it is split in two
-// halves that pass). MatMulInteger and ConvInteger hand their int32 result on as host values;
+// (checked per output channel from the constant weight; where it fails, the reduction - a
+// matmul's K, a conv's input channels - is cut into equal chunks that pass, whose sums are added
+// in integers, else the weight is split in two halves that pass, which doubles the work).
+// MatMulInteger and ConvInteger hand their int32 result on as host values;
 // QLinearMatMul and QLinearConv requantize it in a pet step, the op's own formula
 // (float(sum + bias) * m, m = (s_a * s_b) / s_y, clamped, rounded half to even, plus the zero
 // point), into an int8 buffer that the next such op
 // reads directly. Convs run channels-last, the int8 kernels' layout.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -34,6 +37,25 @@ const Tensor<int64_t>& int_value(const Graph& g, TensorId t) { return std::get<T
 ops::Conv conv_of(const Op& op) {
   if (const auto* c = std::get_if<ops::ConvInteger>(&op)) return c->conv();
   return std::get<ops::QLinearConv>(op).conv();
+}
+/// The f32 matmul of [rows, K] by [K, N] with K in `parts` equal chunks, as one batched
+/// matmul: the source viewed as [parts, rows, K / parts] (strided, no copy), the weight as
+/// [parts, K / parts, N], the sums written [rows, parts, N] (each row's chunks side by side,
+/// rows `ld` floats apart).
+matmul::primitive_desc parts_matmul(const engine& eng, int64_t rows, int64_t K, int64_t N, int64_t parts, int64_t ld) {
+  const int64_t kp = K / parts;
+  const md_t s(memory::dims{parts, rows, kp}, dt::f32, memory::dims{kp, K, 1});
+  const md_t w(memory::dims{parts, kp, N}, dt::f32, memory::format_tag::any);
+  const md_t d(memory::dims{parts, rows, N}, dt::f32, memory::dims{N, ld, 1});
+  return matmul::primitive_desc(matmul::desc(s, w, d), eng);
+}
+/// Whether oneDNN has a kernel other than its reference one for that batched matmul.
+bool has_parts_kernel(const engine& eng, int64_t rows, int64_t K, int64_t N, int64_t parts) {
+  try {
+    return std::string(parts_matmul(eng, rows, K, N, parts, parts * N).impl_info_str()).rfind("ref", 0) != 0;
+  } catch (const dnnl::error&) {
+    return false;
+  }
 }
 }  // namespace
 
@@ -181,7 +203,44 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   // split, w - z_w = 2^shift hi + lo with lo in [0, 2^shift), into two output channels (hi at
   // sidx[c], lo at lidx[c], in c's group) whose bounds hold; the step after the kernel adds
   // 2^shift hi + lo in integers. Where no shift up to 8 does, the reference kernel runs.
+  // A constant weight's reduction is cut into `parts` equal chunks instead where that suffices
+  // (the same work, where the split weight doubles it), added in integers by the step after the
+  // kernel: a matmul's K as one batched matmul, its sums laid out [rows, parts, N]; a conv's
+  // input channels (per group) as a conv of `parts` times the groups, c's chunk q at channel
+  // (c / Og * parts + q) * Og + c % Og.
   int shift = 0;
+  int64_t parts = 1;
+  // A pointwise conv (1 x 1 taps, stride 1, no pads, one group) is a matmul of its
+  // channels-last source, [N x positions, C_in] by [C_in, C_out]: with its input channels in
+  // chunks it runs as the chunked matmul (oneDNN's grouped conv for it is its generic kernel,
+  // a third slower than its 1 x 1 kernel here).
+  bool pointwise = false;
+  if (is_conv) {
+    const ops::Conv cv = conv_of(node.op);
+    pointwise = cv.group == 1 && std::all_of(bs.begin() + 2, bs.end(), [](int64_t k) { return k == 1; }) &&
+                std::all_of(cv.strides.begin(), cv.strides.end(), [](int64_t v) { return v == 1; }) &&
+                std::all_of(cv.pads.begin(), cv.pads.end(), [](int64_t v) { return v == 0; });
+  }
+  const int64_t pw_rows = pointwise ? numel(as) / std::max<int64_t>(as[1], 1) : 0;
+  // whether oneDNN has a kernel other than its reference one for the conv with p times the groups
+  auto has_parts_conv_kernel = [&](int64_t p) {
+    try {
+      ops::Conv cp = conv_of(node.op);
+      cp.group *= p;
+      Shape wsh = bs, ysh = ys;
+      wsh[0] *= p, wsh[1] /= p, ysh[1] *= p;
+      const ConvGeometry geo(cp, wsh);
+      const auto tag = channels_last(as.size());
+      const convolution_forward::primitive_desc pd(
+          convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, md_t(dims_of(as), dt::f32, tag),
+                                    md_t(dims_of(geo.wdims), dt::f32, memory::format_tag::any), md_t(dims_of(ysh), dt::f32, tag), geo.strides, geo.dil,
+                                    geo.pl, geo.pr),
+          eng_);
+      return std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  };
   std::vector<int64_t> lidx;
   if (fk) {
     constexpr double limit = 16777216.0;
@@ -207,7 +266,27 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
           if (amax * hs[size_t(c)] >= limit || amax * ls[size_t(c)] >= limit) return false;
         return true;
       };
-      while (!within(shift))
+      // the reduction in `p` equal chunks (K, or a conv's input channels per group): each
+      // chunk's bound per output channel
+      const int64_t red = is_conv ? bs[1] : K, taps = is_conv ? per_o / std::max<int64_t>(bs[1], 1) : 1;
+      auto chunks_within = [&](int64_t p) {
+        std::vector<double> sums(size_t(p * O), 0.);
+        for (int64_t i = 0; i < bw.size(); ++i) {
+          const int64_t o = out_channel(i), q = (is_conv ? i % per_o / taps : i / O) / (red / p);
+          sums[size_t(q * O + o)] += double(std::abs(bw[i] - wzero(o)));
+        }
+        for (double v : sums)
+          if (amax * v >= limit) return false;
+        return true;
+      };
+      if (!within(0))
+        for (int64_t p : {2, 3, 4, 6, 8})
+          if (red % p == 0 && chunks_within(p) &&
+              (pointwise ? has_parts_kernel(eng_, pw_rows, red, O, p) : is_conv ? has_parts_conv_kernel(p) : has_parts_kernel(eng_, rows, K, O, p))) {
+            parts = p;
+            break;
+          }
+      while (parts == 1 && !within(shift))
         if (++shift > 8) return false;
       if (shift > 0) {
         lidx.resize(size_t(O));
@@ -219,16 +298,27 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     }
   }
   // channels (columns) of the kernel's sums
-  const int64_t C2 = fk ? (shift > 0 ? 2 * O : O) : O + (corr.empty() || sums_conv ? 0 : G);
+  int64_t C2 = fk ? (shift > 0 ? 2 * O : parts * O) : O + (corr.empty() || sums_conv ? 0 : G);
+  // An f32 matmul whose sums' rows lie a multiple of 4 KiB apart ran at half speed here
+  // (oneDNN's gemm:jit, AVX2: ViT's 197 x 768 x 3072 took 8 ms where 197 x 768 x 2304 took 3):
+  // 16 columns of zero weights more move them apart.
+  const bool pw_parts = pointwise && parts > 1;  // (the chunked matmul for a pointwise conv)
+  if (fk && (!is_conv || pw_parts) && !runtime_b && C2 * int64_t(sizeof(float)) % 4096 == 0) C2 += 16;
   Shape bs2 = bs;  // the constant weight's shape with the extra channels (unused for a run-time B)
-  if (!runtime_b) bs2[is_conv ? 0 : 1] = C2;
+  if (!runtime_b) bs2[is_conv ? 0 : 1] = parts > 1 && !is_conv ? O : C2;  // (a matmul's K in chunks: the sums' rows only are longer)
+  if (is_conv && parts > 1) bs2[1] = bs[1] / parts;
   std::vector<int8_t> w8(runtime_b || fk ? 0 : size_t(numel(bs2)), int8_t(1));
   std::vector<float> wf(runtime_b || !fk ? 0 : size_t(numel(bs2)), 0.f);  // (f32 kernels)
   for (int64_t i = 0; i < bw.size(); ++i) {
     const int64_t o = out_channel(i);
-    auto at = [&](int64_t ch) { return size_t(is_conv ? ch * per_o + i % per_o : i / O * C2 + ch); };
+    auto at = [&](int64_t ch) { return size_t(is_conv ? ch * per_o + i % per_o : i / O * bs2[1] + ch); };
     if (!fk) {
       w8[at(sidx[size_t(o)])] = int8_t(bw[i] - (corr.empty() ? wzero(o) : base));
+    } else if (pw_parts) {  // [C_out, C_in] as the matmul's [C_in, C_out]
+      wf[size_t(i % per_o * O + o)] = float(bw[i] - wzero(o));
+    } else if (is_conv && parts > 1) {  // input channel ci of o: chunk q, ci % Ip in it
+      const int64_t Ip = bs[1] / parts, taps = per_o / bs[1], ci = i % per_o / taps, q = ci / Ip;
+      wf[size_t(((o / Og * parts + q) * Og + o % Og) * (per_o / parts) + ci % Ip * taps + i % taps)] = float(bw[i] - wzero(o));
     } else {
       const int64_t v = bw[i] - wzero(o), hi = v >> shift;
       wf[at(sidx[size_t(o)])] = float(hi);
@@ -284,8 +374,16 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   std::optional<primitive> sums_prim;
   md_t sums_w_user, sums_w_md, sums_md;
   try {
-    if (is_conv) {
-      const ConvGeometry geo(conv_of(node.op), bs2);
+    if (pw_parts) {
+      const matmul::primitive_desc pd = parts_matmul(eng_, pw_rows, bs[1], O, parts, C2);
+      impl = pd.impl_info_str();
+      src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
+      w_user = plain_md({parts, bs[1] / parts, O});
+      prim = primitive(matmul(pd));
+    } else if (is_conv) {
+      ops::Conv cop = conv_of(node.op);
+      cop.group *= parts;  // (the input channels in chunks: parts times the groups)
+      const ConvGeometry geo(cop, bs2);
       const auto tag = channels_last(as.size());
       const md_t s(dims_of(as), ksrc, tag), w(dims_of(geo.wdims), kw, memory::format_tag::any), d(dims_of(ys2), ksum, tag);
       const convolution_forward::primitive_desc pd(
@@ -317,6 +415,12 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
           matmul::desc(with_type(plain_md(as), ksrc), with_type(plain_md(bp), kw), with_type(plain_md(ys), ksum)), attr, eng_);
       impl = pd.impl_info_str();
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
+      prim = primitive(matmul(pd));
+    } else if (parts > 1) {
+      const matmul::primitive_desc pd = parts_matmul(eng_, rows, K, O, parts, C2);
+      impl = pd.impl_info_str();
+      src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
+      w_user = plain_md({parts, K / parts, O});
       prim = primitive(matmul(pd));
     } else {
       const md_t s = with_type(plain_md({rows, K}), ksrc), w(memory::dims{K, C2}, kw, memory::format_tag::any),
@@ -401,7 +505,10 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   // the source: the int8 tensor in the kernel's layout (a matmul's viewed as [rows, K]); f32
   // kernels: less its zero point, in f32, by a step
   int src = int8_buffer(a, who);
-  src = as_layout(src, is_conv ? with_type(src_md, src_type) : with_type(plain_md(as), src_type), who);
+  src = as_layout(src, pw_parts  ? md_t(dims_of(as), src_type, channels_last(as.size()))
+                       : is_conv ? with_type(src_md, src_type)
+                                 : with_type(plain_md(as), src_type),
+                  who);
   if (fk) {
     const int f = new_slot(TensorType{DType::Float32, is_conv || runtime_b ? as : Shape{rows, K}}, src_md);
     less_zero(src, f, numel(as), src_type == dt::s8, 0, zslot, cat("  ", g_.tensor(a).name, ": less its zero point, in f32, for ", who));
@@ -414,8 +521,11 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     src = int(slots_.size()) - 1;
   }
   const int acc = new_slot(TensorType{fk ? DType::Float32 : DType::Int32, ys2}, acc_md);
-  const std::string kind = fk ? cat("oneDNN f32 ", is_conv ? "conv " : "matmul ", impl, " (exact: integer sums below 2^24",
-                                    shift > 0 ? cat(", the weight split into 2^", shift, " hi + lo") : std::string(), is_conv ? ", channels-last" : "", ")")
+  const std::string kind = fk ? cat("oneDNN f32 ", is_conv && !pw_parts ? "conv " : "matmul ", impl, " (exact: integer sums below 2^24",
+                                    shift > 0 ? cat(", the weight split into 2^", shift, " hi + lo") : std::string(),
+                                    parts > 1 ? is_conv ? cat(", input channels in ", parts, " chunks of ", bs[1] / parts, pw_parts ? ", a pointwise conv" : " per group")
+                                                        : cat(", K in ", parts, " chunks of ", K / parts)
+                                              : std::string(), is_conv ? ", channels-last" : "", ")")
                               : cat("oneDNN int8 ", is_conv ? "conv " : "matmul ", impl, " (", dtype_name(g_.type(a).dtype), " source, int32 sums",
                                     is_conv ? ", channels-last" : "", ")");
   Step& st = add_step(cat(who, ": ", kind), {src, w_slot}, {acc});
@@ -500,10 +610,16 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   }
   // Row r's O int32 sums (tmp and gtmp: O values of scratch each). f32 kernels: the float
   // sums converted (exact integers), or 2^shift hi + lo in int64, wrapped to int32.
-  auto raw_sums = [this, acc, C2, O, fk, shift, sidx, lidx, row_sums, ext_row, row_extra](int64_t r, int32_t* tmp, int32_t* gtmp) -> const int32_t* {
+  auto raw_sums = [this, acc, C2, O, Og, fk, shift, parts, sidx, lidx, row_sums, ext_row, row_extra](int64_t r, int32_t* tmp, int32_t* gtmp) -> const int32_t* {
     if (fk) {
       const float* f = ptr(acc) + r * C2;
-      if (shift == 0)
+      if (parts > 1)
+        for (int64_t c = 0; c < O; ++c) {
+          int64_t sum = 0;
+          for (int64_t q = 0; q < parts; ++q) sum += int64_t(f[(c / Og * parts + q) * Og + c % Og]);
+          tmp[c] = int32_t(uint32_t(uint64_t(sum)));
+        }
+      else if (shift == 0)
         for (int64_t c = 0; c < O; ++c) tmp[c] = int32_t(f[c]);
       else
         for (int64_t c = 0; c < O; ++c)
@@ -523,7 +639,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   if (sums_slot >= 0) sum_reads.push_back(sums_slot);
   if (a_slot >= 0) sum_reads.push_back(a_slot);
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(O, 1));
-  const std::string zp_note = shift > 0 ? " (hi and lo halves combined)" : corr.empty() && a_slot < 0 ? "" : " (with the weight's zero point)";
+  const std::string zp_note = shift > 0 ? " (hi and lo halves combined)" : parts > 1 ? " (the chunks' sums added)" : corr.empty() && a_slot < 0 ? "" : " (with the weight's zero point)";
   if (!qlinear) {
     // A Cast to float after it (ONNX Runtime's dynamic quantization): the float result
     // directly (in the sums' layout); else the int32 result as host values, in plain order.

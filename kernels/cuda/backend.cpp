@@ -198,7 +198,7 @@ class CudaExecutable final : public Executable {
 
   std::vector<Value<float>> run(std::span<const Value<float>> inputs) override {
     place_inputs(inputs);
-    for (auto& s : steps_) s.fn();
+    run_steps();
     std::vector<Value<float>> out;
     for (TensorId t : g_.outputs()) {
       if (is_float(g_.type(t).dtype)) {
@@ -217,7 +217,7 @@ class CudaExecutable final : public Executable {
     place_inputs(inputs);
     cuda_ok(cudaStreamSynchronize(stream_), "inputs");
     cuda_ok(cudaEventRecord(ctx_->start, stream_), "cudaEventRecord");
-    for (auto& s : steps_) s.fn();
+    run_steps();
     cuda_ok(cudaEventRecord(ctx_->stop, stream_), "cudaEventRecord");
     cuda_ok(cudaEventSynchronize(ctx_->stop), "run");
     float ms = 0;
@@ -288,6 +288,16 @@ class CudaExecutable final : public Executable {
     return r;
   }
 
+  /// Every step in order; a launch that failed (pet's kernels report nothing themselves: a
+  /// bad configuration, no kernel image for this GPU) is an error naming its step, not a
+  /// silently unwritten buffer. cudaGetLastError costs no synchronisation.
+  void run_steps() {
+    for (auto& s : steps_) {
+      s.fn();
+      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) throw Unsupported(cat("CUDA: ", s.text, ": ", cudaGetErrorString(e)));
+    }
+  }
+
   void place_inputs(std::span<const Value<float>> inputs) {
     PET_CHECK(inputs.size() == g_.inputs().size(), "cuda: ", inputs.size(), " inputs for ", g_.inputs().size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -351,7 +361,7 @@ class CudaExecutable final : public Executable {
       return;
     }
     const Types in = g_.input_types(n), out = g_.output_types(n);
-    if (is_float(out.at(0).dtype) && is_float(in.at(0).dtype)) {
+    if (!in.empty() && !out.empty() && is_float(out[0].dtype) && is_float(in[0].dtype)) {
       if (auto plan = copy_plan(op, in, out)) return lower_copies(n, *plan);
       if (all_float(n) && in.size() == 1 && out.size() == 1 && cuda::has_unary_kernel(op)) {
         const TensorId x = node.inputs[0], y = node.outputs[0];
