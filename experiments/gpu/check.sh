@@ -86,6 +86,14 @@ if ! grep -q "test cases" "$OUT/test_cuda.txt" || grep -q "skipped: no CUDA devi
   exit 0
 fi
 
+# pet's own kernels under compute-sanitizer's memcheck (out-of-bounds and misaligned accesses,
+# launch errors), where the machine's runtime lets it read the GPU (Firecracker; not gVisor)
+if command -v compute-sanitizer >/dev/null; then
+  step "pet's kernels under compute-sanitizer memcheck"
+  timeout "$(cap 60)" compute-sanitizer --tool memcheck --error-exitcode 9 "$(bin test_cuda)" -tc='*pet*kernels*' > "$OUT/memcheck.txt" 2>&1
+  echo "memcheck exit: $? (0 clean, 9 errors found: see memcheck.txt, 124 stopped at its time)"; tail -4 "$OUT/memcheck.txt"
+fi
+
 step "differential test on cuda: random programs against the reference"
 timeout "$(cap ${PET_GPU_DIFFTEST_S:-60})" "$(bin difftest)" run --backend cuda --count 400 --seed 3 --workers 4 --max-shrink 3 --timeout 60 \
   --out "$OUT/difftest_cuda" --json "$OUT/difftest_cuda.json" 2>&1 | tail -15
