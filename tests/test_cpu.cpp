@@ -1792,3 +1792,39 @@ TEST_CASE("cpu: QLinearConv and QLinearMatMul on int8 kernels round ties as the 
       if (!with_bias) CHECK(std::get<Tensor<int64_t>>(ref[0])[1] == zy);
     }
 }
+
+TEST_CASE("cpu: QLinearConv and QLinearMatMul requantize many rows of few channels exactly: tiles of rows, the rows left over, per-channel multipliers") {
+  // 37 x 43 = 1591 rows of 3 channels (tiles of 170 rows, 61 left over) and 1591 rows of 5
+  // columns (102 rows a tile); the multipliers are powers of two, so ties are common
+  Graph g;
+  Rng rng(41);
+  auto scalar = [&](const char* n, float v) { return g.add_constant(n, Tensor<float>(Shape{}, v)); };
+  auto zero = [&](const char* n, DType t, int64_t v) { return g.add_constant(n, t, Tensor<int64_t>(Shape{}, v)); };
+  auto ints = [&](const char* n, DType t, Shape sh, int64_t lo, int64_t hi) {
+    Tensor<int64_t> v(std::move(sh));
+    for (int64_t i = 0; i < v.size(); ++i) v[i] = rng.range(lo, hi);
+    return g.add_constant(n, t, v);
+  };
+  const TensorId x = g.add_input("x", TensorType{DType::UInt8, {1, 4, 37, 43}});
+  g.add_output(g.add_node("qc", ops::QLinearConv{.to = DType::UInt8},
+                          {x, scalar("xs", 0.5f), zero("xz", DType::UInt8, 3), ints("w", DType::Int8, {3, 4, 1, 1}, -9, 9),
+                           g.add_constant("ws", Tensor<float>({3}, std::vector<float>{0.25f, 0.5f, 0.125f})), zero("wz", DType::Int8, 0), scalar("ys", 2.f),
+                           zero("yz", DType::UInt8, 101), ints("b", DType::Int32, {3}, -40, 40)})[0]);
+  const TensorId xr = g.add_node("r", ops::Reshape{.shape = {1591, 4}}, {x})[0];
+  g.add_output(g.add_node("qm", ops::QLinearMatMul{.to = DType::Int8},
+                          {xr, scalar("xs2", 0.5f), zero("xz2", DType::UInt8, 7), ints("w2", DType::Int8, {4, 5}, -20, 20),
+                           g.add_constant("ws2", Tensor<float>({5}, std::vector<float>{0.25f, 0.5f, 1.f, 0.125f, 0.0625f})), zero("wz2", DType::Int8, 0),
+                           scalar("ys2", 1.f), zero("yz2", DType::Int8, -5)})[0]);
+  Tensor<int64_t> xv(g.type(x).shape);
+  for (int64_t i = 0; i < xv.size(); ++i) xv[i] = rng.range(0, 255);
+  const std::vector<Value<float>> inputs{xv};
+  const auto ref = backend::make_backend("reference")->compile(g)->run(inputs);
+  for (bool int8 : {false, true}) {
+    const auto [exe, plan, want] = compile_int8(g, int8);
+    INFO("int8 allowed ", int8, "\nplan:\n", plan);
+    CHECK(plan.find("QLinearConv 'qc': requantize to uint8") != std::string::npos);
+    CHECK(plan.find("QLinearMatMul 'qm': requantize to int8") != std::string::npos);
+    const auto out = exe->run(inputs);
+    for (size_t k = 0; k < 2; ++k) CHECK(std::get<Tensor<int64_t>>(out[k]).vec() == std::get<Tensor<int64_t>>(ref[k]).vec());
+  }
+}

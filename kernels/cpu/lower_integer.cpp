@@ -752,13 +752,20 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   // the kernel's rows as they are (int32, nothing to add per row): one pass over a block of
   // rows, without the per-row gather (small channel counts paid more for it than for the sums)
   const bool direct = !fk && corr.empty() && a_slot < 0 && ibias.empty() && C2 == O;
-  rq.fn = [this, y = int(y), R, O, add, sums_at, grain, mult, lo, hi, z, sa_slot, sb_over, sy_value, direct, acc]() mutable {
-    if (sa_slot >= 0)
+  const int64_t tile = requantize_tile(O);
+  std::vector<int32_t> add_t = direct ? tiled(add, tile) : std::vector<int32_t>();
+  std::vector<float> mult_t = direct ? tiled(mult, tile) : std::vector<float>();
+  rq.fn = [this, y = int(y), R, O, add, add_t, sums_at, grain, mult, mult_t, tile, lo, hi, z, sa_slot, sb_over, sy_value, direct, acc]() mutable {
+    if (sa_slot >= 0) {
       for (int64_t c = 0; c < O; ++c) mult[size_t(c)] = ops::detail::requant_scale(*ptr(sa_slot), sb_over[size_t(c)], sy_value);
+      if (direct) mult_t = tiled(mult, tile);
+    }
     uint8_t* out = reinterpret_cast<uint8_t*>(ptr(y));
     if (direct) {
       const int32_t* p = reinterpret_cast<const int32_t*>(ptr(acc));
-      parallel_chunks(R, grain, [&](int64_t b, int64_t e) { requantize_rows(p + b * O, add.data(), mult.data(), out + b * O, e - b, O, lo, hi, z); });
+      parallel_chunks(R, std::max(grain, tile), [&](int64_t b, int64_t e) {
+        requantize_rows(p + b * O, add.data(), mult.data(), add_t.data(), mult_t.data(), tile, out + b * O, e - b, O, lo, hi, z);
+      });
       return;
     }
     parallel_chunks(R, grain, [&](int64_t b, int64_t e) {

@@ -3,6 +3,7 @@
 // ONNX's integer ops), private to kernels/cpu.
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "executable.hpp"
 
@@ -49,10 +50,23 @@ inline void requantize_row(const int32_t* __restrict sum, const int32_t* __restr
   }
 }
 
-/// requantize_row over `rows` consecutive rows of n.
-inline void requantize_rows(const int32_t* sum, const int32_t* add, const float* m, uint8_t* out, int64_t rows, int64_t n, float lo, float hi,
-                            float z) {
-  for (int64_t r = 0; r < rows; ++r) requantize_row(sum + r * n, add, m, out + r * n, n, lo, hi, z);
+/// requantize_row over `rows` consecutive rows of n, `tile` rows at a time, with add_t and m_t
+/// holding add and m `tile` times over: one long vectorised loop instead of a short one per row
+/// (a row of 32 channels took twice as long per element, 8 to 24 channels far longer).
+inline void requantize_rows(const int32_t* sum, const int32_t* add, const float* m, const int32_t* add_t, const float* m_t, int64_t tile,
+                            uint8_t* out, int64_t rows, int64_t n, float lo, float hi, float z) {
+  int64_t r = 0;
+  for (; r + tile <= rows; r += tile) requantize_row(sum + r * n, add_t, m_t, out + r * n, tile * n, lo, hi, z);
+  for (; r < rows; ++r) requantize_row(sum + r * n, add, m, out + r * n, n, lo, hi, z);
+}
+/// The rows per call of requantize_rows for rows of n, and a per-channel vector v repeated that often.
+inline int64_t requantize_tile(int64_t n) { return n >= 512 ? 1 : 512 / n; }
+template <class T>
+std::vector<T> tiled(const std::vector<T>& v, int64_t tile) {
+  std::vector<T> t;
+  t.reserve(v.size() * size_t(tile));
+  for (int64_t k = 0; k < tile; ++k) t.insert(t.end(), v.begin(), v.end());
+  return t;
 }
 
 /// int8 and uint8 buffers are read and written as bytes: a byte b holds the value
