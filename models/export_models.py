@@ -251,8 +251,16 @@ def export(name, out_dir, seed):
     # opset_version below 18 and writes other graphs; the TorchScript exporter is the one these
     # models were made with (Debian's PyTorch 1.13 has no other).
     legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
-    torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"], output_names=["output"],
-                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, do_constant_folding=True, **legacy)
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}}
+    try:
+        torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"], output_names=["output"], dynamic_axes=axes,
+                          do_constant_folding=True, **legacy)
+    except Exception as e:  # a PyTorch whose TorchScript exporter is gone: torch.export's, at opset 18 at least
+        if not legacy:
+            raise
+        print(f"{name}: the TorchScript exporter failed ({type(e).__name__}: {e}); exporting through torch.export", file=sys.stderr)
+        torch.onnx.export(model, (x,), path, opset_version=max(opset, 18), input_names=["input"], output_names=["output"], dynamic_axes=axes,
+                          dynamo=True, **({"external_data": False} if "external_data" in inspect.signature(torch.onnx.export).parameters else {}))
     save_pb(x, os.path.join(d, "test_data_set_0", "input_0.pb"), "input")
     save_pb(y, os.path.join(d, "test_data_set_0", "output_0.pb"), "output")
     size = os.path.getsize(path) / 1e6
