@@ -86,6 +86,12 @@ struct OnnxBuilder {
     a->set_type(::onnx::AttributeProto::STRING);
     a->set_s(v);
   }
+  static void attrf(::onnx::NodeProto* n, const std::string& name, float v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
   static void attr(::onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();
     a->set_name(name);

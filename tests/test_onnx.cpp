@@ -161,7 +161,9 @@ TEST_CASE("import errors name the file, node, op and problem") {
     CHECK(resize(13, nullptr, nullptr, false, true).import().graph.num_nodes() == 1);
     CHECK_THROWS_WITH_AS(resize(10, nullptr, nullptr, true, false).import(), doctest::Contains("Resize before opset 11"), Unsupported);
     CHECK_THROWS_WITH_AS(resize(13, "coordinate_transformation_mode", "tf_crop_and_resize", true, false).import(),
-                         "m.onnx: node 'up' (Resize, opset 13): coordinate_transformation_mode 'tf_crop_and_resize'", Unsupported);
+                         "m.onnx: node 'up' (Resize, opset 13): tf_crop_and_resize needs roi (input 1)", InvalidInput);
+    CHECK_THROWS_WITH_AS(resize(13, "coordinate_transformation_mode", "tf_magic", true, false).import(),
+                         doctest::Contains("coordinate_transformation_mode 'tf_magic' is not one of half_pixel,"), InvalidInput);
     CHECK_THROWS_WITH_AS(resize(13, "mode", "bicubic", true, false).import(), doctest::Contains("mode 'bicubic' is not nearest, linear or cubic"), InvalidInput);
     CHECK_THROWS_WITH_AS(resize(13, "nearest_mode", "up", true, false).import(), doctest::Contains("nearest_mode 'up' is not one of"), InvalidInput);
     CHECK_THROWS_WITH_AS(resize(13, nullptr, nullptr, true, true).import(), doctest::Contains("both scales and sizes are given"), InvalidInput);
@@ -181,6 +183,46 @@ TEST_CASE("import errors name the file, node, op and problem") {
     f.output("c");
     CHECK_THROWS_WITH_AS(f.import(), "m.onnx: node 'mm' (Einsum, opset 13): equation 'ij,jk->ik': dim 0 of input 1 [4,4] has size 4 but the same label has size 3 elsewhere",
                          InvalidInput);
+  }
+  SUBCASE("Resize's TensorFlow coordinate modes: values, the region of interest, export and back") {
+    // ONNX's own examples: tf_crop_and_resize (linear, roi per dim, extrapolation 10) and
+    // tf_half_pixel_for_nn (nearest, (o + 0.5) / c)
+    std::vector<float> x16(16);
+    for (int i = 0; i < 16; ++i) x16[size_t(i)] = float(i + 1);
+    auto run = [](const px::Model& m, const std::vector<float>& x) {
+      const std::vector<Value<float>> in{Tensor<float>({1, 1, 4, 4}, x)};
+      return std::get<Tensor<float>>(Interpreter<float>(m.graph).run(in)[0]);
+    };
+    OnnxBuilder b(13);
+    b.input("x", {"1", "1", "4", "4"});
+    b.floats("roi", {8}, {0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f});
+    b.ints("sz", {1, 1, 3, 3});
+    auto* n = b.node("Resize", {"x", "roi", "", "sz"}, {"y"}, "crop");
+    b.attr(n, "mode", "linear");
+    b.attr(n, "coordinate_transformation_mode", "tf_crop_and_resize");
+    b.attrf(n, "extrapolation_value", 10.f);
+    b.output("y");
+    const px::Model m = b.import();
+    const Tensor<float> y = run(m, x16);
+    REQUIRE(y.shape() == Shape{1, 1, 3, 3});
+    const std::vector<float> want{7.6f, 10, 10, 12.4f, 10, 10, 10, 10, 10};
+    for (size_t i = 0; i < want.size(); ++i) CHECK(y[int64_t(i)] == doctest::Approx(want[i]).epsilon(1e-6));
+    const px::Model back = px::import_bytes(px::export_bytes(m.graph), "back.onnx");
+    CHECK(run(back, x16).vec() == y.vec());
+    OnnxBuilder c(13);
+    c.input("x", {"1", "1", "4", "4"});
+    c.ints("sz", {1, 1, 3, 2});
+    auto* k = c.node("Resize", {"x", "", "", "sz"}, {"y"}, "nn");
+    c.attr(k, "coordinate_transformation_mode", "tf_half_pixel_for_nn");
+    c.output("y");
+    const px::Model mn = c.import();
+    CHECK(run(mn, x16).vec() == std::vector<float>{6, 8, 10, 12, 14, 16});
+    CHECK(run(px::import_bytes(px::export_bytes(mn.graph), "back.onnx"), x16).vec() == std::vector<float>{6, 8, 10, 12, 14, 16});
+    // a roi with the wrong count of values
+    b.g().mutable_initializer(0)->clear_float_data();
+    for (float v : {0.f, 1.f}) b.g().mutable_initializer(0)->add_float_data(v);
+    b.g().mutable_initializer(0)->set_dims(0, 2);
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("roi has 2 values; tf_crop_and_resize needs a start and an end per dim (8)"), InvalidInput);
   }
   SUBCASE("the second coverage batch: inputs that must be constants, attributes, types") {
     auto one = [](int64_t opset, const char* op, std::vector<std::string> in, auto&& add) {

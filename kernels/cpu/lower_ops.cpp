@@ -547,6 +547,8 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Resize& r, const std::string& 
   const Shape& ys = g_.type(node.outputs[0]).shape;
   using R = ops::Resize;
   if (r.mode != R::Mode::Linear || xs.size() < 3 || xs.size() > 5 || ys[0] != xs[0] || ys[1] != xs[1]) return false;
+  // (the TensorFlow modes move unresized dims too: the interpreter's formula)
+  if (r.coord == R::Coord::TfHalfPixelForNN || r.coord == R::Coord::TfCropAndResize) return false;
   for (size_t d = 2; d < xs.size(); ++d) {
     if (float(r.scales[d]) != float(ys[d]) / float(xs[d])) return false;  // oneDNN's factor is out / in
     const bool half = r.coord == R::Coord::HalfPixel || (r.coord == R::Coord::PytorchHalfPixel && ys[d] > 1) ||

@@ -708,9 +708,19 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     const std::string ct = c.s("coordinate_transformation_mode", "half_pixel");
     static const std::map<std::string, C, std::less<>> coords{{"half_pixel", C::HalfPixel}, {"half_pixel_symmetric", C::HalfPixelSymmetric},
                                                              {"pytorch_half_pixel", C::PytorchHalfPixel}, {"align_corners", C::AlignCorners},
-                                                             {"asymmetric", C::Asymmetric}};
+                                                             {"asymmetric", C::Asymmetric}, {"tf_half_pixel_for_nn", C::TfHalfPixelForNN},
+                                                             {"tf_crop_and_resize", C::TfCropAndResize}};
     if (auto it = coords.find(ct); it != coords.end()) o.coord = it->second;
-    else throw Unsupported(cat("coordinate_transformation_mode '", ct, "'"));
+    else throw InvalidInput(cat("coordinate_transformation_mode '", ct, "' is not one of half_pixel, half_pixel_symmetric, pytorch_half_pixel, ",
+                                "align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize"));
+    if (o.coord == C::TfCropAndResize) {  // the region of interest (input 1), and the value outside it
+      if (!c.present(1)) throw InvalidInput("tf_crop_and_resize needs roi (input 1)");
+      const auto* v = c.constant(1);
+      if (!v) throw Unsupported(cat("roi (input 1 '", c.node.input(1), "') must be a constant"));
+      if (!is_float(v->first)) throw InvalidInput("roi (input 1) must be a float tensor");
+      for (float f : std::get<Tensor<float>>(v->second).vec()) o.roi.push_back(double(f));
+      o.extrapolation_value = c.f("extrapolation_value", 0.f);
+    }
     using R = ops::Resize::Round;
     const std::string nm = c.s("nearest_mode", "round_prefer_floor");
     static const std::map<std::string, R, std::less<>> rounds{{"round_prefer_floor", R::PreferFloor}, {"round_prefer_ceil", R::PreferCeil},
@@ -1167,9 +1177,13 @@ struct Exporter {
           throw Unsupported(cat("Resize '", n.name, "' with half_pixel_symmetric and a scale that is not m / n has no opset-17 form"));
       coord = C::HalfPixel;
     }
-    static const char* coords[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric"};
+    static const char* coords[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+                                   "tf_crop_and_resize"};
     static const char* rounds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
-    std::vector<std::string> extra{""};
+    std::vector<std::string> extra{coord == C::TfCropAndResize
+                                       ? ctx.initializer(n.name + "_roi", DType::Float32,
+                                                         Tensor<float>({int64_t(o.roi.size())}, std::vector<float>(o.roi.begin(), o.roi.end())))
+                                       : std::string()};
     if (o.by_sizes) {
       extra.push_back("");
       extra.push_back(ints("sizes", o.sizes));
@@ -1186,6 +1200,7 @@ struct Exporter {
     }
     set(p, "coordinate_transformation_mode", std::string(coords[int(coord)]));
     if (o.mode == ops::Resize::Mode::Nearest) set(p, "nearest_mode", std::string(rounds[int(o.nearest_mode)]));
+    if (coord == C::TfCropAndResize) set(p, "extrapolation_value", o.extrapolation_value);
   }
   void operator()(const ops::GridSample& o) {
     static const char* modes[] = {"bilinear", "nearest", "bicubic"};

@@ -140,6 +140,19 @@ save("resize19", [
 ], [vi("img", [1, 2, 5, 6])], [vi("sym", None), vi("cubic_ex", None)],
    [const("sz", np.array([8, 9], dtype=np.int64)), const("sc", np.array([1.5], dtype=np.float32))], opset=19)
 
+# Resize's TensorFlow coordinate modes: tf_crop_and_resize (a region of interest partly
+# outside the input, an extrapolation value) and tf_half_pixel_for_nn.
+save("resize_tf13", [
+    helper.make_node("Resize", ["img", "roi", "", "sz"], ["crop_linear"], mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+                     extrapolation_value=-3.0, name="crop_linear"),
+    helper.make_node("Resize", ["img", "roi", "", "sz"], ["crop_nearest"], mode="nearest", coordinate_transformation_mode="tf_crop_and_resize",
+                     name="crop_nearest"),
+    helper.make_node("Resize", ["img", "", "", "sz2"], ["tf_nn"], mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn",
+                     name="tf_nn"),
+], [vi("img", [1, 2, 5, 6])], [vi("crop_linear", None), vi("crop_nearest", None), vi("tf_nn", None)],
+   [const("roi", np.array([0, 0, 0.1, -0.2, 1, 1, 0.8, 1.3], dtype=np.float32)), const("sz", np.array([1, 2, 4, 5], dtype=np.int64)),
+    const("sz2", np.array([1, 2, 3, 4], dtype=np.int64))], opset=13)
+
 # ConvTranspose with implicit padding: auto_pad SAME_UPPER / SAME_LOWER / VALID and output_shape.
 wt = rng.uniform(-1, 1, (2, 3, 3, 3)).astype(np.float32)
 save("convtranspose_implicit13", [

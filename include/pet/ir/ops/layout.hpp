@@ -315,20 +315,26 @@ struct Tile {
 ///   pytorch_half_pixel   m > 1 ? (o + 0.5) / c - 0.5 : 0
 ///   align_corners        m > 1 ? o (n - 1) / (m - 1) : 0
 ///   asymmetric           o / c
+///   tf_half_pixel_for_nn (o + 0.5) / c
+///   tf_crop_and_resize   m > 1 ? s (n - 1) + o (e - s)(n - 1) / (m - 1) : (s + e) / 2 (n - 1), with
+///                        s, e the dim's region of interest (roi: starts, then ends, as
+///                        fractions of the extent); an output element any of whose
+///                        coordinates falls outside [0, n - 1] is extrapolation_value, and
+///                        without sizes the output extent is floor(n (e - s) c)
 /// (computed in float, as ONNX Runtime does). nearest rounds it (nearest_mode: round half
 /// down or up, floor, ceil) and clamps to [0, n - 1]. linear clamps it to [0, n - 1] and
 /// weighs x0 = floor and x0 + 1 (clamped) by 1 - t and t (t = x - x0). cubic weighs x0 - 1 ..
 /// x0 + 2 (indices clamped: edge padding) by Keys' kernel with a = cubic_coeff_a; with
 /// exclude_outside the weights of indices outside [0, n - 1] are dropped and the rest
-/// renormalised. Output extents: sizes, or floor(n c). tf_crop_and_resize, antialias and
-/// keep_aspect_ratio_policy other than stretch are refused at import. Not multilinear here
+/// renormalised. Output extents: sizes, or floor(n c). antialias and keep_aspect_ratio_policy
+/// other than stretch are refused at import. Not multilinear here
 /// (the verifier does not look through it).
 struct Resize {
   enum class Mode { Nearest, Linear, Cubic };
-  enum class Coord { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric };
+  enum class Coord { HalfPixel, HalfPixelSymmetric, PytorchHalfPixel, AlignCorners, Asymmetric, TfHalfPixelForNN, TfCropAndResize };
   enum class Round { PreferFloor, PreferCeil, Floor, Ceil };
   static constexpr std::string_view name = "Resize";
-  PET_ATTRS(mode, coord, nearest_mode, cubic_coeff_a, exclude_outside, scales, sizes, axes, by_sizes);
+  PET_ATTRS(mode, coord, nearest_mode, cubic_coeff_a, exclude_outside, scales, sizes, axes, by_sizes, roi, extrapolation_value);
   static constexpr bool multilinear = false, layout = true;
   Mode mode = Mode::Nearest;
   Coord coord = Coord::HalfPixel;
@@ -339,6 +345,8 @@ struct Resize {
   std::vector<int64_t> sizes;   ///< output shape (empty: from scales); infer() fills both
   std::vector<int64_t> axes;    ///< opset 18: the dims scales / sizes are for (infer() expands)
   bool by_sizes = false;        ///< the model gave sizes (the export writes what it was given)
+  std::vector<double> roi;      ///< tf_crop_and_resize: starts then ends, per dim (or per axis in axes); float values
+  float extrapolation_value = 0.f;  ///< tf_crop_and_resize: the value outside the input
 
   Types infer(InTypes in) {
     pet::detail::expect_arity(in, 1, 1);
@@ -347,8 +355,17 @@ struct Resize {
     // Once inferred both are set and by_sizes says which was given (infer may run again).
     if (scales.empty() && sizes.empty()) throw InvalidInput("Resize needs scales or sizes");
     if (scales.empty() != sizes.empty()) by_sizes = !sizes.empty();
+    const bool crop = coord == Coord::TfCropAndResize;
+    if (crop && roi.size() != 2 * (axes.empty() ? x.size() : axes.size()))
+      throw InvalidInput(cat("roi has ", roi.size(), " values; tf_crop_and_resize needs a start and an end per ", axes.empty() ? "dim" : "axis", " (",
+                             2 * (axes.empty() ? x.size() : axes.size()), ")"));
     if (!axes.empty()) {  // scales / sizes of the listed dims; the others keep their extent
       const std::vector<int64_t> given = by_sizes ? sizes : std::vector<int64_t>{};
+      std::vector<double> full_roi;
+      if (crop) {  // the other dims: the whole extent
+        full_roi.assign(x.size(), 0.0);
+        full_roi.resize(2 * x.size(), 1.0);
+      }
       const std::vector<double> gscales = scales;
       if ((by_sizes ? given.size() : gscales.size()) != axes.size())
         throw InvalidInput(cat(by_sizes ? "sizes" : "scales", " has a value per axis in axes ", axes, " (", axes.size(), "), got ",
@@ -360,10 +377,12 @@ struct Resize {
         int64_t a = axes[i] < 0 ? axes[i] + int64_t(x.size()) : axes[i];
         if (a < 0 || a >= int64_t(x.size()) || seen[size_t(a)]) throw InvalidInput(cat("axes ", axes, " for an input of rank ", x.size()));
         seen[size_t(a)] = true;
+        if (crop) full_roi[size_t(a)] = roi[i], full_roi[x.size() + size_t(a)] = roi[axes.size() + i];
         if (by_sizes) full_sizes[size_t(a)] = given[i];
         else full_scales[size_t(a)] = gscales[i];
       }
       axes.clear();
+      if (crop) roi = full_roi;
       if (by_sizes) sizes = full_sizes;
       else scales = full_scales;
     }
@@ -372,7 +391,9 @@ struct Resize {
       sizes.clear();
       for (size_t d = 0; d < x.size(); ++d) {
         if (!(scales[d] > 0) || !std::isfinite(scales[d])) throw InvalidInput(cat("scales ", scales[d], " must be positive"));
-        const double m = std::floor(double(x[d]) * double(float(scales[d])));
+        const double part = crop ? double(float(roi[x.size() + d])) - double(float(roi[d])) : 1.0;  // (tf_crop_and_resize: the region's share)
+        const double m = std::floor(double(x[d]) * part * double(float(scales[d])));
+        if (!(m >= 1)) throw InvalidInput(cat("scale ", scales[d], crop ? cat(" and roi ", roi) : std::string(), " give dim ", d, " no extent"));
         if (m > double(kMaxElements)) throw InvalidInput(cat("scale ", scales[d], " makes dim ", d, " too large"));
         sizes.push_back(int64_t(m));
       }
@@ -390,8 +411,8 @@ struct Resize {
   /// adjustment m / (c n) is exactly 1, as when sizes were given).
   bool symmetric_is_half_pixel(const Shape& x, size_t d) const { return float(sizes[d]) / (float(scales[d]) * float(x[d])) == 1.f; }
 
-  /// Input coordinate of output coordinate o along a dim of input extent n, output extent m.
-  float source(int64_t o, int64_t n, int64_t m, double scale) const {
+  /// Input coordinate of output coordinate o along dim d of input extent n, output extent m.
+  float source(int64_t o, int64_t n, int64_t m, double scale, size_t d = 0) const {
     const float c = float(scale), of = float(o);
     switch (coord) {
       case Coord::HalfPixel: return (of + 0.5f) / c - 0.5f;
@@ -402,6 +423,11 @@ struct Resize {
       case Coord::PytorchHalfPixel: return m > 1 ? (of + 0.5f) / c - 0.5f : 0.f;
       case Coord::AlignCorners: return m > 1 ? of * float(n - 1) / float(m - 1) : 0.f;
       case Coord::Asymmetric: return of / c;
+      case Coord::TfHalfPixelForNN: return (of + 0.5f) / c;
+      case Coord::TfCropAndResize: {
+        const float st = float(roi[d]), en = float(roi[roi.size() / 2 + d]), last = float(n - 1);
+        return m > 1 ? st * last + of * (en - st) * last / float(m - 1) : 0.5f * (st + en) * last;
+      }
     }
     return 0;
   }
@@ -418,8 +444,8 @@ struct Resize {
 
   /// The input indices and weights dim d of output coordinate o reads (1, 2 or 4 of them).
   template <class E>
-  int taps(int64_t o, int64_t n, int64_t m, double scale, std::array<int64_t, 4>& idx, std::array<E, 4>& w) const {
-    const float v = source(o, n, m, scale);
+  int taps(int64_t o, int64_t n, int64_t m, double scale, std::array<int64_t, 4>& idx, std::array<E, 4>& w, size_t d = 0) const {
+    const float v = source(o, n, m, scale, d);
     if (mode == Mode::Nearest) {
       idx[0] = nearest(v, n);
       w[0] = E(1);
@@ -458,7 +484,13 @@ struct Resize {
       std::array<std::array<int64_t, 4>, kMaxRank> idx{};
       std::array<std::array<E, 4>, kMaxRank> w{};
       std::array<int, kMaxRank> count{};
-      for (int d = 0; d < o.rank; ++d) count[size_t(d)] = taps<E>(o[d], x[size_t(d)], sizes[size_t(d)], scales[size_t(d)], idx[size_t(d)], w[size_t(d)]);
+      for (int d = 0; d < o.rank; ++d) {
+        if (coord == Coord::TfCropAndResize) {  // outside the input: the extrapolation value
+          const float v = source(o[d], x[size_t(d)], sizes[size_t(d)], scales[size_t(d)], size_t(d));
+          if (v < 0 || v > float(x[size_t(d)] - 1)) return E(extrapolation_value);
+        }
+        count[size_t(d)] = taps<E>(o[d], x[size_t(d)], sizes[size_t(d)], scales[size_t(d)], idx[size_t(d)], w[size_t(d)], size_t(d));
+      }
       // Every combination of taps (an odometer over the dims).
       std::array<int, kMaxRank> j{};
       Index xi(o.rank);
