@@ -38,6 +38,16 @@ ops::Conv conv_of(const Op& op) {
   if (const auto* c = std::get_if<ops::ConvInteger>(&op)) return c->conv();
   return std::get<ops::QLinearConv>(op).conv();
 }
+/// oneDNN's forward conv of channels-last `xs` into channels-last `ys` by a weight of geo's
+/// dims, in the layout oneDNN picks.
+convolution_forward::primitive_desc conv_desc(const engine& eng, const ConvGeometry& geo, const Shape& xs, const Shape& ys, dt src, dt wei, dt dst,
+                                              const primitive_attr& attr = primitive_attr()) {
+  const auto tag = channels_last(xs.size());
+  return convolution_forward::primitive_desc(
+      convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, md_t(dims_of(xs), src, tag),
+                                md_t(dims_of(geo.wdims), wei, memory::format_tag::any), md_t(dims_of(ys), dst, tag), geo.strides, geo.dil, geo.pl, geo.pr),
+      attr, eng);
+}
 /// The f32 matmul of [rows, K] by [K, N] with K in `parts` equal chunks, as one batched
 /// matmul: the source viewed as [parts, rows, K / parts] (strided, no copy), the weight as
 /// [parts, K / parts, N], the sums written [rows, parts, N] (each row's chunks side by side,
@@ -229,14 +239,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       cp.group *= p;
       Shape wsh = bs, ysh = ys;
       wsh[0] *= p, wsh[1] /= p, ysh[1] *= p;
-      const ConvGeometry geo(cp, wsh);
-      const auto tag = channels_last(as.size());
-      const convolution_forward::primitive_desc pd(
-          convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, md_t(dims_of(as), dt::f32, tag),
-                                    md_t(dims_of(geo.wdims), dt::f32, memory::format_tag::any), md_t(dims_of(ysh), dt::f32, tag), geo.strides, geo.dil,
-                                    geo.pl, geo.pr),
-          eng_);
-      return std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+      return std::string(conv_desc(eng_, ConvGeometry(cp, wsh), as, ysh, dt::f32, dt::f32, dt::f32).impl_info_str()).rfind("ref", 0) != 0;
     } catch (const dnnl::error&) {
       return false;
     }
@@ -384,10 +387,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       ops::Conv cop = conv_of(node.op);
       cop.group *= parts;  // (the input channels in chunks: parts times the groups)
       const ConvGeometry geo(cop, bs2);
-      const auto tag = channels_last(as.size());
-      const md_t s(dims_of(as), ksrc, tag), w(dims_of(geo.wdims), kw, memory::format_tag::any), d(dims_of(ys2), ksum, tag);
-      const convolution_forward::primitive_desc pd(
-          convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, s, w, d, geo.strides, geo.dil, geo.pl, geo.pr), attr, eng_);
+      const convolution_forward::primitive_desc pd = conv_desc(eng_, geo, as, ys2, ksrc, kw, ksum, attr);
       impl = pd.impl_info_str();
       src_md = pd.src_desc(), w_md = pd.weights_desc(), acc_md = pd.dst_desc();
       w_user = with_type(plain_md(geo.wdims), kw);
@@ -399,10 +399,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
         bs_s[0] = Cin, bs_s[1] = 1;
         ys_s[1] = Cin;
         const ConvGeometry gs(cd, bs_s);
-        const convolution_forward::primitive_desc pd2(
-            convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct, s, md_t(dims_of(gs.wdims), dt::s8, memory::format_tag::any),
-                                      md_t(dims_of(ys_s), dt::s32, tag), gs.strides, gs.dil, gs.pl, gs.pr),
-            attr, eng_);
+        const convolution_forward::primitive_desc pd2 = conv_desc(eng_, gs, as, ys_s, ksrc, dt::s8, dt::s32, attr);
         if (std::string(pd2.impl_info_str()).rfind("ref", 0) == 0) return false;
         sums_w_user = with_type(plain_md(gs.wdims), dt::s8);
         sums_w_md = pd2.weights_desc(), sums_md = pd2.dst_desc();
