@@ -128,6 +128,52 @@ TEST_CASE("cpu convs: 1-D, 2-D, 3-D, strides, asymmetric pads, dilations, groups
   same_as_reference(one_op(Conv{.pads = {1, 1, 1, 1}}, {f32({1, 3, 6, 6}), f32({4, 3, 3, 3})}), 99, "conv with input weight");
 }
 
+TEST_CASE("cpu transposed convs on oneDNN's deconvolution: 1-D, 2-D, 3-D, strides, pads, output padding, dilations, groups, bias, activations after") {
+  using ops::ConvTranspose;
+  struct C {
+    ConvTranspose op;
+    Shape x, w;
+  };
+  std::vector<C> cases = {
+      {ConvTranspose{.strides = {2, 2}, .pads = {1, 1, 1, 1}}, {1, 16, 8, 8}, {16, 8, 4, 4}},                    // DCGAN's
+      {ConvTranspose{.strides = {2, 2}}, {2, 8, 5, 6}, {8, 4, 2, 2}},                                             // U-Net's
+      {ConvTranspose{.strides = {2, 2}, .pads = {1, 1, 1, 1}, .output_padding = {1, 1}}, {1, 6, 7, 5}, {6, 5, 3, 3}},  // end pad 0
+      {ConvTranspose{.strides = {3, 2}, .pads = {0, 1, 2, 0}, .output_padding = {2, 1}}, {1, 4, 4, 6}, {4, 3, 3, 2}},  // below 0
+      {ConvTranspose{.pads = {2, 2, 2, 2}, .dilations = {2, 3}}, {1, 5, 9, 9}, {5, 7, 3, 3}},
+      {ConvTranspose{.strides = {2, 2}, .pads = {1, 1, 1, 1}, .group = 4}, {1, 8, 6, 6}, {8, 3, 3, 3}},
+      {ConvTranspose{.strides = {2, 2}, .pads = {0, 0, 1, 1}, .group = 6}, {1, 6, 5, 5}, {6, 1, 3, 3}},  // depthwise
+      {ConvTranspose{.strides = {4}, .pads = {2, 2}, .output_padding = {3}}, {2, 12, 17}, {12, 6, 8}},      // 1-D (a vocoder's)
+      {ConvTranspose{.strides = {1, 2, 2}, .pads = {0, 1, 1, 0, 0, 0}, .output_padding = {0, 1, 1}}, {1, 3, 3, 5, 4}, {3, 4, 3, 3, 3}},  // 3-D
+  };
+  uint64_t seed = 300;
+  for (const auto& c : cases) {
+    for (bool bias : {false, true}) {
+      Types t{f32(c.x), f32(c.w)};
+      if (bias) t.push_back(f32({c.w[1] * c.op.group}));
+      same_as_reference(one_op(c.op, t, {false, true, true}, seed), seed, cat("deconv x", c.x, " w", c.w), {}, "oneDNN deconvolution");
+      ++seed;
+    }
+  }
+  // A weight that is an input; the bias as a binary add in the deconvolution's layout, with
+  // activations after it (oneDNN 2.6 applies a deconvolution's bias and post-ops in a slow
+  // reference pass).
+  same_as_reference(one_op(ConvTranspose{.strides = {2, 2}}, {f32({1, 3, 4, 4}), f32({3, 5, 2, 2})}), 320, "deconv with input weight",
+                    {}, "oneDNN deconvolution");
+  for (int act = 0; act < 3; ++act) {
+    Graph g;
+    Builder b(g);
+    Rng rng(321);
+    TensorId x = b.input("x", {1, 6, 5, 5});
+    TensorId y = b.add(ConvTranspose{.strides = {2, 2}, .pads = {1, 1, 1, 1}, .output_padding = {1, 1}},
+                       {x, b.constant("w", lab::random_weight({6, 4, 3, 3}, rng)), b.constant("b", lab::random_weight({4}, rng))});
+    if (act == 0) y = b.add(ops::Relu{}, {y});
+    if (act == 1) y = b.add(ops::LeakyRelu{.alpha = 0.2f}, {y});
+    if (act == 2) y = b.add(ops::Tanh{}, {b.add(ops::Mul{}, {y, b.constant("two", Tensor<float>({}, 2.f))})});
+    b.output(y);
+    same_as_reference(g, 322 + uint64_t(act), cat("deconv + activation ", act), {}, "its bias, oneDNN binary");
+  }
+}
+
 TEST_CASE("cpu fusions: conv + BN + residual add + relu, matmul + bias + relu, gemm") {
   Graph g;
   {
@@ -343,10 +389,14 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
   for (const Rs& r : std::vector<Rs>{{R{.mode = R::Mode::Linear, .scales = {1, 1, 2, 2}}, "oneDNN resampling"},
                                      {R{.mode = R::Mode::Linear, .coord = R::Coord::PytorchHalfPixel, .sizes = {2, 3, 9, 4}}, "oneDNN resampling"},
                                      {R{.mode = R::Mode::Linear, .scales = {1, 1, 1.5, 0.5}}, "oneDNN resampling"},
-                                     {R{.mode = R::Mode::Linear, .scales = {1, 1, 1.7, 1}}, "reference kernel"},  // 1.7 is not 10 / 6
-                                     {R{.coord = R::Coord::Asymmetric, .nearest_mode = R::Round::Floor, .scales = {1, 1, 2, 2}}, "reference kernel"},
-                                     {R{.mode = R::Mode::Linear, .coord = R::Coord::AlignCorners, .sizes = {2, 3, 7, 3}}, "reference kernel"},
-                                     {R{.scales = {1, 1, 0.5, 0.5}}, "reference kernel"}})
+                                     {R{.mode = R::Mode::Linear, .scales = {1, 1, 1.7, 1}}, "pet resize tables (linear)"},  // 1.7 is not 10 / 6
+                                     {R{.coord = R::Coord::Asymmetric, .nearest_mode = R::Round::Floor, .scales = {1, 1, 2, 2}}, "pet resize tables (nearest)"},
+                                     {R{.mode = R::Mode::Linear, .coord = R::Coord::AlignCorners, .sizes = {2, 3, 7, 3}}, "pet resize tables (linear)"},
+                                     {R{.scales = {1, 1, 0.5, 0.5}}, "pet resize tables (nearest)"},
+                                     {R{.mode = R::Mode::Cubic, .exclude_outside = true, .scales = {1, 1, 2.5, 1.5}}, "pet resize tables (cubic)"},
+                                     {R{.coord = R::Coord::TfCropAndResize, .sizes = {2, 3, 5, 9}, .roi = {0, 0, -0.2, 0.1, 1, 1, 1.1, 0.7}, .extrapolation_value = 3},
+                                      "pet resize tables (nearest)"},
+                                     {R{.mode = R::Mode::Linear, .sizes = {1, 2, 8, 8}}, "pet resize tables (linear)"}})  // batch and channels too
     same_as_reference(one_op(r.op, {f32({2, 3, 6, 6})}), seed++, "Resize", {}, r.plan);
   same_as_reference(one_op(R{.mode = R::Mode::Linear, .sizes = {1, 2, 5, 7, 3}}, {f32({1, 2, 3, 4, 5})}), seed++, "Resize 3-D", {}, "oneDNN resampling");
   // DeepLabV3's last op: a 16x bilinear upsampling into a 4 MB output, which oneDNN 2.6

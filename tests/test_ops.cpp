@@ -275,6 +275,12 @@ TEST_CASE("ONNX coverage ops: formulas, exact values, shape errors, field refusa
   CHECK(out_shape(ops::ConvTranspose{.strides = {2, 2}, .pads = {1, 1, 1, 1}, .output_padding = {1, 1}, .group = 2},
                   {f32({1, 4, 5, 5}), f32({4, 3, 3, 3})}) == Shape{1, 6, 10, 10});
   check_fast_vs_formula(ops::ConvTranspose{.strides = {2, 1}, .dilations = {1, 2}, .group = 2}, {f32({2, 4, 3, 4}), f32({4, 3, 2, 3}), f32({6})}, seed++);
+  // the GEMM + col2im kernel: pads cutting taps off both ends, output padding, 1-D and 3-D
+  check_fast_vs_formula(ops::ConvTranspose{.strides = {3}, .pads = {2, 1}, .output_padding = {2}}, {f32({2, 3, 7}), f32({3, 2, 5})}, seed++);
+  check_fast_vs_formula(ops::ConvTranspose{.strides = {2, 2}, .pads = {1, 1, 1, 1}, .output_padding = {1, 1}, .group = 3},
+                        {f32({1, 6, 4, 5}), f32({6, 2, 3, 3}), f32({6})}, seed++);
+  check_fast_vs_formula(ops::ConvTranspose{.strides = {1, 2, 2}, .pads = {1, 0, 1, 0, 1, 0}, .dilations = {2, 1, 1}},
+                        {f32({1, 2, 3, 4, 3}), f32({2, 3, 2, 3, 2}), f32({3})}, seed++);
   {  // output_shape and auto_pad become explicit pads (ONNX's formula); the op is then as given
     auto [t, o] = resolve(ops::ConvTranspose{.strides = {3, 2}, .output_padding = {1, 1}, .output_shape = {10, 8}}, {f32({1, 1, 3, 3}), f32({1, 2, 3, 3})});
     CHECK(o[0].shape == Shape{1, 2, 10, 8});
@@ -386,6 +392,44 @@ TEST_CASE("Resize: coordinate modes, nearest rounding, N-linear, shapes from sca
                R{.mode = R::Mode::Linear, .scales = {1, 1, 2, 3}}, R{.mode = R::Mode::Linear, .coord = R::Coord::HalfPixelSymmetric, .scales = {1, 1, 1.7, 0.6}},
                R{.coord = R::Coord::Asymmetric, .nearest_mode = R::Round::Ceil, .sizes = {2, 3, 3, 9}}})
     check_fast_vs_formula(op, {f32({2, 3, 4, 5})}, seed++);
+  // The table kernel sums the formula's products in the formula's order: its float result
+  // to the last bit or two (the compiler fuses some multiply-adds in one and not the other),
+  // nearest exactly; for every mode, coordinate mode and rounding, up and down, on ranks 1
+  // to 5, resizing outer dims too, tf_crop_and_resize with points outside the input.
+  {
+    Rng rng(seed++);
+    int cases = 0;
+    for (auto mode : {R::Mode::Nearest, R::Mode::Linear, R::Mode::Cubic})
+      for (auto coord : {R::Coord::HalfPixel, R::Coord::HalfPixelSymmetric, R::Coord::PytorchHalfPixel, R::Coord::AlignCorners, R::Coord::Asymmetric,
+                         R::Coord::TfHalfPixelForNN, R::Coord::TfCropAndResize})
+        for (int shape = 0; shape < 4; ++shape) {
+          const std::vector<Shape> xs = {{9}, {2, 3, 5, 7}, {1, 2, 3, 4, 5}, {3, 4, 6}};
+          const std::vector<std::vector<double>> sc = {{2.5}, {1, 1, 2, 0.6}, {1, 1, 1.5, 2, 0.7}, {2, 0.5, 3}};
+          R op{.mode = mode, .coord = coord, .scales = sc[size_t(shape)]};
+          op.nearest_mode = std::array{R::Round::PreferFloor, R::Round::PreferCeil, R::Round::Floor, R::Round::Ceil}[size_t(shape)];
+          op.exclude_outside = shape % 2 == 1;
+          if (coord == R::Coord::TfCropAndResize) {
+            const size_t r = xs[size_t(shape)].size();
+            // odd dims reach outside the input; even ones crop inside it where that leaves an extent
+            auto inside = [&](size_t d) { return double(xs[size_t(shape)][d]) * 0.8 * sc[size_t(shape)][d] >= 1; };
+            for (size_t d = 0; d < r; ++d) op.roi.push_back(d % 2 ? -0.2 : inside(d) ? 0.1 : 0.0);
+            for (size_t d = 0; d < r; ++d) op.roi.push_back(d % 2 ? 1.3 : inside(d) ? 0.9 : 1.0);
+            op.extrapolation_value = 7.f;
+          }
+          auto [rop, out] = resolve(op, {f32(xs[size_t(shape)])});
+          auto in = random_inputs({f32(xs[size_t(shape)])}, rng, {});
+          auto fast = std::get<Tensor<float>>(evaluate_op<float>(rop, in, out)[0]).vec();
+          auto slow = std::get<Tensor<float>>(evaluate_by_formula<float>(rop, in, out)[0]).vec();
+          REQUIRE(fast.size() == slow.size());
+          float worst = 0, scale = 0;
+          for (size_t i = 0; i < fast.size(); ++i) worst = std::max(worst, std::abs(fast[i] - slow[i])), scale = std::max(scale, std::abs(slow[i]));
+          INFO("mode ", int(mode), " coord ", int(coord), " shape ", xs[size_t(shape)], ": max difference ", worst, " of max ", scale);
+          if (mode == R::Mode::Nearest) CHECK(fast == slow);
+          else CHECK(worst <= 4e-7f * scale);
+          ++cases;
+        }
+    CHECK(cases == 84);
+  }
   CHECK_THROWS_WITH_AS(infer(R{}, {f32({2, 3})}), doctest::Contains("needs scales or sizes"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(R{.scales = {1, 0}}, {f32({2, 3})}), doctest::Contains("must be positive"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(R{.sizes = {2}}, {f32({2, 3})}), doctest::Contains("sizes has 1 values for an input of rank 2"), InvalidInput);

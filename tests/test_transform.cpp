@@ -195,6 +195,21 @@ TEST_CASE("bn-folding and pad-folding: folded when safe, left alone otherwise, s
   Graph v = conv_bn(false, true);
   CHECK(run_pass(v, "bn-folding").changed == 0);
 
+  // A transposed conv's output channel is group x (C_out/G) + its weight's dim 1.
+  for (int64_t group : {1, 3}) {
+    Graph t;
+    Builder b(t);
+    TensorId x = b.input("x", {1, 6, 4, 5});
+    TensorId y = b.add(ops::ConvTranspose{.strides = {2, 2}, .pads = {1, 0, 1, 0}, .group = group},
+                       {x, b.constant("w", rand_t({6, 4, 3, 3}, rng)), b.constant("b", rand_t({4 * group}, rng))});
+    b.output(b.add(ops::BatchNormalization{.epsilon = 1e-3f}, {y, b.constant("sc", rand_t({4 * group}, rng)), b.constant("sh", rand_t({4 * group}, rng)),
+                                                                b.constant("mu", rand_t({4 * group}, rng)), b.constant("var", rand_t({4 * group}, rng, 0.5f, 2.f))}));
+    Graph before = t;
+    CHECK(run_pass(t, "bn-folding").changed == 1);
+    CHECK(count_op(t, "BatchNormalization") == 0);
+    same_results(before, t, 6 + uint64_t(group), 1e-4);
+  }
+
   for (int variant = 0; variant < 4; ++variant) {
     Graph p;
     Builder b(p);

@@ -210,7 +210,7 @@ class CpuExecutable final : public Executable {
   template <class O>
     requires is_one_of<O, ops::Where, ops::Cast, ops::Gather, ops::ShapeOf, ops::Constant,
                       ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp,
-                      ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization, ops::ConvTranspose, ops::Einsum, ops::Equal,
+                      ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization, ops::Einsum, ops::Equal,
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
                       ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan, ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,
                       ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
@@ -359,6 +359,9 @@ class CpuExecutable final : public Executable {
   /// Whether node c can read the int8 tensor behind the DequantizeLinear result y directly.
   bool int8_reader(NodeId c, TensorId y);
   bool lower_op(NodeId n, const ops::Conv& c, const std::string& who);
+  /// ConvTranspose on oneDNN's deconvolution (blocked layouts; the bias a binary add after it),
+  /// the weight read as a strided view of ONNX's [C_in, C_out/G, k...].
+  bool lower_op(NodeId n, const ops::ConvTranspose& c, const std::string& who);
   /// Inference BatchNormalization that no conv absorbed (DenseNet's, after a Concat) on
   /// oneDNN's batch norm, in the input's layout, with a following Relu fused.
   bool lower_op(NodeId n, const ops::BatchNormalization& bn, const std::string& who);
@@ -510,7 +513,8 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::ReduceMean& r, const std::string& who);
   bool lower_op(NodeId n, const ops::LayerNormalization& ln, const std::string& who);
   /// Linear Resize with half-pixel coordinates over the spatial dims, at scales equal to
-  /// out / in: oneDNN's resampling (same formula, edges clamped alike); others: reference.
+  /// out / in: oneDNN's resampling (same formula, edges clamped alike); every other mode on
+  /// pet's resize tables (pet/eval/resize_tables.hpp), built at compile time.
   bool lower_op(NodeId n, const ops::Resize& r, const std::string& who);
   void lower_layer_norm(TensorId xt, TensorId yt, int64_t axis, float epsilon, std::optional<TensorId> scale_t,
                         std::optional<TensorId> shift_t, const std::string& who);

@@ -17,6 +17,7 @@
 #include "copy.hpp"
 #include "norm.hpp"
 #include "pet/core/parallel.hpp"
+#include "pet/eval/resize_tables.hpp"
 #include "pet/eval/interpreter.hpp"
 
 namespace pet::backend::cpu_detail {
@@ -546,17 +547,25 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Resize& r, const std::string& 
   const Shape& xs = g_.type(node.inputs[0]).shape;
   const Shape& ys = g_.type(node.outputs[0]).shape;
   using R = ops::Resize;
-  if (r.mode != R::Mode::Linear || xs.size() < 3 || xs.size() > 5 || ys[0] != xs[0] || ys[1] != xs[1]) return false;
-  // (the TensorFlow modes move unresized dims too: the interpreter's formula)
-  if (r.coord == R::Coord::TfHalfPixelForNN || r.coord == R::Coord::TfCropAndResize) return false;
-  for (size_t d = 2; d < xs.size(); ++d) {
-    if (float(r.scales[d]) != float(ys[d]) / float(xs[d])) return false;  // oneDNN's factor is out / in
+  // oneDNN's resampling: linear, half-pixel over the spatial dims at scales out / in (the
+  // TensorFlow modes move unresized dims too).
+  bool onednn = r.mode == R::Mode::Linear && xs.size() >= 3 && xs.size() <= 5 && ys[0] == xs[0] && ys[1] == xs[1] &&
+                r.coord != R::Coord::TfHalfPixelForNN && r.coord != R::Coord::TfCropAndResize;
+  for (size_t d = 2; d < xs.size() && onednn; ++d) {
     const bool half = r.coord == R::Coord::HalfPixel || (r.coord == R::Coord::PytorchHalfPixel && ys[d] > 1) ||
                       (r.coord == R::Coord::HalfPixelSymmetric && r.symmetric_is_half_pixel(xs, d));
-    if (!half && ys[d] != xs[d]) return false;  // an unresized dim maps o to o in every mode
+    onednn = float(r.scales[d]) == float(ys[d]) / float(xs[d]) &&  // oneDNN's factor is out / in
+             (half || ys[d] == xs[d]);                              // an unresized dim maps o to o in every mode
   }
   int x = plain_slot(int(node.inputs[0]));
   define(node.outputs[0], plain_md(ys));
+  if (!onednn) {  // every other mode: pet's tables (the interpreter's kernel), built once here
+    auto tables = std::make_shared<kernels::ResizeTables<float>>(r, xs, ys);
+    static const char* modes[] = {"nearest", "linear", "cubic"};
+    Step& st = add_step(cat(who, ": pet resize tables (", modes[int(r.mode)], ")"), {x}, {int(node.outputs[0])});
+    st.fn = [this, tables, x, y = int(node.outputs[0])] { tables->run(ptr(x), ptr(y)); };
+    return true;
+  }
   auto pd = dnnl_call(who, [&] {
     return resampling_forward::primitive_desc(
         resampling_forward::desc(prop_kind::forward_inference, algorithm::resampling_linear, plain_md(xs), plain_md(ys)), eng_);

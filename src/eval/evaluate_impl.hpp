@@ -98,6 +98,10 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
     }, in[0])};
   } else if constexpr (std::is_same_v<OpT, ops::Conv>) {
     return V{kernels::conv(op, data(in, 0), data(in, 1), in.size() == 3 ? &data(in, 2) : nullptr, os)};
+  } else if constexpr (std::is_same_v<OpT, ops::Resize> && real) {
+    return V{kernels::resize(op, data(in, 0), os)};
+  } else if constexpr (std::is_same_v<OpT, ops::ConvTranspose>) {
+    return V{kernels::conv_transpose(op, data(in, 0), data(in, 1), in.size() == 3 ? &data(in, 2) : nullptr, os)};
   } else if constexpr (std::is_same_v<OpT, ops::MatMul>) {
     return V{kernels::matmul(data(in, 0), data(in, 1), os)};
   } else if constexpr (std::is_same_v<OpT, ops::Gemm>) {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "pet/core/parallel.hpp"
+#include "pet/eval/resize_tables.hpp"
 #include "pet/eval/value.hpp"
 #include "pet/ir/op.hpp"
 
@@ -112,6 +113,69 @@ Tensor<T> conv(const ops::Conv& op, const Tensor<T>& x, const Tensor<T>& w, cons
       for (int64_t p = 0; p < P; ++p) o[p] += b;
     }, N * F * P > 65536);
   }
+  return out;
+}
+
+/// ConvTranspose as GEMM + col2im per (image, group): cols[Fg k, in] = W_g^T x_g, then each
+/// column entry added at its output position (in * stride - pad + tap * dilation), chunked
+/// over input positions to bound memory; parallel over output channels (each writes its own
+/// plane). Spatial ranks 1-3 as 3-D with leading unit dims.
+template <class T>
+Tensor<T> conv_transpose(const ops::ConvTranspose& op, const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>* bias, const Shape& out_shape) {
+  const int k = int(x.rank()) - 2;
+  int64_t in[3] = {1, 1, 1}, ou[3] = {1, 1, 1}, ks[3] = {1, 1, 1}, st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
+  for (int i = 0; i < k; ++i) {
+    int j = 3 - k + i;
+    in[j] = x.shape()[size_t(2 + i)];
+    ou[j] = out_shape[size_t(2 + i)];
+    ks[j] = w.shape()[size_t(2 + i)];
+    st[j] = op.strides[size_t(i)];
+    pd[j] = op.pads[size_t(i)];
+    dl[j] = op.dilations[size_t(i)];
+  }
+  const int64_t N = x.shape()[0], C = x.shape()[1], G = op.group, Cg = C / G, Fg = w.shape()[1], F = Fg * G;
+  const int64_t KK = ks[0] * ks[1] * ks[2], FK = Fg * KK, P = ou[0] * ou[1] * ou[2], IP = in[0] * in[1] * in[2];
+  Tensor<T> out(out_shape, T(0));
+  const int64_t chunk = std::max<int64_t>(in[2], std::min<int64_t>(IP, (int64_t(1) << 24) / std::max<int64_t>(FK, 1)));
+  std::vector<T> col(size_t(FK * std::min(chunk, IP)));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      const T* xg = x.data() + (n * C + g * Cg) * IP;
+      const T* wg = w.data() + g * Cg * FK;
+      T* og = out.data() + (n * F + g * Fg) * P;
+      for (int64_t i0 = 0; i0 < IP; i0 += chunk) {
+        const int64_t ic = std::min(chunk, IP - i0);
+        gemm<T>(true, false, FK, ic, Cg, wg, FK, xg + i0, IP, col.data(), ic, false);
+        parallel_for(Fg, [&](int64_t f) {
+          T* of = og + f * P;
+          for (int64_t r = 0; r < KK; ++r) {
+            const int64_t rd = r / (ks[1] * ks[2]), rh = (r / ks[2]) % ks[1], rw = r % ks[2];
+            const T* src = col.data() + (f * KK + r) * ic;
+            for (int64_t q = 0; q < ic; ++q) {
+              const int64_t i = i0 + q;
+              const int64_t id = i / (in[1] * in[2]), ih = (i / in[2]) % in[1], iw = i % in[2];
+              const int64_t od = id * st[0] - pd[0] + rd * dl[0], oh = ih * st[1] - pd[1] + rh * dl[1], ow = iw * st[2] - pd[2] + rw * dl[2];
+              if (od >= 0 && od < ou[0] && oh >= 0 && oh < ou[1] && ow >= 0 && ow < ou[2]) of[(od * ou[1] + oh) * ou[2] + ow] += src[q];
+            }
+          }
+        }, FK * ic > 16384);
+      }
+    }
+  if (bias) {
+    parallel_for(N * F, [&](int64_t nf) {
+      T b = (*bias)[nf % F];
+      T* o = out.data() + nf * P;
+      for (int64_t p = 0; p < P; ++p) o[p] += b;
+    }, N * F * P > 65536);
+  }
+  return out;
+}
+
+/// Resize: its tables (pet/eval/resize_tables.hpp), built and run once.
+template <class T>
+Tensor<T> resize(const ops::Resize& op, const Tensor<T>& x, const Shape& out_shape) {
+  Tensor<T> out(out_shape);
+  ResizeTables<T>(op, x.shape(), out_shape).run(x.data(), out.data());
   return out;
 }
 

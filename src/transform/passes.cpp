@@ -143,12 +143,14 @@ class ConstantFolding final : public Pass {
 };
 
 // ------------------------------------------------------------------ bn-folding
-/// Conv -> BatchNormalization (inference, constant statistics, constant conv weights): the
-/// filters scaled by gamma / sqrt(var + eps), the bias (b - mean) * that + beta.
+/// Conv or ConvTranspose -> BatchNormalization (inference, constant statistics, constant
+/// weights): each output channel's filter scaled by a = gamma / sqrt(var + eps), the bias
+/// (b - mean) a + beta. A Conv's output channel is its weight's dim 0; a ConvTranspose's
+/// ([C_in, C_out/G, k...]) is group (c / (C_in/G)) times C_out/G plus its dim 1.
 class BnFolding final : public Pass {
  public:
   std::string_view name() const override { return "bn-folding"; }
-  std::string_view description() const override { return "folds an inference BatchNormalization into the conv before it"; }
+  std::string_view description() const override { return "folds an inference BatchNormalization into the conv or transposed conv before it"; }
   PassStats run(Graph& g) override {
     int folded = 0;
     for (NodeId n : g.topo_order()) {
@@ -157,7 +159,9 @@ class BnFolding final : public Pass {
       if (!bn || bn->training_mode || node.outputs.size() != 1 || node.inputs.size() != 5) continue;
       const TensorId x = node.inputs[0];
       const NodeId p = g.tensor(x).producer;
-      if (p < 0 || !std::holds_alternative<ops::Conv>(g.node(p).op) || sole_reader(g, x) != n) continue;
+      if (p < 0 || sole_reader(g, x) != n) continue;
+      const auto* ct = std::get_if<ops::ConvTranspose>(&g.node(p).op);
+      if (!ct && !std::holds_alternative<ops::Conv>(g.node(p).op)) continue;
       const Node conv = g.node(p);
       bool consts = is_const(g, conv.inputs[1]) && (conv.inputs.size() < 3 || is_const(g, conv.inputs[2]));
       for (size_t i = 1; i < 5; ++i) consts = consts && is_const(g, node.inputs[i]);
@@ -165,14 +169,19 @@ class BnFolding final : public Pass {
       Tensor<float> w = fconst(g, conv.inputs[1]).clone();
       const Tensor<float>&sc = fconst(g, node.inputs[1]), &sh = fconst(g, node.inputs[2]), &mu = fconst(g, node.inputs[3]),
       &var = fconst(g, node.inputs[4]);
-      const int64_t f = w.shape()[0], per = w.size() / f;
+      const Shape& ws = w.shape();
+      // f output channels; weight row r (of `per` values) scales by channel channel_of(r)
+      const int64_t rows = ct ? ws[0] * ws[1] : ws[0], per = w.size() / rows, f = ct ? ws[1] * ct->group : ws[0];
+      auto channel_of = [&](int64_t r) { return ct ? r / ws[1] / (ws[0] / ct->group) * ws[1] + r % ws[1] : r; };
       Tensor<float> b({f}, 0.0f);
       if (conv.inputs.size() == 3) b = fconst(g, conv.inputs[2]).clone();
+      std::vector<double> a(static_cast<size_t>(f));
       for (int64_t o = 0; o < f; ++o) {
-        const double a = double(sc[o]) / std::sqrt(double(var[o]) + bn->epsilon);
-        for (int64_t i = 0; i < per; ++i) w[o * per + i] = float(w[o * per + i] * a);
-        b[o] = float((double(b[o]) - mu[o]) * a + sh[o]);
+        a[size_t(o)] = double(sc[o]) / std::sqrt(double(var[o]) + bn->epsilon);
+        b[o] = float((double(b[o]) - mu[o]) * a[size_t(o)] + sh[o]);
       }
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < per; ++i) w[r * per + i] = float(w[r * per + i] * a[size_t(channel_of(r))]);
       std::vector<TensorId> ins{conv.inputs[0], g.add_constant(g.unique_name(conv.name + "_w_bn"), w),
                                 g.add_constant(g.unique_name(conv.name + "_b_bn"), b)};
       const TensorId y = g.add_node(g.unique_name(conv.name + "_bn"), conv.op, ins)[0];

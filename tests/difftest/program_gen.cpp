@@ -159,7 +159,8 @@ class Generator {
         {3, &Generator::pad},          {3, &Generator::softmax},       {4, &Generator::reduce},
         {3, &Generator::layer_norm},   {2, &Generator::decomposed_layer_norm},
         {2, &Generator::gelu},         {1, &Generator::identity},      {1, &Generator::patch},
-        {1, &Generator::where},        {1, &Generator::gather},
+        {1, &Generator::where},        {1, &Generator::gather},        {4, &Generator::deconv},
+        {2, &Generator::resize},
     };
     static const int total = [] {
       int s = 0;
@@ -246,6 +247,78 @@ class Generator {
     if (chance(0.5))
       if (auto a = add1(random_activation(), {t})) t = *a;
     add1(ops::Add{}, chance(0.5) ? std::vector{t, *res} : std::vector{*res, t});
+  }
+
+  /// Resize of the spatial dims: every mode and coordinate mode, up or down, by scales or
+  /// sizes (linear half-pixel at out / in runs on oneDNN's resampling, the rest on pet's
+  /// table kernel).
+  void resize() {
+    auto x = pick_rank(3, 5);
+    if (!x) return;
+    using R = ops::Resize;
+    const Shape& xs = shape(*x);
+    R op;
+    op.mode = one_of<R::Mode>({R::Mode::Nearest, R::Mode::Linear, R::Mode::Linear, R::Mode::Cubic});
+    op.coord = one_of<R::Coord>({R::Coord::HalfPixel, R::Coord::HalfPixel, R::Coord::PytorchHalfPixel, R::Coord::AlignCorners, R::Coord::Asymmetric,
+                                 R::Coord::TfHalfPixelForNN});  // (half_pixel_symmetric: no opset-17 form for --emit)
+    op.nearest_mode = one_of<R::Round>({R::Round::PreferFloor, R::Round::PreferCeil, R::Round::Floor, R::Round::Ceil});
+    if (op.mode == R::Mode::Cubic && xs.size() != 4) op.mode = R::Mode::Linear;  // ONNX Runtime's cubic takes 4-D only
+    op.exclude_outside = chance(0.2);
+    if (chance(0.5)) {
+      op.scales = {1, 1};
+      for (size_t d = 2; d < xs.size(); ++d) op.scales.push_back(one_of<double>({0.5, 1, 1.5, 2, 2, 3}));
+    } else {
+      op.sizes = {xs[0], xs[1]};
+      for (size_t d = 2; d < xs.size(); ++d) op.sizes.push_back(r_.range(1, 2 * xs[d] + 1));
+    }
+    add1(op, {*x});
+  }
+
+  /// A transposed conv (strides, pads, output padding, dilations, groups, bias), sometimes
+  /// followed by a batch norm (bn-folding folds it) and an activation (fused).
+  void deconv() {
+    auto x = pick_rank(3, 5);
+    if (!x) return;
+    const Shape& xs = shape(*x);
+    const size_t k = xs.size() - 2;
+    const int64_t c = xs[1];
+    int64_t group = 1;
+    if (chance(0.25)) {
+      std::vector<int64_t> divs;
+      for (int64_t d = 2; d <= c; ++d)
+        if (c % d == 0) divs.push_back(d);
+      if (!divs.empty()) group = chance(0.4) ? c : one_of(divs);
+    }
+    const int64_t fg = r_.range(1, std::max<int64_t>(1, 12 / group));
+    ops::ConvTranspose ct;
+    ct.group = group;
+    Shape w{c, fg};
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t kk = one_of<int64_t>({1, 2, 2, 3, 3, 4, 5}), s = one_of<int64_t>({1, 2, 2, 3}), d = chance(0.8) ? 1 : 2;
+      w.push_back(kk);
+      ct.strides.push_back(s);
+      ct.dilations.push_back(d);
+      ct.output_padding.push_back(chance(0.3) ? r_.range(0, std::max(s, d) - 1) : 0);
+    }
+    ct.pads.assign(2 * k, 0);
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t made = ct.strides[i] * (xs[2 + i] - 1) + ct.output_padding[i] + (w[2 + i] - 1) * ct.dilations[i] + 1;
+      for (size_t side : {i, i + k})
+        if (chance(0.5)) ct.pads[side] = r_.range(0, std::max<int64_t>(0, std::min<int64_t>((w[2 + i] - 1) * ct.dilations[i], (made - 1) / 2)));
+    }
+    const double scale = 1.5 / std::sqrt(double(c / group * numel(Shape(w.begin() + 2, w.end()))));
+    std::vector<TensorId> in{*x, weight(w, scale)};
+    if (chance(0.6)) in.push_back(weight({fg * group}, 0.5, 0.04));
+    auto y = add1(ct, in);
+    if (!y) return;
+    TensorId t = *y;
+    if (chance(0.3)) {
+      const int64_t f = fg * group;
+      ops::BatchNormalization bn;
+      bn.epsilon = 1e-5f;
+      if (auto b = add1(bn, {t, weight({f}, 1.5, 0.03), weight({f}, 0.5, 0.03), weight({f}, 0.5, 0.03), constant(values({f}, 0.3, 2.0))})) t = *b;
+    }
+    if (chance(0.5)) add1(random_activation(), {t});
   }
 
   /// A shape-keeping conv, a few activations, and an Add of a same-shape tensor (a sum
