@@ -417,6 +417,37 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
                     "batch norm alone");
 }
 
+TEST_CASE("cpu: unary ops without a oneDNN eltwise on pet's element-wise kernel (plain, or a blocked layout without padding), PRelu on oneDNN's prelu, InstanceNormalization on pet's row kernel") {
+  uint64_t seed = 700;
+  const std::vector<Op> unary = {ops::Floor{}, ops::Ceil{}, ops::Sign{}, ops::Softsign{}, ops::Selu{}, ops::HardSigmoid{.alpha = 0.3f, .beta = 0.4f},
+                                 ops::Celu{.alpha = 0.7f}, ops::ThresholdedRelu{.alpha = 0.2f}, ops::Shrink{.bias = 0.1f, .lambd = 0.3f},
+                                 ops::Sin{}, ops::Cos{}, ops::Atan{}, ops::Sinh{}, ops::Asinh{}};
+  for (const Op& op : unary) {
+    // alone, on a large plain tensor (chunks over two threads)
+    same_as_reference(one_op(op, {f32({3, 70, 50})}), seed++, cat(op_name(op), " plain"), {}, "pet element-wise kernel (plain)");
+    // after convs: 16 channels fill oneDNN's blocks (the kernel runs on them), 5 do not (plain)
+    for (int64_t ch : {16, 5}) {
+      Graph g;
+      Builder b(g);
+      Rng rng(seed);
+      TensorId y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {1, 8, 9, 9}), b.constant("w", lab::random_weight({ch, 8, 3, 3}, rng))});
+      y = b.add(op, {y});
+      b.output(b.add(ops::Conv{}, {y, b.constant("w2", lab::random_weight({4, ch, 1, 1}, rng))}));
+      same_as_reference(g, seed++, cat(op_name(op), " between convs, ", ch, " channels"), direct_convs(), "pet element-wise kernel");
+    }
+  }
+  // PRelu's slope: per channel, scalar, along the last dim, full
+  for (const Shape& slope : std::vector<Shape>{{16, 1, 1}, {1}, {9}, {16, 7, 9}, {2, 16, 7, 9}})
+    same_as_reference(one_op(ops::PRelu{}, {f32({2, 16, 7, 9}), f32(slope)}, {false, true}), seed++, cat("PRelu slope ", slope), {},
+                      slope.size() == 3 && slope[1] == 1 ? "oneDNN prelu" : "PRelu");  // (others: oneDNN's or pet's broadcasting kernel)
+  CHECK(plan_of(one_op(ops::PRelu{}, {f32({2, 16, 7, 9}), f32({1})}, {false, true})).find("reference kernel") == std::string::npos);
+  same_as_reference(one_op(ops::PRelu{}, {f32({2, 16, 7, 9}), f32({16, 1, 1})}), seed++, "PRelu, slope an input");
+  // InstanceNormalization: 1-D, 2-D, 3-D spatial, rows of very different scale
+  for (const Shape& xs : std::vector<Shape>{{2, 3, 50}, {2, 6, 31, 17}, {1, 4, 3, 5, 6}})
+    same_as_reference(one_op(ops::InstanceNormalization{.epsilon = 1e-3f}, {f32(xs), f32({xs[1]}), f32({xs[1]})}, {false, true, true}), seed++,
+                      cat("InstanceNormalization ", xs), {}, "pet instance norm");
+}
+
 TEST_CASE("cpu binary broadcasts oneDNN's binary does not take, on pet's broadcasting kernel") {
   // Swin's window-mask add: an operand broadcast over a middle dim (oneDNN 2.6 runs it with its
   // reference kernel on some ISAs, which pet replaces; the result must match either way)

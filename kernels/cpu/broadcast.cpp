@@ -29,7 +29,8 @@ inline float apply(float x, float y) {
   else if constexpr (K == BinaryKind::Mul) return x * y;
   else if constexpr (K == BinaryKind::Div) return x / y;
   else if constexpr (K == BinaryKind::Max) return std::isnan(x) || x > y ? x : y;  // NaN wins, as ops::Max
-  else return std::isnan(x) || x < y ? x : y;
+  else if constexpr (K == BinaryKind::Min) return std::isnan(x) || x < y ? x : y;
+  else return x < 0.f ? y * x : x;  // PRelu, y the slope
 }
 
 /// One innermost run of n elements: the common stride patterns as plain loops.
@@ -79,6 +80,7 @@ void broadcast_binary(BinaryKind op, const float* a, std::vector<int64_t> sa, co
     case BinaryKind::Div: return kernel<BinaryKind::Div>(a, sa, b, sb, y, shape);
     case BinaryKind::Max: return kernel<BinaryKind::Max>(a, sa, b, sb, y, shape);
     case BinaryKind::Min: return kernel<BinaryKind::Min>(a, sa, b, sb, y, shape);
+    case BinaryKind::PRelu: return kernel<BinaryKind::PRelu>(a, sa, b, sb, y, shape);
   }
 }
 

@@ -11,7 +11,8 @@
 
 namespace pet::cpu {
 
-enum class BinaryKind { Add, Sub, Mul, Div, Max, Min };
+/// PRelu: a < 0 ? b a : a (b the slope), as ops::PRelu.
+enum class BinaryKind { Add, Sub, Mul, Div, Max, Min, PRelu };
 
 /// y (contiguous, row-major over `shape`) = a (op) b, where a and b are read with element
 /// strides a_strides and b_strides over `shape` (0 on the dims they are broadcast over).

@@ -209,11 +209,9 @@ class CpuExecutable final : public Executable {
   /// below; an op in neither place does not compile.
   template <class O>
     requires is_one_of<O, ops::Where, ops::Cast, ops::Gather, ops::ShapeOf, ops::Constant,
-                      ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::PRelu, ops::ReduceLogSumExp,
-                      ops::ArgMax, ops::ArgMin, ops::Tile, ops::InstanceNormalization, ops::Einsum, ops::Equal,
+                      ops::ReduceLogSumExp, ops::ArgMax, ops::ArgMin, ops::Tile, ops::Einsum, ops::Equal,
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
-                      ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan, ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,
-                      ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
+                      ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
                       ops::CumSum, ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample,
                       ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear, ops::DynamicQuantizeLinear,
                       ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv>
@@ -479,8 +477,25 @@ class CpuExecutable final : public Executable {
   /// Erf standing alone (a GELU that QDQ nodes split, so that no Gelu formed): Eigen's
   /// vectorised erf, on any layout (erf(0) = 0 keeps blocked layouts' padding zero).
   bool lower_op(NodeId n, const ops::Erf&, const std::string& who);
-  /// Element-wise ops with a oneDNN eltwise algorithm (eltwise_of); the others of this
-  /// family (Floor, Ceil, Sign, Softsign, Selu, HardSigmoid) run the reference kernel.
+  /// Float unary ops without a oneDNN eltwise algorithm: pet's element-wise kernel, the op's
+  /// own formula (`apply`) over the buffer in chunks, multi-threaded; on the input's layout
+  /// where it has no padding (f(0) need not be 0), else on plain.
+  template <class O>
+    requires is_one_of<O, ops::Floor, ops::Ceil, ops::Sign, ops::Softsign, ops::Selu, ops::HardSigmoid, ops::Celu, ops::ThresholdedRelu,
+                       ops::Shrink, ops::Sin, ops::Cos, ops::Tan, ops::Asin, ops::Acos, ops::Atan, ops::Sinh, ops::Cosh, ops::Asinh,
+                       ops::Acosh, ops::Atanh>
+  bool lower_op(NodeId n, const O& op, const std::string& who) {
+    return lower_pet_unary(n, who, [op](const float* a, float* o, int64_t len) {
+      for (int64_t i = 0; i < len; ++i) o[i] = op.template apply<float>(a[i]);
+    });
+  }
+  bool lower_pet_unary(NodeId n, const std::string& who, std::function<void(const float*, float*, int64_t)> kernel);
+  /// PRelu on oneDNN's prelu (the slope broadcast as ONNX's unidirectional rule says), plain
+  /// layouts; pet's broadcasting kernel where oneDNN has only its generic one.
+  bool lower_op(NodeId n, const ops::PRelu& op, const std::string& who);
+  /// InstanceNormalization: pet's row kernel (two passes in double, as the formula), plain.
+  bool lower_op(NodeId n, const ops::InstanceNormalization& op, const std::string& who);
+  /// Element-wise ops with a oneDNN eltwise algorithm (eltwise_of).
   template <class O>
     requires is_one_of<O, ops::Abs, ops::Log, ops::Reciprocal, ops::Round, ops::Softplus, ops::Mish, ops::HardSwish, ops::Elu>
   bool lower_op(NodeId n, const O&, const std::string& who) {

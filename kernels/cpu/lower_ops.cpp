@@ -664,3 +664,69 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& 
 }
 
 }  // namespace pet::backend::cpu_detail
+
+namespace pet::backend::cpu_detail {
+
+bool CpuExecutable::lower_pet_unary(NodeId n, const std::string& who, std::function<void(const float*, float*, int64_t)> kernel) {
+  const Node& node = g_.node(n);
+  int x = int(node.inputs[0]);
+  const auto& d = slots_[size_t(x)].md.data;
+  bool unpadded = d.format_kind == dnnl_blocked && d.offset0 == 0;
+  for (int i = 0; i < d.ndims && unpadded; ++i) unpadded = d.padded_dims[i] == d.dims[i];
+  if (!unpadded) x = plain_slot(x);
+  const int y = int(node.outputs[0]);
+  define(TensorId(y), slots_[size_t(x)].md);
+  Step& st = add_step(cat(who, ": pet element-wise kernel (", layout_name(slots_[size_t(x)].md), ")"), {x}, {y});
+  const int64_t total = int64_t(slots_[size_t(x)].md.get_size() / sizeof(float));
+  st.fn = [this, x, y, total, kernel = std::move(kernel)] {
+    const float* a = ptr(x);
+    float* o = ptr(y);
+    parallel_chunks(total, 16384, [&](int64_t b, int64_t e) { kernel(a + b, o + b, e - b); });
+  };
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::PRelu&, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  if (g_.type(node.outputs[0]).shape != xs || xs.empty()) return false;  // the slope broadcast beyond x: the formula
+  const int x = plain_slot(int(node.inputs[0]));
+  Slot v = slots_[size_t(plain_slot(int(node.inputs[1])))];
+  v.type.shape = with_rank(g_.type(node.inputs[1]).shape, xs.size());
+  v.md = plain_md(v.type.shape);
+  v.plain = -1;
+  slots_.push_back(v);
+  const int w = int(slots_.size()) - 1;
+  auto pd = dnnl_call(who, [&] {
+    return prelu_forward::primitive_desc(prelu_forward::desc(prop_kind::forward_inference, plain_md(xs), slots_[size_t(w)].md), eng_);
+  });
+  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {  // oneDNN's generic kernel (a scalar slope, say): pet's broadcasting one
+    const int s = plain_slot(int(node.inputs[1]));
+    const int y = int(node.outputs[0]);
+    define(node.outputs[0], plain_md(xs));
+    auto sx = cpu::broadcast_strides(xs, xs), ss = cpu::broadcast_strides(g_.type(node.inputs[1]).shape, xs);
+    Step& st = add_step(cat(who, ": pet broadcasting kernel (oneDNN has only its reference prelu for this slope)"), {x, s}, {y});
+    st.fn = [this, x, s, y, sx, ss, xs] { cpu::broadcast_binary(cpu::BinaryKind::PRelu, ptr(x), sx, ptr(s), ss, ptr(y), xs); };
+    return true;
+  }
+  define(node.outputs[0], pd.dst_desc());
+  Step& st = add_step(cat(who, ": oneDNN prelu ", pd.impl_info_str()), {x, w}, {int(node.outputs[0])});
+  st.prim = primitive(prelu_forward(pd));
+  st.args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, int(node.outputs[0])}};
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::InstanceNormalization& op, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  const int x = plain_slot(int(node.inputs[0])), sc = plain_slot(int(node.inputs[1])), sh = plain_slot(int(node.inputs[2]));
+  define(node.outputs[0], plain_md(xs));
+  const int64_t channels = xs[1], rows = xs[0] * xs[1], len = numel(xs) / std::max<int64_t>(rows, 1);
+  Step& st = add_step(cat(who, ": pet instance norm (two-pass, double accumulation)"), {x, sc, sh}, {int(node.outputs[0])});
+  st.fn = [this, x, sc, sh, y = int(node.outputs[0]), rows, len, channels, eps = op.epsilon] {
+    cpu::instance_norm_rows(ptr(x), ptr(y), rows, len, channels, ptr(sc), ptr(sh), eps);
+  };
+  return true;
+}
+
+}  // namespace pet::backend::cpu_detail

@@ -25,6 +25,23 @@ void layer_norm_rows(const float* x, float* y, int64_t rows, int64_t len, const 
   }, rows > 1 && rows * len > 16384);
 }
 
+void instance_norm_rows(const float* x, float* y, int64_t rows, int64_t len, int64_t channels, const float* scale, const float* shift,
+                        float epsilon) {
+  parallel_for(rows, [&](int64_t r) {
+    const float* src = x + r * len;
+    float* dst = y + r * len;
+    double sum = 0, sq = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < len; ++j) sum += double(src[j]);
+    const double mean = sum / double(len);
+#pragma omp simd reduction(+ : sq)
+    for (int64_t j = 0; j < len; ++j) sq += (double(src[j]) - mean) * (double(src[j]) - mean);
+    const double inv = 1.0 / std::sqrt(sq / double(len) + double(epsilon)), g = scale[r % channels], b = shift[r % channels];
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) dst[j] = float(g * (double(src[j]) - mean) * inv + b);
+  }, rows > 1 && rows * len > 16384);
+}
+
 void batch_norm_plain(const float* x, float* y, int64_t outer, int64_t channels, int64_t inner, const float* mean, const float* mul, const float* add,
                       bool relu) {
   parallel_chunks(outer * channels, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {

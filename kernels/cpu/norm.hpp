@@ -13,6 +13,12 @@ namespace pet::cpu {
 /// `rows` contiguous rows of `len` floats (multi-threaded over rows).
 void layer_norm_rows(const float* x, float* y, int64_t rows, int64_t len, const float* scale, const float* shift, float epsilon);
 
+/// InstanceNormalization on a plain [N, C, spatial...] tensor: each of the N C rows of `len`
+/// floats normalised by its own mean and (biased) variance, two passes in double as the
+/// op's formula, then y = scale[c] (x - mean) / sqrt(var + eps) + shift[c] (c = row mod C).
+void instance_norm_rows(const float* x, float* y, int64_t rows, int64_t len, int64_t channels, const float* scale, const float* shift,
+                        float epsilon);
+
 /// Inference batch normalization on a plain [outer, channels, inner] tensor, with its
 /// per-channel constants precomputed: y = (x - mean[c]) * mul[c] + add[c], where
 /// mul = gamma / sqrt(var + eps) and add = beta; then max(y, 0) with `relu`. (oneDNN 2.6's
