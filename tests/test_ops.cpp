@@ -430,6 +430,20 @@ TEST_CASE("Resize: coordinate modes, nearest rounding, N-linear, shapes from sca
         }
     CHECK(cases == 84);
   }
+  // Dims of scale 1 read their own position (ONNX Runtime skips them): tf_half_pixel_for_nn
+  // with ceil maps o to ceil(o + 0.5) = o + 1 by the formula, which would shift the rows.
+  // ONNX Runtime 1.20.1 on x = 0..24 as [1, 5, 5], scales [1, 1, 2]: row 0 is 1 1 2 2 3 3 4 4 4 4.
+  {
+    std::vector<float> x25(25);
+    for (int i = 0; i < 25; ++i) x25[size_t(i)] = float(i);
+    for (auto round : {R::Round::Ceil, R::Round::PreferCeil}) {
+      auto y = run(R{.coord = R::Coord::TfHalfPixelForNN, .nearest_mode = round, .scales = {1, 1, 2}}, {1, 5, 5}, x25);
+      REQUIRE(y.size() == 50);
+      const std::vector<float> row0(y.begin(), y.begin() + 10), row4(y.begin() + 40, y.end());
+      CHECK(row0 == (round == R::Round::Ceil ? std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4, 4, 4} : std::vector<float>{0, 1, 1, 2, 2, 3, 3, 4, 4, 4}));
+      CHECK(row4[0] == (round == R::Round::Ceil ? 21.f : 20.f));
+    }
+  }
   CHECK_THROWS_WITH_AS(infer(R{}, {f32({2, 3})}), doctest::Contains("needs scales or sizes"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(R{.scales = {1, 0}}, {f32({2, 3})}), doctest::Contains("must be positive"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(R{.sizes = {2}}, {f32({2, 3})}), doctest::Contains("sizes has 1 values for an input of rank 2"), InvalidInput);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "pet/core/parallel.hpp"
 
@@ -9,17 +10,24 @@ namespace pet::cpu {
 
 // Plain loops with OpenMP simd reductions: the compiler keeps one double accumulator per
 // vector lane (Eigen 3.4 does not vectorise float->double casts, 4x slower here).
+namespace {
+/// A row's mean and 1 / sqrt(variance + eps): two passes accumulated in double.
+std::pair<double, double> row_stats(const float* src, int64_t len, float epsilon) {
+  double sum = 0, sq = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < len; ++j) sum += double(src[j]);
+  const double mean = sum / double(len);
+#pragma omp simd reduction(+ : sq)
+  for (int64_t j = 0; j < len; ++j) sq += (double(src[j]) - mean) * (double(src[j]) - mean);
+  return {mean, 1.0 / std::sqrt(sq / double(len) + double(epsilon))};
+}
+}  // namespace
+
 void layer_norm_rows(const float* x, float* y, int64_t rows, int64_t len, const float* scale, const float* shift, float epsilon) {
   parallel_for(rows, [&](int64_t r) {
     const float* src = x + r * len;
     float* dst = y + r * len;
-    double sum = 0, sq = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < len; ++j) sum += double(src[j]);
-    const double mean = sum / double(len);
-#pragma omp simd reduction(+ : sq)
-    for (int64_t j = 0; j < len; ++j) sq += (double(src[j]) - mean) * (double(src[j]) - mean);
-    const double inv = 1.0 / std::sqrt(sq / double(len) + double(epsilon));
+    const auto [mean, inv] = row_stats(src, len, epsilon);
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) dst[j] = float((double(src[j]) - mean) * inv) * scale[j] + shift[j];
   }, rows > 1 && rows * len > 16384);
@@ -30,13 +38,8 @@ void instance_norm_rows(const float* x, float* y, int64_t rows, int64_t len, int
   parallel_for(rows, [&](int64_t r) {
     const float* src = x + r * len;
     float* dst = y + r * len;
-    double sum = 0, sq = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < len; ++j) sum += double(src[j]);
-    const double mean = sum / double(len);
-#pragma omp simd reduction(+ : sq)
-    for (int64_t j = 0; j < len; ++j) sq += (double(src[j]) - mean) * (double(src[j]) - mean);
-    const double inv = 1.0 / std::sqrt(sq / double(len) + double(epsilon)), g = scale[r % channels], b = shift[r % channels];
+    const auto [mean, inv] = row_stats(src, len, epsilon);
+    const double g = scale[r % channels], b = shift[r % channels];
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) dst[j] = float(g * (double(src[j]) - mean) * inv + b);
   }, rows > 1 && rows * len > 16384);

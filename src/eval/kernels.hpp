@@ -54,21 +54,41 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t
   }
 }
 
+/// A conv's spatial geometry as 3-D (spatial ranks 1-3 with leading unit dims): input,
+/// output and kernel extents, strides, begin pads, dilations.
+struct Geometry3 {
+  int64_t in[3] = {1, 1, 1}, ou[3] = {1, 1, 1}, ks[3] = {1, 1, 1}, st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
+  template <class ConvOp>
+  Geometry3(const ConvOp& op, const Shape& xs, const Shape& ws, const Shape& os) {
+    const int k = int(xs.size()) - 2;
+    for (int i = 0; i < k; ++i) {
+      const int j = 3 - k + i;
+      in[j] = xs[size_t(2 + i)];
+      ou[j] = os[size_t(2 + i)];
+      ks[j] = ws[size_t(2 + i)];
+      st[j] = op.strides[size_t(i)];
+      pd[j] = op.pads[size_t(i)];
+      dl[j] = op.dilations[size_t(i)];
+    }
+  }
+};
+
+/// out[n, f, p] += bias[f] over N images, F channels, P positions.
+template <class T>
+void add_channel_bias(Tensor<T>& out, const Tensor<T>& bias, int64_t N, int64_t F, int64_t P) {
+  parallel_for(N * F, [&](int64_t nf) {
+    T b = bias[nf % F];
+    T* o = out.data() + nf * P;
+    for (int64_t p = 0; p < P; ++p) o[p] += b;
+  }, N * F * P > 65536);
+}
+
 /// Conv as im2col + GEMM per (image, group), chunked over output positions to bound memory.
 /// Spatial ranks 1-3 are handled as 3-D with leading unit dims.
 template <class T>
 Tensor<T> conv(const ops::Conv& op, const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>* bias, const Shape& out_shape) {
-  const int k = int(x.rank()) - 2;
-  int64_t in[3] = {1, 1, 1}, ou[3] = {1, 1, 1}, ks[3] = {1, 1, 1}, st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
-  for (int i = 0; i < k; ++i) {
-    int j = 3 - k + i;
-    in[j] = x.shape()[size_t(2 + i)];
-    ou[j] = out_shape[size_t(2 + i)];
-    ks[j] = w.shape()[size_t(2 + i)];
-    st[j] = op.strides[size_t(i)];
-    pd[j] = op.pads[size_t(i)];
-    dl[j] = op.dilations[size_t(i)];
-  }
+  const Geometry3 geo(op, x.shape(), w.shape(), out_shape);
+  const int64_t *in = geo.in, *ou = geo.ou, *ks = geo.ks, *st = geo.st, *pd = geo.pd, *dl = geo.dl;
   const int64_t N = x.shape()[0], C = x.shape()[1], F = w.shape()[0], G = op.group;
   const int64_t Cg = C / G, Fg = F / G, KK = ks[0] * ks[1] * ks[2], CK = Cg * KK;
   const int64_t P = ou[0] * ou[1] * ou[2], IP = in[0] * in[1] * in[2];
@@ -106,13 +126,7 @@ Tensor<T> conv(const ops::Conv& op, const Tensor<T>& x, const Tensor<T>& w, cons
         gemm<T>(false, false, Fg, pc, CK, wg, CK, col.data(), pc, og + p0, P, false);
       }
     }
-  if (bias) {
-    parallel_for(N * F, [&](int64_t nf) {
-      T b = (*bias)[nf % F];
-      T* o = out.data() + nf * P;
-      for (int64_t p = 0; p < P; ++p) o[p] += b;
-    }, N * F * P > 65536);
-  }
+  if (bias) add_channel_bias(out, *bias, N, F, P);
   return out;
 }
 
@@ -122,17 +136,8 @@ Tensor<T> conv(const ops::Conv& op, const Tensor<T>& x, const Tensor<T>& w, cons
 /// plane). Spatial ranks 1-3 as 3-D with leading unit dims.
 template <class T>
 Tensor<T> conv_transpose(const ops::ConvTranspose& op, const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>* bias, const Shape& out_shape) {
-  const int k = int(x.rank()) - 2;
-  int64_t in[3] = {1, 1, 1}, ou[3] = {1, 1, 1}, ks[3] = {1, 1, 1}, st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
-  for (int i = 0; i < k; ++i) {
-    int j = 3 - k + i;
-    in[j] = x.shape()[size_t(2 + i)];
-    ou[j] = out_shape[size_t(2 + i)];
-    ks[j] = w.shape()[size_t(2 + i)];
-    st[j] = op.strides[size_t(i)];
-    pd[j] = op.pads[size_t(i)];
-    dl[j] = op.dilations[size_t(i)];
-  }
+  const Geometry3 geo(op, x.shape(), w.shape(), out_shape);
+  const int64_t *in = geo.in, *ou = geo.ou, *ks = geo.ks, *st = geo.st, *pd = geo.pd, *dl = geo.dl;
   const int64_t N = x.shape()[0], C = x.shape()[1], G = op.group, Cg = C / G, Fg = w.shape()[1], F = Fg * G;
   const int64_t KK = ks[0] * ks[1] * ks[2], FK = Fg * KK, P = ou[0] * ou[1] * ou[2], IP = in[0] * in[1] * in[2];
   Tensor<T> out(out_shape, T(0));
@@ -161,13 +166,7 @@ Tensor<T> conv_transpose(const ops::ConvTranspose& op, const Tensor<T>& x, const
         }, FK * ic > 16384);
       }
     }
-  if (bias) {
-    parallel_for(N * F, [&](int64_t nf) {
-      T b = (*bias)[nf % F];
-      T* o = out.data() + nf * P;
-      for (int64_t p = 0; p < P; ++p) o[p] += b;
-    }, N * F * P > 65536);
-  }
+  if (bias) add_channel_bias(out, *bias, N, F, P);
   return out;
 }
 

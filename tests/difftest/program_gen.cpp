@@ -160,7 +160,7 @@ class Generator {
         {3, &Generator::layer_norm},   {2, &Generator::decomposed_layer_norm},
         {2, &Generator::gelu},         {1, &Generator::identity},      {1, &Generator::patch},
         {1, &Generator::where},        {1, &Generator::gather},        {4, &Generator::deconv},
-        {2, &Generator::resize},
+        {2, &Generator::resize},       {3, &Generator::pet_elementwise},
     };
     static const int total = [] {
       int s = 0;
@@ -247,6 +247,34 @@ class Generator {
     if (chance(0.5))
       if (auto a = add1(random_activation(), {t})) t = *a;
     add1(ops::Add{}, chance(0.5) ? std::vector{t, *res} : std::vector{*res, t});
+  }
+
+  /// The ops the cpu backend runs on pet's own element-wise kernels: unary ops without a
+  /// oneDNN eltwise (on blocked layouts where a conv left one without padding), PRelu with
+  /// a slope per channel, scalar or full, InstanceNormalization.
+  void pet_elementwise() {
+    auto x = pick_rank(2, 5);
+    if (!x) return;
+    const Shape xs = shape(*x);
+    switch (r_.below(4)) {
+      case 0: {
+        const std::vector<Op> ops = {ops::Floor{}, ops::Ceil{}, ops::Sign{}, ops::Softsign{}, ops::Selu{}, ops::HardSigmoid{}, ops::Celu{.alpha = 0.5f},
+                                     ops::ThresholdedRelu{.alpha = 0.1f}, ops::Shrink{.bias = 0.2f, .lambd = 0.3f}, ops::Sin{}, ops::Atan{}};
+        add1(one_of(ops), {*x});
+        break;
+      }
+      case 1:
+      case 2: {
+        Shape slope;
+        if (xs.size() >= 3 && chance(0.5)) slope = Shape(xs.size() - 1, 1), slope[0] = xs[1];  // per channel: [C, 1, ...]
+        else if (chance(0.5)) slope = {1};
+        else slope = Shape(xs.begin() + 1, xs.end());
+        add1(ops::PRelu{}, {*x, weight(slope, 0.5)});
+        break;
+      }
+      default:
+        if (xs.size() >= 3) add1(ops::InstanceNormalization{.epsilon = 1e-3f}, {*x, weight({xs[1]}, 1.5, 0.03), weight({xs[1]}, 0.5, 0.03)});
+    }
   }
 
   /// Resize of the spatial dims: every mode and coordinate mode, up or down, by scales or

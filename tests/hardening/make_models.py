@@ -149,9 +149,16 @@ save("resize_tf13", [
                      name="crop_nearest"),
     helper.make_node("Resize", ["img", "", "", "sz2"], ["tf_nn"], mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn",
                      name="tf_nn"),
-], [vi("img", [1, 2, 5, 6])], [vi("crop_linear", None), vi("crop_nearest", None), vi("tf_nn", None)],
+    # ceil and round_prefer_ceil round o + 0.5 up: the unresized batch and channel dims must
+    # still read their own positions (ONNX Runtime skips dims of scale 1)
+    helper.make_node("Resize", ["img", "", "sc"], ["tf_nn_ceil"], mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn",
+                     nearest_mode="ceil", name="tf_nn_ceil"),
+    helper.make_node("Resize", ["img", "", "sc"], ["tf_nn_prefer_ceil"], mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn",
+                     nearest_mode="round_prefer_ceil", name="tf_nn_prefer_ceil"),
+], [vi("img", [1, 2, 5, 6])], [vi("crop_linear", None), vi("crop_nearest", None), vi("tf_nn", None), vi("tf_nn_ceil", None),
+                              vi("tf_nn_prefer_ceil", None)],
    [const("roi", np.array([0, 0, 0.1, -0.2, 1, 1, 0.8, 1.3], dtype=np.float32)), const("sz", np.array([1, 2, 4, 5], dtype=np.int64)),
-    const("sz2", np.array([1, 2, 3, 4], dtype=np.int64))], opset=13)
+    const("sz2", np.array([1, 2, 3, 4], dtype=np.int64)), const("sc", np.array([1, 1, 1.5, 2], dtype=np.float32))], opset=13)
 
 # ConvTranspose with implicit padding: auto_pad SAME_UPPER / SAME_LOWER / VALID and output_shape.
 wt = rng.uniform(-1, 1, (2, 3, 3, 3)).astype(np.float32)

@@ -321,7 +321,9 @@ struct Tile {
 ///                        fractions of the extent); an output element any of whose
 ///                        coordinates falls outside [0, n - 1] is extrapolation_value, and
 ///                        without sizes the output extent is floor(n (e - s) c)
-/// (computed in float, as ONNX Runtime does). nearest rounds it (nearest_mode: round half
+/// (computed in float, as ONNX Runtime does), except that a dim of scale 1 and unchanged
+/// extent reads its own position in every mode but tf_crop_and_resize (ONNX Runtime skips
+/// such dims; tf_half_pixel_for_nn under ceil would move them by one). nearest rounds it (nearest_mode: round half
 /// down or up, floor, ceil) and clamps to [0, n - 1]. linear clamps it to [0, n - 1] and
 /// weighs x0 = floor and x0 + 1 (clamped) by 1 - t and t (t = x - x0). cubic weighs x0 - 1 ..
 /// x0 + 2 (indices clamped: edge padding) by Keys' kernel with a = cubic_coeff_a; with
@@ -445,6 +447,14 @@ struct Resize {
   /// The input indices and weights dim d of output coordinate o reads (1, 2 or 4 of them).
   template <class E>
   int taps(int64_t o, int64_t n, int64_t m, double scale, std::array<int64_t, 4>& idx, std::array<E, 4>& w, size_t d = 0) const {
+    if (m == n && float(scale) == 1.f && coord != Coord::TfCropAndResize) {
+      // An unresized dim reads its own position, as ONNX Runtime does (it skips dims of
+      // scale 1): tf_half_pixel_for_nn's o + 0.5 would otherwise round up to o + 1 under
+      // ceil and round_prefer_ceil, shifting batch and channels by one.
+      idx[0] = o;
+      w[0] = E(1);
+      return 1;
+    }
     const float v = source(o, n, m, scale, d);
     if (mode == Mode::Nearest) {
       idx[0] = nearest(v, n);
