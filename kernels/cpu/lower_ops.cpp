@@ -17,8 +17,8 @@
 #include "copy.hpp"
 #include "norm.hpp"
 #include "pet/core/parallel.hpp"
-#include "pet/eval/resize_tables.hpp"
 #include "pet/eval/interpreter.hpp"
+#include "pet/eval/resize_tables.hpp"
 
 namespace pet::backend::cpu_detail {
 
@@ -663,10 +663,6 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& 
   return true;
 }
 
-}  // namespace pet::backend::cpu_detail
-
-namespace pet::backend::cpu_detail {
-
 bool CpuExecutable::lower_pet_unary(NodeId n, const std::string& who, std::function<void(const float*, float*, int64_t)> kernel) {
   const Node& node = g_.node(n);
   int x = int(node.inputs[0]);
@@ -690,18 +686,12 @@ bool CpuExecutable::lower_op(NodeId n, const ops::PRelu&, const std::string& who
   const Node& node = g_.node(n);
   const Shape& xs = g_.type(node.inputs[0]).shape;
   if (g_.type(node.outputs[0]).shape != xs || xs.empty()) return false;  // the slope broadcast beyond x: the formula
-  const int x = plain_slot(int(node.inputs[0]));
-  Slot v = slots_[size_t(plain_slot(int(node.inputs[1])))];
-  v.type.shape = with_rank(g_.type(node.inputs[1]).shape, xs.size());
-  v.md = plain_md(v.type.shape);
-  v.plain = -1;
-  slots_.push_back(v);
-  const int w = int(slots_.size()) - 1;
+  const int x = plain_slot(int(node.inputs[0])), s = plain_slot(int(node.inputs[1]));
+  const Shape slope = with_rank(g_.type(node.inputs[1]).shape, xs.size());  // oneDNN's weights: x's rank, 1 where broadcast
   auto pd = dnnl_call(who, [&] {
-    return prelu_forward::primitive_desc(prelu_forward::desc(prop_kind::forward_inference, plain_md(xs), slots_[size_t(w)].md), eng_);
+    return prelu_forward::primitive_desc(prelu_forward::desc(prop_kind::forward_inference, plain_md(xs), plain_md(slope)), eng_);
   });
   if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {  // oneDNN's generic kernel (a scalar slope, say): pet's broadcasting one
-    const int s = plain_slot(int(node.inputs[1]));
     const int y = int(node.outputs[0]);
     define(node.outputs[0], plain_md(xs));
     auto sx = cpu::broadcast_strides(xs, xs), ss = cpu::broadcast_strides(g_.type(node.inputs[1]).shape, xs);
@@ -709,6 +699,12 @@ bool CpuExecutable::lower_op(NodeId n, const ops::PRelu&, const std::string& who
     st.fn = [this, x, s, y, sx, ss, xs] { cpu::broadcast_binary(cpu::BinaryKind::PRelu, ptr(x), sx, ptr(s), ss, ptr(y), xs); };
     return true;
   }
+  Slot v = slots_[size_t(s)];  // the slope viewed at x's rank
+  v.type.shape = slope;
+  v.md = plain_md(slope);
+  v.plain = -1;
+  slots_.push_back(v);
+  const int w = int(slots_.size()) - 1;
   define(node.outputs[0], pd.dst_desc());
   Step& st = add_step(cat(who, ": oneDNN prelu ", pd.impl_info_str()), {x, w}, {int(node.outputs[0])});
   st.prim = primitive(prelu_forward(pd));

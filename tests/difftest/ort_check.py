@@ -57,15 +57,14 @@ def ort_sqrt_of_inf_is_nan(so):
 
 def sqrt_reads_inf(model, so, data):
     """Whether some Sqrt of the model reads +inf in ONNX Runtime (its inputs exposed as outputs)."""
+    sqrt_ins = {n.input[0] for n in model.graph.node if n.op_type == "Sqrt"}
+    if not sqrt_ins:
+        return False
     m = onnx.ModelProto()
     m.CopyFrom(model)
     have = {o.name for o in m.graph.output}
-    probes = [n.input[0] for n in m.graph.node if n.op_type == "Sqrt" and n.input[0] not in have]
-    if not any(n.op_type == "Sqrt" for n in m.graph.node):
-        return False
-    for name in dict.fromkeys(probes):
+    for name in sorted(sqrt_ins - have):
         m.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
-    sqrt_ins = {n.input[0] for n in m.graph.node if n.op_type == "Sqrt"}
     outs = run_ort(m.SerializeToString(), so, data)
     return any(np.isposinf(v).any() for o, v in zip(m.graph.output, outs) if o.name in sqrt_ins and v.dtype.kind == "f")
 
