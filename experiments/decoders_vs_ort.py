@@ -25,7 +25,6 @@ Usage: [PET=binary] .venv/bin/python experiments/decoders_vs_ort.py [OUT.json] [
 """
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,22 +33,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pet_vs_ort import interleaved  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PET = os.environ.get("PET", os.path.join(ROOT, "build", "pet"))
-
-ORT_CHILD = r'''
-import sys, time, statistics, numpy as np, onnxruntime as ort
-so = ort.SessionOptions(); so.intra_op_num_threads = 2; so.inter_op_num_threads = 1
-s = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
-rng = np.random.default_rng(0)
-feed = {i.name: rng.uniform(-1, 1, i.shape).astype(np.float32) for i in s.get_inputs()}
-for _ in range(3): s.run(None, feed)
-t = []
-for _ in range(int(sys.argv[2])):
-    t0 = time.perf_counter(); s.run(None, feed); t.append((time.perf_counter() - t0) * 1e3)
-print(statistics.median(t))
-'''
-
 
 class Net:
     """A small ONNX graph builder: seeded weights, one running tensor name."""
@@ -209,17 +197,8 @@ def main():
             chk = subprocess.run([PET, "run", path, "--check", data], capture_output=True, text=True)
             check = "pass" if chk.returncode == 0 else "FAIL"
             failed = failed or chk.returncode != 0
-            pet, ort = [], []
-            for r in range(rounds):
-                print(f"decoders_vs_ort: {name} batch {batch}, round {r + 1} of {rounds}", file=sys.stderr)
-                js = os.path.join(tmp, "pet.json")
-                subprocess.run([PET, "run", path, "--repeat", str(repeat), "--json", js], check=True, capture_output=True)
-                pet.append(json.load(open(js))["median_ms"])
-                ort.append(float(subprocess.run([sys.executable, "-c", ORT_CHILD, path, str(repeat)], check=True,
-                                                capture_output=True, text=True).stdout))
-            row = {"model": name, "batch": batch, "check_vs_ort": check, "pet_ms": statistics.median(pet),
-                   "ort_ms": statistics.median(ort), "pet_rounds": pet, "ort_rounds": ort}
-            row["pet_over_ort"] = row["pet_ms"] / row["ort_ms"]
+            row = {"model": name, "batch": batch, "check_vs_ort": check}
+            row.update(interleaved(PET, path, rounds, repeat, tmp, f"decoders_vs_ort: {name} batch {batch}"))
             rows.append(row)
             print(f"{name:9} batch {batch:2}: check {check}  pet {row['pet_ms']:8.3f} ms  ORT {row['ort_ms']:8.3f} ms  "
                   f"pet/ORT {row['pet_over_ort']:.2f}")

@@ -10,8 +10,6 @@ Usage: .venv/bin/python experiments/recurrent_vs_ort.py [OUT.json] [--rounds N] 
 """
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -19,23 +17,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pet_vs_ort import interleaved  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PET = os.path.join(ROOT, "build", "pet")
 CASES = [("lstm", "LSTM", 4, 1), ("lstm", "LSTM", 4, 16), ("gru", "GRU", 3, 1), ("gru", "GRU", 3, 16)]
 T, I, H = 50, 128, 256
-
-ORT_CHILD = r'''
-import sys, time, statistics, numpy as np, onnxruntime as ort
-so = ort.SessionOptions(); so.intra_op_num_threads = 2; so.inter_op_num_threads = 1
-s = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
-x = np.random.default_rng(0).uniform(-1, 1, s.get_inputs()[0].shape).astype(np.float32)
-for _ in range(3): s.run(None, {"x": x})
-t = []
-for _ in range(int(sys.argv[2])):
-    t0 = time.perf_counter(); s.run(None, {"x": x}); t.append((time.perf_counter() - t0) * 1e3)
-print(statistics.median(t))
-'''
-
 
 def model(path, op, gates, batch):
     rng = np.random.default_rng(1)
@@ -59,17 +47,8 @@ def main():
         for name, op, gates, batch in CASES:
             path = os.path.join(tmp, f"{name}_b{batch}.onnx")
             model(path, op, gates, batch)
-            pet, ort = [], []
-            for r in range(rounds):
-                print(f"recurrent_vs_ort: {name} batch {batch}, round {r + 1} of {rounds}", file=sys.stderr)
-                js = os.path.join(tmp, "pet.json")
-                subprocess.run([PET, "run", path, "--repeat", str(repeat), "--json", js], check=True, capture_output=True)
-                pet.append(json.load(open(js))["median_ms"])
-                ort.append(float(subprocess.run([sys.executable, "-c", ORT_CHILD, path, str(repeat)], check=True,
-                                                capture_output=True, text=True).stdout))
-            row = {"model": f"{op} T={T} I={I} H={H}", "batch": batch, "pet_ms": statistics.median(pet),
-                   "ort_ms": statistics.median(ort), "pet_rounds": pet, "ort_rounds": ort}
-            row["pet_over_ort"] = row["pet_ms"] / row["ort_ms"]
+            row = {"model": f"{op} T={T} I={I} H={H}", "batch": batch}
+            row.update(interleaved(PET, path, rounds, repeat, tmp, f"recurrent_vs_ort: {name} batch {batch}"))
             rows.append(row)
             print(f"{row['model']:28} batch {batch:2}: pet {row['pet_ms']:7.3f} ms  ORT {row['ort_ms']:7.3f} ms  "
                   f"pet/ORT {row['pet_over_ort']:.2f}")
