@@ -514,6 +514,136 @@ TEST_CASE("cpu layout ops: R/T, transpose, reshape views, slice, pad, split, con
   same_as_reference(g, 61, "inception-style concat");
 }
 
+namespace {
+/// cpu vs reference on explicit inputs: equal to the last bit (pet's gather, select and
+/// tiling kernels only move values); the plan must name `kernel`.
+void moves_exactly(const Graph& g, const std::vector<Value<float>>& in, const std::string& what, const std::string& kernel) {
+  auto ref = backend::make_backend("reference")->compile(g)->run(in);
+  auto exe = backend::make_backend("cpu")->compile(g);
+  INFO(what, " plan:\n", exe->describe());
+  CHECK(exe->describe().find(kernel) != std::string::npos);
+  for (int round = 0; round < 2; ++round) {
+    auto got = exe->run(in);
+    REQUIRE(got.size() == ref.size());
+    for (size_t k = 0; k < got.size(); ++k) CHECK(compare(got[k], ref[k], 0, 0).pass);
+  }
+}
+
+Tensor<float> counting(const Shape& s) {
+  Tensor<float> t(s);
+  for (int64_t i = 0; i < t.size(); ++i) t[i] = float(i) * 0.5f - 3.f;
+  return t;
+}
+}  // namespace
+
+TEST_CASE("cpu: Gather on pet's gather kernel, indices constant or at run time, negative ones counted from the end") {
+  const Shape xs{4, 5, 6};
+  for (int64_t axis = -1; axis < 3; ++axis) {
+    const int64_t extent = xs[size_t(axis < 0 ? axis + 3 : axis)];
+    const std::vector<std::pair<Shape, std::vector<int64_t>>> index_sets = {
+        {{}, {-1}}, {{3}, {0, extent - 1, -2}}, {{2, 3}, {1, 1, 0, -extent, 2, extent - 3}}};
+    for (const auto& [is, vals] : index_sets)
+      for (bool constant : {true, false}) {
+        Graph g;
+        Builder b(g);
+        TensorId x = b.input("x", xs);
+        Tensor<int64_t> idx(is, vals);
+        TensorId i = constant ? g.add_constant("idx", DType::Int64, idx) : b.input("idx", is, DType::Int64);
+        b.output(b.add(ops::Gather{.axis = axis}, {x, i}));
+        std::vector<Value<float>> in{counting(xs)};
+        if (!constant) in.push_back(idx);
+        // a constant scalar index is a Slice (gather-to-slice) before the backend sees it
+        moves_exactly(g, in, cat("axis ", axis, ", indices ", is, constant ? " constant" : " input"),
+                      constant && is.empty() ? "pet strided copy" : "pet gather");
+      }
+  }
+  // An embedding table (a constant) looked up with run-time ids, then a layer's Add.
+  Graph g;
+  {
+    Builder b(g);
+    Rng rng(3);
+    TensorId ids = b.input("ids", {2, 7}, DType::Int64);
+    TensorId e = b.add(ops::Gather{.axis = 0}, {b.constant("table", lab::random_weight({50, 16}, rng)), ids});
+    b.output(b.add(ops::Add{}, {e, b.constant("pos", lab::random_weight({7, 16}, rng))}));
+  }
+  Tensor<int64_t> ids(Shape{2, 7});
+  for (int64_t k = 0; k < ids.size(); ++k) ids[k] = (k * 17) % 50 - 10;
+  moves_exactly(g, {ids}, "embedding", "pet gather (rows of 16)");
+  // Out of range: a run-time index fails the run naming the node, a constant one the compile.
+  auto exe = backend::make_backend("cpu")->compile(g);
+  ids[3] = 50;
+  CHECK_THROWS_WITH_AS(exe->run(std::vector<Value<float>>{ids}), doctest::Contains("index 50 is out of range for axis 0 of size 50"), InvalidInput);
+  ids[3] = -51;
+  CHECK_THROWS_WITH_AS(exe->run(std::vector<Value<float>>{ids}), doctest::Contains("Gather '"), InvalidInput);
+  Graph bad;
+  {
+    Builder b(bad);
+    b.output(b.add(ops::Gather{.axis = 1}, {b.input("x", {2, 3}), b.ints("idx", {0, 3})}));
+  }
+  CHECK_THROWS_WITH_AS(backend::make_backend("cpu")->compile(bad), doctest::Contains("index 3 is out of range for axis 1 of size 3"), InvalidInput);
+}
+
+TEST_CASE("cpu: Where on pet's broadcasting select, every operand broadcast or not, constant or not") {
+  struct C {
+    Shape c, a, b;
+  };
+  const std::vector<C> cases = {
+      {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}}, {{3, 4}, {2, 3, 4}, {}},     {{1, 1, 4, 4}, {2, 3, 4, 4}, {1}}, {{2, 1, 4}, {3, 1}, {2, 3, 4}},
+      {{4}, {2, 3, 1}, {3, 4}},          {{2, 3, 1}, {1}, {1, 1, 5}}, {{}, {2, 2}, {2, 2}},              {{1, 3, 1, 5}, {2, 1, 4, 1}, {2, 3, 4, 5}}};
+  uint64_t seed = 80;
+  for (const C& k : cases)
+    for (int constant = 0; constant < 4; ++constant) {  // bit 0: the condition constant, bit 1: b constant
+      Graph g;
+      Builder b(g);
+      Rng rng(seed++);
+      TensorId c;
+      if (constant & 1) {
+        Tensor<int64_t> m(k.c);
+        for (int64_t i = 0; i < m.size(); ++i) m[i] = rng.range(0, 2);
+        c = g.add_constant("mask", DType::Bool, m);
+      } else {
+        c = b.input("c", k.c, DType::Bool);
+      }
+      TensorId a = b.input("a", k.a);
+      TensorId bb = constant & 2 ? b.constant("b", lab::random_weight(k.b, rng)) : b.input("b", k.b);
+      b.output(b.add(ops::Where{}, {c, a, bb}));
+      std::vector<Value<float>> in;
+      if (!(constant & 1)) {
+        Tensor<int64_t> m(k.c);
+        for (int64_t i = 0; i < m.size(); ++i) m[i] = rng.range(0, 2);
+        in.push_back(m);
+      }
+      in.push_back(counting(k.a));
+      if (!(constant & 2)) in.push_back(lab::random_weight(k.b, rng));
+      moves_exactly(g, in, cat("cond ", k.c, " a ", k.a, " b ", k.b, " constants ", constant), "pet broadcasting select");
+    }
+  // The causal mask of a decoder: scores where the mask holds, -inf elsewhere, then Softmax.
+  Graph g;
+  {
+    Builder b(g);
+    Tensor<int64_t> tri(Shape{6, 6});
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 6; ++j) tri[i * 6 + j] = j <= i;
+    TensorId s = b.input("scores", {1, 2, 6, 6});
+    TensorId w = b.add(ops::Where{}, {g.add_constant("tri", DType::Bool, tri), s,
+                                      b.constant("ninf", Tensor<float>(Shape{}, std::vector<float>{-INFINITY}))});
+    b.output(b.add(ops::Softmax{{.axis = -1}}, {w}));
+  }
+  same_as_reference(g, 90, "causal mask", {}, "pet broadcasting select");
+}
+
+TEST_CASE("cpu: Tile as one strided copy (pet's copy plans)") {
+  const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {{2, 3, 4}, {1, 2, 2}}, {{5}, {3}}, {{1, 3}, {4, 1}}, {{2, 1, 3, 2}, {2, 3, 2, 2}}, {{2, 3}, {0, 2}}, {{3, 2, 2}, {1, 1, 1}}};
+  for (const auto& [xs, r] : cases) {
+    Graph g = one_op(ops::Tile{.repeats = r}, {f32(xs)});
+    moves_exactly(g, {counting(xs)}, cat("Tile ", xs, " by ", r), "pet tiling copy");
+  }
+  // Five dims each repeated: a box of rank 10, over a backend's limit; the reference kernel.
+  Graph g = one_op(ops::Tile{.repeats = {2, 2, 2, 2, 2}}, {f32({2, 2, 2, 2, 3})});
+  moves_exactly(g, {counting({2, 2, 2, 2, 3})}, "Tile of rank 5", "reference kernel");
+}
+
 TEST_CASE("cpu: integer tensors, fallbacks and buffer reuse over a long program") {
   Graph g;
   {

@@ -40,6 +40,8 @@ std::vector<Case> copy_cases() {
   v.push_back({ops::Pad{.pads = {0, -1, 2, 0, 0, 1, -2, 0}}, {f32({2, 3, 4, 5})}, "pad that crops"});
   v.push_back({ops::Patch{.offsets = {0, 2, 1}}, {f32({2, 7, 5}), f32({2, 3, 4})}, "correction patch"});
   v.push_back({ops::Expand{.shape = {2, 3, 4, 5}}, {f32({3, 1, 5})}, "expand"});
+  v.push_back({ops::Tile{.repeats = {2, 1, 3}}, {f32({3, 1, 5})}, "tile"});
+  v.push_back({ops::Tile{.repeats = {2, 2, 2, 2}}, {f32({2, 3, 1, 4})}, "tile, every dim repeated"});
   v.push_back({ops::Concat{.axis = 1}, {f32({2, 3, 4}), f32({2, 1, 4}), f32({2, 6, 4})}, "concat"});
   return v;
 }

@@ -24,4 +24,10 @@ void broadcast_binary(BinaryKind op, const float* a, std::vector<int64_t> a_stri
 /// read over `out`: 0 where the operand has extent 1 (or lacks the dim) and out does not.
 std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& out);
 
+/// ONNX Where: y (contiguous over `shape`) = c ? a : b, each operand read with its element
+/// strides (0 where broadcast); c nonzero means true. Multi-threaded, rows as in
+/// broadcast_binary.
+void broadcast_where(const int64_t* c, std::vector<int64_t> c_strides, const float* a, std::vector<int64_t> a_strides, const float* b,
+                     std::vector<int64_t> b_strides, float* y, Shape shape);
+
 }  // namespace pet::cpu

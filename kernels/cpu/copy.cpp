@@ -12,26 +12,30 @@
 
 namespace pet::cpu {
 
-void simplify(Shape& shape, std::vector<int64_t>& a, std::vector<int64_t>& b) {
+void simplify_views(Shape& shape, std::initializer_list<std::vector<int64_t>*> views) {
   Shape s;
-  std::vector<int64_t> sa, sb;
+  std::vector<std::vector<int64_t>> v(views.size());
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 1) continue;
-    if (!s.empty() && sa.back() == a[i] * shape[i] && sb.back() == b[i] * shape[i]) {
-      s.back() *= shape[i];
-      sa.back() = a[i];
-      sb.back() = b[i];
-      continue;
+    bool merge = !s.empty();
+    size_t k = 0;
+    for (auto* w : views) merge = merge && v[k].back() == (*w)[i] * shape[i], ++k;
+    if (merge) s.back() *= shape[i];
+    else s.push_back(shape[i]);
+    k = 0;
+    for (auto* w : views) {
+      if (merge) v[k].back() = (*w)[i];
+      else v[k].push_back((*w)[i]);
+      ++k;
     }
-    s.push_back(shape[i]);
-    sa.push_back(a[i]);
-    sb.push_back(b[i]);
   }
-  if (s.empty()) s = {1}, sa = {1}, sb = {1};
+  if (s.empty()) s = {1}, std::fill(v.begin(), v.end(), std::vector<int64_t>{1});
   shape = s;
-  a = sa;
-  b = sb;
+  size_t k = 0;
+  for (auto* w : views) *w = std::move(v[k++]);
 }
+
+void simplify(Shape& shape, std::vector<int64_t>& a, std::vector<int64_t>& b) { simplify_views(shape, {&a, &b}); }
 
 namespace {
 

@@ -3,6 +3,7 @@
 // primitive): every one is a strided copy of a box, multi-threaded, with contiguous inner
 // runs done by memcpy and true transposes done in cache-sized tiles.
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "pet/core/shape.hpp"
@@ -21,6 +22,8 @@ void box_copy(const float* src, const std::vector<int64_t>& src_strides, float* 
 /// Drops unit dims and merges dims that are contiguous in both strided views a and b, so that
 /// loops run over as few and as long rows as possible (a dim of stride 0 in both merges too).
 void simplify(Shape& shape, std::vector<int64_t>& a, std::vector<int64_t>& b);
+/// The same over any number of strided views (the operands of a broadcast, say).
+void simplify_views(Shape& shape, std::initializer_list<std::vector<int64_t>*> views);
 
 /// Fills n floats with v (multi-threaded).
 void fill(float* dst, int64_t n, float v);

@@ -301,6 +301,12 @@ void CpuExecutable::lower(NodeId n) {
       why = e.what();
     }
     if (!done) absorbed_ = absorbed_before;  // what it meant to fuse runs as its own steps
+  } else {
+    try {
+      done = lower_mixed(n, who);
+    } catch (const Unsupported& e) {
+      why = e.what();
+    }
   }
   if (!done) fallback(n, who, why);
   lowered_.insert(n);

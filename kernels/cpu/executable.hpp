@@ -9,7 +9,8 @@
 //   lower_ops.cpp      pools, element-wise, binary, softmax, layer norm, reductions, concat
 //   lower_quant.cpp    quantized programs: QuantizeLinear / DequantizeLinear, int8 convs
 //   lower_integer.cpp  ONNX's integer ops (dynamic quantization, QOperator format) on int8 kernels
-//   lower_copies.cpp   views and pet's strided copies (R/T, transpose, slice, split, pad, patch, expand)
+//   lower_copies.cpp   views and pet's strided copies (R/T, transpose, slice, split, pad, patch, expand, tile)
+//   lower_index.cpp    float results read through integer tensors: Gather, Where
 //   algorithm_cache.*  algorithm choices kept per configuration (in memory and on disk)
 // The graph reaching the executable has been through transform::backend_pipeline()
 // (constant and BN folding, Pad folding, LayerNorm and GELU as single ops, dead code).
@@ -209,7 +210,7 @@ class CpuExecutable final : public Executable {
   /// below; an op in neither place does not compile.
   template <class O>
     requires is_one_of<O, ops::Where, ops::Cast, ops::Gather, ops::ShapeOf, ops::Constant,
-                      ops::ReduceLogSumExp, ops::ArgMax, ops::ArgMin, ops::Tile, ops::Einsum, ops::Equal,
+                      ops::ReduceLogSumExp, ops::ArgMax, ops::ArgMin, ops::Einsum, ops::Equal,
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
                       ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
                       ops::CumSum, ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample,
@@ -582,6 +583,14 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::Pad& p, const std::string& who);
   bool lower_op(NodeId n, const ops::Patch& p, const std::string& who);
   bool lower_op(NodeId n, const ops::Expand&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Tile& t, const std::string& who);
+  /// Ops whose float result reads an integer tensor (lower_index.cpp): Gather of float data,
+  /// Where choosing between float operands; false for any other node.
+  bool lower_mixed(NodeId n, const std::string& who);
+  /// Gather: one memcpy per index of the rows after the axis, from the plain data.
+  bool lower_gather(NodeId n, const ops::Gather& op, const std::string& who);
+  /// Where: pet's broadcasting select over plain operands.
+  bool lower_where(NodeId n, const std::string& who);
   /// Any other op: the reference interpreter's kernel on plain copies of its inputs.
   void fallback(NodeId n, const std::string& who, const std::string& why);
 

@@ -78,6 +78,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Split&, const std::string& who
 bool CpuExecutable::lower_op(NodeId n, const ops::Pad&, const std::string& who) { return lower_copies(n, who); }
 bool CpuExecutable::lower_op(NodeId n, const ops::Patch&, const std::string& who) { return lower_copies(n, who); }
 bool CpuExecutable::lower_op(NodeId n, const ops::Expand&, const std::string& who) { return lower_copies(n, who); }
+bool CpuExecutable::lower_op(NodeId n, const ops::Tile&, const std::string& who) { return lower_copies(n, who); }
 
 void CpuExecutable::fallback(NodeId n, const std::string& who, const std::string& why) {
   const Node& node = g_.node(n);

@@ -95,6 +95,22 @@ std::optional<std::vector<BoxCopy>> copy_plan(const Op& op, InTypes in, InTypes 
       c.dst_strides = strides_of(ys);
       c.what = "broadcast copy";
       return std::vector{c};
+    } else if constexpr (std::is_same_v<O, ops::Tile>) {
+      // Output dim i of extent r d is read as (t, j) with t < r (stride 0 in the source) and
+      // j < d; a dim repeated once, or of extent 1, needs only one of the two.
+      const Shape &xs = in[0].shape, &ys = out[0].shape;
+      const auto xst = strides_of(xs), yst = strides_of(ys);
+      BoxCopy c;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const int64_t r = o.repeats[i], d = xs[i];
+        if (r != 1 && d != 1) c.shape.push_back(r), c.src_strides.push_back(0), c.dst_strides.push_back(d * yst[i]);
+        c.shape.push_back(d == 1 ? r : d);
+        c.src_strides.push_back(d == 1 ? 0 : xst[i]);
+        c.dst_strides.push_back(yst[i]);
+      }
+      if (c.shape.size() > size_t(kMaxRank)) return std::nullopt;  // a box copy's rank limit (a backend's fixed-size index)
+      c.what = "tiling copy";
+      return std::vector{c};
     } else if constexpr (std::is_same_v<O, ops::Concat>) {
       const Shape& ys = out[0].shape;
       const auto yst = strides_of(ys);

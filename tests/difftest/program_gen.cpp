@@ -159,7 +159,7 @@ class Generator {
         {3, &Generator::pad},          {3, &Generator::softmax},       {4, &Generator::reduce},
         {3, &Generator::layer_norm},   {2, &Generator::decomposed_layer_norm},
         {2, &Generator::gelu},         {1, &Generator::identity},      {1, &Generator::patch},
-        {1, &Generator::where},        {1, &Generator::gather},        {4, &Generator::deconv},
+        {2, &Generator::where},        {2, &Generator::gather},        {1, &Generator::tile},        {4, &Generator::deconv},
         {2, &Generator::resize},       {3, &Generator::pet_elementwise},
     };
     static const int total = [] {
@@ -923,25 +923,44 @@ class Generator {
     TensorId p = chance(0.6) ? constant(values(ps, -1, 1)) : new_input(ps);
     add1(ops::Patch{.offsets = off}, {base, p});
   }
+  /// Where with a constant condition (a mask) broadcast over x, the other operand x's shape,
+  /// broadcast or a scalar (a mask's fill value); pet's broadcasting select.
   void where() {
     TensorId x = pick();
     Shape cs = broadcast_shape_for(shape(x));
     Tensor<int64_t> c(cs);
     for (int64_t i = 0; i < c.size(); ++i) c[i] = int64_t(chance(0.5));
     TensorId cond = g_.add_constant(g_.unique_name("cond"), DType::Bool, c);
-    TensorId y = chance(0.5) ? constant(values(shape(x), -1, 1)) : x;
-    add1(ops::Where{}, {cond, x, y});
+    TensorId y = x;
+    switch (r_.below(4)) {
+      case 0: y = constant(values(shape(x), -1, 1)); break;
+      case 1: y = constant(values(broadcast_shape_for(shape(x)), -1, 1)); break;
+      case 2: y = constant(values({}, -30, -10)); break;
+      default: break;
+    }
+    add1(ops::Where{}, chance(0.5) ? std::vector{cond, x, y} : std::vector{cond, y, x});
   }
+  /// Gather of constant indices (a scalar, a list or a 2-D block; negative ones too): a
+  /// scalar becomes a Slice (gather-to-slice), the others pet's gather kernel.
   void gather() {
     TensorId x = pick();
     const int64_t axis = r_.range(0, rank(x) - 1), n = shape(x)[size_t(axis)];
-    if (chance(0.4)) {
+    if (chance(0.3)) {
       add1(ops::Gather{.axis = axis}, {x, ints({r_.range(-n, n - 1)}, Shape{})});
     } else {
+      Shape is = chance(0.7) ? Shape{r_.range(1, 4)} : Shape{r_.range(1, 3), r_.range(1, 3)};
       std::vector<int64_t> idx;
-      for (int i = int(r_.range(1, 4)); i > 0; --i) idx.push_back(r_.range(-n, n - 1));
-      add1(ops::Gather{.axis = axis}, {x, ints(idx)});
+      for (int64_t i = numel(is); i > 0; --i) idx.push_back(r_.range(-n, n - 1));
+      add1(ops::Gather{.axis = axis}, {x, ints(idx, is)});
     }
+  }
+  /// Tile: some dims repeated (one strided copy).
+  void tile() {
+    TensorId x = pick();
+    std::vector<int64_t> rep(size_t(rank(x)), 1);
+    for (auto& r : rep)
+      if (chance(0.4)) r = r_.range(2, 3);
+    add1(ops::Tile{.repeats = rep}, {x});
   }
 
   /// Every float tensor nobody reads is an output; so are some intermediates (a fusion must

@@ -1,6 +1,6 @@
 #pragma once
 /// Data-movement ops as box copies, for every backend: the R/T op, Transpose, Slice, Split,
-/// constant Pad, Patch, Expand and Concat each become a few copies of a box of elements
+/// constant Pad, Patch, Expand, Tile and Concat each become a few copies of a box of elements
 ///   dst[dst_offset + i . dst_strides] = src[src_offset + i . src_strides],  i over `shape`
 /// (element strides of row-major buffers; a stride 0 broadcasts), some after filling their
 /// output. The cpu backend runs them with pet's strided copies (kernels/cpu/copy.hpp), the
