@@ -516,8 +516,9 @@ TEST_CASE("cpu layout ops: R/T, transpose, reshape views, slice, pad, split, con
 
 namespace {
 /// cpu vs reference on explicit inputs: equal to the last bit (pet's gather, select and
-/// tiling kernels only move values); the plan must name `kernel`.
-void moves_exactly(const Graph& g, const std::vector<Value<float>>& in, const std::string& what, const std::string& kernel) {
+/// tiling kernels only move values; comparisons, conversions and arg-reductions compute what
+/// the formula does), or within `tol`; the plan must name `kernel`.
+void moves_exactly(const Graph& g, const std::vector<Value<float>>& in, const std::string& what, const std::string& kernel, double tol = 0) {
   auto ref = backend::make_backend("reference")->compile(g)->run(in);
   auto exe = backend::make_backend("cpu")->compile(g);
   INFO(what, " plan:\n", exe->describe());
@@ -525,7 +526,11 @@ void moves_exactly(const Graph& g, const std::vector<Value<float>>& in, const st
   for (int round = 0; round < 2; ++round) {
     auto got = exe->run(in);
     REQUIRE(got.size() == ref.size());
-    for (size_t k = 0; k < got.size(); ++k) CHECK(compare(got[k], ref[k], 0, 0).pass);
+    for (size_t k = 0; k < got.size(); ++k) {
+      Comparison c = compare(got[k], ref[k], tol, tol);
+      INFO(what, " output ", k, ": ", c.problem, " max error ", c.max_abs_err);
+      CHECK(c.pass);
+    }
   }
 }
 
@@ -630,6 +635,93 @@ TEST_CASE("cpu: Where on pet's broadcasting select, every operand broadcast or n
     b.output(b.add(ops::Softmax{{.axis = -1}}, {w}));
   }
   same_as_reference(g, 90, "causal mask", {}, "pet broadcasting select");
+}
+
+namespace {
+/// Values that stress comparisons, conversions and arg-reductions: NaN, infinities, ties,
+/// signed zeros, halves, values beyond int32.
+Tensor<float> awkward(const Shape& s, uint64_t seed) {
+  static const std::vector<float> special = {NAN, INFINITY, -INFINITY, 0.f, -0.f, 2.5f, -2.5f, 1.f, 1.f, 3e9f, -3e9f, 1e20f, 255.7f, -128.9f};
+  Rng rng(seed);
+  Tensor<float> t(s);
+  for (int64_t i = 0; i < t.size(); ++i) t[i] = rng.uniform() < 0.4 ? special[size_t(rng.below(special.size()))] : float(int(rng.range(-4, 4)));
+  return t;
+}
+}  // namespace
+
+TEST_CASE("cpu: comparisons, Cast, ArgMax and ArgMin of floats on pet's kernels, NaN and ties as the formulas say") {
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{3, 4, 5}, {3, 4, 5}}, {{3, 4, 5}, {}}, {{3, 1, 5}, {4, 1}}, {{5}, {2, 3, 5}}};
+  uint64_t seed = 200;
+  for (const auto& [as, bs] : shapes) {
+    const std::vector<Op> cmps = {ops::Equal{}, ops::Less{}, ops::LessOrEqual{}, ops::Greater{}, ops::GreaterOrEqual{}};
+    for (const Op& op : cmps) {
+      Graph g = one_op(op, {f32(as), f32(bs)});
+      moves_exactly(g, {awkward(as, seed), awkward(bs, seed + 1)}, cat(op_name(op), " ", as, " vs ", bs), "pet broadcasting comparison");
+      ++seed;
+    }
+  }
+  // A comparison whose result masks a float tensor (x > 0.5 chooses between two tensors).
+  Graph m;
+  {
+    Builder b(m);
+    TensorId x = b.input("x", {2, 3, 4});
+    TensorId c = b.add(ops::Greater{}, {x, b.constant("h", Tensor<float>(Shape{}, std::vector<float>{0.5f}))});
+    b.output(b.add(ops::Where{}, {c, x, b.add(ops::Neg{}, {x})}));
+  }
+  moves_exactly(m, {awkward({2, 3, 4}, 9)}, "Greater then Where", "pet broadcasting comparison");
+  for (DType to : {DType::Int64, DType::Int32, DType::Int8, DType::UInt8, DType::Bool}) {
+    Graph g = one_op(ops::Cast{.to = to}, {f32({4, 7})});
+    moves_exactly(g, {awkward({4, 7}, 300 + uint64_t(to))}, cat("Cast to ", dtype_name(to)), "pet conversion");
+  }
+  {  // an integer mask to float (attention_mask.float()), and float to float (a view)
+    Graph g;
+    Builder b(g);
+    TensorId i = b.input("mask", {2, 6}, DType::Int64);
+    TensorId f = b.add(ops::Cast{.to = DType::Float32}, {i});
+    b.output(b.add(ops::Cast{.to = DType::Float32}, {b.add(ops::Mul{}, {f, b.input("x", {2, 6})})}));
+    Tensor<int64_t> mask(Shape{2, 6}, std::vector<int64_t>{1, 1, 0, 0, -3, 1 << 30, 1, 0, 7, 1, 1, 0});
+    moves_exactly(g, {mask, awkward({2, 6}, 5)}, "Cast of an int64 mask", "pet conversion");
+  }
+  for (int64_t axis : {0, 1, 2, -1})
+    for (bool keep : {true, false})
+      for (bool last : {false, true}) {
+        Graph g = one_op(ops::ArgMax{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {f32({3, 300, 4})});
+        moves_exactly(g, {awkward({3, 300, 4}, 400 + uint64_t(axis + 1))}, cat("ArgMax axis ", axis, keep ? " keepdims" : "", last ? " last" : ""),
+                      "pet arg-reduction");
+        Graph h = one_op(ops::ArgMin{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {f32({5, 2, 9})});
+        moves_exactly(h, {awkward({5, 2, 9}, 500 + uint64_t(axis + 1))}, cat("ArgMin axis ", axis), "pet arg-reduction");
+      }
+  {  // rows all NaN, NaN first then numbers
+    Tensor<float> x(Shape{3, 3}, std::vector<float>{NAN, NAN, NAN, NAN, 1.f, 1.f, 2.f, NAN, 2.f});
+    auto got = backend::make_backend("cpu")->compile(one_op(ops::ArgMax{{.axis = 1, .keepdims = false}}, {f32({3, 3})}))->run(std::vector<Value<float>>{x});
+    CHECK(std::get<Tensor<int64_t>>(got[0]).vec() == std::vector<int64_t>{0, 1, 0});
+  }
+}
+
+TEST_CASE("cpu: CumSum and ReduceLogSumExp on pet's kernels") {
+  for (int64_t axis : {0, 1, 2})
+    for (bool ex : {false, true})
+      for (bool rev : {false, true}) {
+        Graph g = one_op(ops::CumSum{.axis = axis, .exclusive = ex, .reverse = rev}, {f32({3, 40, 300})});
+        Rng rng(uint64_t(600 + axis));
+        // forward sums are the formula's own additions; reversed ones run from the end (as
+        // ONNX Runtime), another order
+        moves_exactly(g, {lab::random_weight({3, 40, 300}, rng)}, cat("CumSum axis ", axis, ex ? " exclusive" : "", rev ? " reverse" : ""),
+                      "pet running sum", rev ? 1e-5 : 0);
+      }
+  const std::vector<std::vector<int64_t>> axes_sets = {{2}, {1, 2}, {0}, {0, 1, 2}, {1}};
+  for (const auto& axes : axes_sets)
+    for (bool keep : {true, false}) {
+      Graph g = one_op(ops::ReduceLogSumExp{{.axes = axes, .keepdims = keep}}, {f32({4, 6, 50})});
+      Rng rng(700 + axes.size());
+      Tensor<float> x = lab::random_weight({4, 6, 50}, rng);
+      for (int64_t i = 0; i < 50; ++i) x[i] = 80.f + float(i);  // e^x beyond float: the maximum taken out first
+      x[60] = INFINITY;
+      moves_exactly(g, {x}, cat("ReduceLogSumExp axes ", axes, keep ? " keepdims" : ""), "pet log-sum-exp");
+    }
+  Graph g = one_op(ops::ReduceLogSumExp{{.axes = {0, 2}}}, {f32({4, 6, 5})});
+  Rng rng(710);
+  moves_exactly(g, {lab::random_weight({4, 6, 5}, rng)}, "ReduceLogSumExp over dims apart", "reference kernel", 1e-6);
 }
 
 TEST_CASE("cpu: Tile as one strided copy (pet's copy plans)") {

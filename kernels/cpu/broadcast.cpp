@@ -50,21 +50,30 @@ inline void run(const float* a, int64_t sa, const float* b, int64_t sb, float* y
 }
 
 template <BinaryKind K>
-void kernel(const float* a, const std::vector<int64_t>& sa, const float* b, const std::vector<int64_t>& sb, float* y, const Shape& shape) {
-  const size_t r = shape.size();
-  const int64_t inner = shape[r - 1], rows = numel(shape) / inner;
-  // rows in parallel, each an innermost run; a row's offsets from its index over the outer dims
-  parallel_chunks(rows, std::max<int64_t>(1, (int64_t(1) << 14) / inner), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      int64_t rem = row, oa = 0, ob = 0;
-      for (size_t d = r - 1; d-- > 0;) {
-        const int64_t i = rem % shape[d];
-        rem /= shape[d];
-        oa += i * sa[d];
-        ob += i * sb[d];
-      }
-      run<K>(a + oa, sa[r - 1], b + ob, sb[r - 1], y + row * inner, inner);
-    }
+void kernel(const float* a, std::vector<int64_t> sa, const float* b, std::vector<int64_t> sb, float* y, const Shape& shape) {
+  broadcast_rows<2>(shape, {std::move(sa), std::move(sb)}, [&](const std::array<int64_t, 2>& o, int64_t yo, int64_t n, const std::array<int64_t, 2>& st) {
+    run<K>(a + o[0], st[0], b + o[1], st[1], y + yo, n);
+  });
+}
+
+template <CompareKind K>
+inline bool holds(float x, float y) {
+  if constexpr (K == CompareKind::Equal) return x == y;
+  else if constexpr (K == CompareKind::Less) return x < y;
+  else if constexpr (K == CompareKind::LessOrEqual) return x <= y;
+  else if constexpr (K == CompareKind::Greater) return x > y;
+  else return x >= y;
+}
+
+template <CompareKind K>
+void compare_kernel(const float* a, std::vector<int64_t> sa, const float* b, std::vector<int64_t> sb, int64_t* y, const Shape& shape) {
+  broadcast_rows<2>(shape, {std::move(sa), std::move(sb)}, [&](const std::array<int64_t, 2>& o, int64_t yo, int64_t n, const std::array<int64_t, 2>& st) {
+    const float *pa = a + o[0], *pb = b + o[1];
+    int64_t* py = y + yo;
+    if (st[0] == 1 && st[1] == 0)
+      for (int64_t i = 0; i < n; ++i) py[i] = holds<K>(pa[i], *pb);
+    else
+      for (int64_t i = 0; i < n; ++i) py[i] = holds<K>(pa[i * st[0]], pb[i * st[1]]);
   });
 }
 
@@ -95,27 +104,23 @@ WhereRun where_pick(int64_t sc, int64_t sa, int64_t sb) {
 
 void broadcast_where(const int64_t* c, std::vector<int64_t> sc, const float* a, std::vector<int64_t> sa, const float* b, std::vector<int64_t> sb,
                      float* y, Shape shape) {
-  if (numel(shape) == 0) return;
-  simplify_views(shape, {&sc, &sa, &sb});
-  const size_t r = shape.size();
-  const int64_t inner = shape[r - 1], rows = numel(shape) / inner;
-  const WhereRun run = where_pick(sc[r - 1], sa[r - 1], sb[r - 1]);
-  parallel_chunks(rows, std::max<int64_t>(1, (int64_t(1) << 14) / inner), [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      int64_t rem = row, oc = 0, oa = 0, ob = 0;
-      for (size_t d = r - 1; d-- > 0;) {
-        const int64_t i = rem % shape[d];
-        rem /= shape[d];
-        oc += i * sc[d], oa += i * sa[d], ob += i * sb[d];
-      }
-      run(c + oc, sc[r - 1], a + oa, sa[r - 1], b + ob, sb[r - 1], y + row * inner, inner);
-    }
-  });
+  broadcast_rows<3>(std::move(shape), {std::move(sc), std::move(sa), std::move(sb)},
+                    [&](const std::array<int64_t, 3>& o, int64_t yo, int64_t n, const std::array<int64_t, 3>& st) {
+                      where_pick(st[0], st[1], st[2])(c + o[0], st[0], a + o[1], st[1], b + o[2], st[2], y + yo, n);
+                    });
+}
+
+void broadcast_compare(CompareKind cmp, const float* a, std::vector<int64_t> sa, const float* b, std::vector<int64_t> sb, int64_t* y, Shape shape) {
+  switch (cmp) {
+    case CompareKind::Equal: return compare_kernel<CompareKind::Equal>(a, std::move(sa), b, std::move(sb), y, shape);
+    case CompareKind::Less: return compare_kernel<CompareKind::Less>(a, std::move(sa), b, std::move(sb), y, shape);
+    case CompareKind::LessOrEqual: return compare_kernel<CompareKind::LessOrEqual>(a, std::move(sa), b, std::move(sb), y, shape);
+    case CompareKind::Greater: return compare_kernel<CompareKind::Greater>(a, std::move(sa), b, std::move(sb), y, shape);
+    case CompareKind::GreaterOrEqual: return compare_kernel<CompareKind::GreaterOrEqual>(a, std::move(sa), b, std::move(sb), y, shape);
+  }
 }
 
 void broadcast_binary(BinaryKind op, const float* a, std::vector<int64_t> sa, const float* b, std::vector<int64_t> sb, float* y, Shape shape) {
-  // y is contiguous: dims that a and b both continue without a jump merge
-  simplify(shape, sa, sb);
   switch (op) {
     case BinaryKind::Add: return kernel<BinaryKind::Add>(a, sa, b, sb, y, shape);
     case BinaryKind::Sub: return kernel<BinaryKind::Sub>(a, sa, b, sb, y, shape);

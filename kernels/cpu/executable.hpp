@@ -10,7 +10,7 @@
 //   lower_quant.cpp    quantized programs: QuantizeLinear / DequantizeLinear, int8 convs
 //   lower_integer.cpp  ONNX's integer ops (dynamic quantization, QOperator format) on int8 kernels
 //   lower_copies.cpp   views and pet's strided copies (R/T, transpose, slice, split, pad, patch, expand, tile)
-//   lower_index.cpp    float results read through integer tensors: Gather, Where
+//   lower_index.cpp    ops between float and integer tensors: Gather, Where, comparisons, ArgMax/ArgMin, Cast
 //   algorithm_cache.*  algorithm choices kept per configuration (in memory and on disk)
 // The graph reaching the executable has been through transform::backend_pipeline()
 // (constant and BN folding, Pad folding, LayerNorm and GELU as single ops, dead code).
@@ -209,11 +209,11 @@ class CpuExecutable final : public Executable {
   /// Ops the reference kernels run (named in the plan). Every other op has its lowering
   /// below; an op in neither place does not compile.
   template <class O>
-    requires is_one_of<O, ops::Where, ops::Cast, ops::Gather, ops::ShapeOf, ops::Constant,
-                      ops::ReduceLogSumExp, ops::ArgMax, ops::ArgMin, ops::Einsum, ops::Equal,
+    requires is_one_of<O, ops::Where, ops::Gather, ops::ShapeOf, ops::Constant,
+                      ops::ArgMax, ops::ArgMin, ops::Einsum, ops::Equal,
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
                       ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
-                      ops::CumSum, ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample,
+                      ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample,
                       ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear, ops::DynamicQuantizeLinear,
                       ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv>
   bool lower_op(NodeId, const O&, const std::string&) {
@@ -553,6 +553,12 @@ class CpuExecutable final : public Executable {
     return true;
   }
   bool lower_op(NodeId n, const ops::ReduceSum& r, const std::string& who);
+  /// ReduceLogSumExp over a block of neighbouring dims: pet's kernel (the formula: the
+  /// maximum, then the sum of e^(x - max) in its order), plain layout.
+  bool lower_op(NodeId n, const ops::ReduceLogSumExp& r, const std::string& who);
+  /// CumSum: one running sum per position along the axis (forward, or from the end when
+  /// reversed), plain layout.
+  bool lower_op(NodeId n, const ops::CumSum& c, const std::string& who);
   bool lower_op(NodeId n, const ops::ReduceMax& r, const std::string& who);
   bool lower_op(NodeId n, const ops::ReduceMin& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_min, who); }
   bool lower_op(NodeId n, const ops::ReduceProd& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_mul, who); }
@@ -584,13 +590,23 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::Patch& p, const std::string& who);
   bool lower_op(NodeId n, const ops::Expand&, const std::string& who);
   bool lower_op(NodeId n, const ops::Tile& t, const std::string& who);
-  /// Ops whose float result reads an integer tensor (lower_index.cpp): Gather of float data,
-  /// Where choosing between float operands; false for any other node.
+  /// Ops between float and integer tensors (lower_index.cpp): Gather of float data, Where
+  /// choosing between float operands, comparisons of floats, ArgMax / ArgMin, Cast; false for
+  /// any other node (or form: integer data, say).
   bool lower_mixed(NodeId n, const std::string& who);
   /// Gather: one memcpy per index of the rows after the axis, from the plain data.
   bool lower_gather(NodeId n, const ops::Gather& op, const std::string& who);
   /// Where: pet's broadcasting select over plain operands.
   bool lower_where(NodeId n, const std::string& who);
+  /// ArgMax / ArgMin of float data: one pass per output position (ops::ArgReduce's rule).
+  template <class O>
+  bool lower_arg_reduce(NodeId n, const O& op, const std::string& who);
+  /// Cast: float to float a view; float to an integer type and back pet's conversion loops;
+  /// false between integer types.
+  bool lower_cast(NodeId n, const ops::Cast& op, const std::string& who);
+  bool lower_op(NodeId n, const ops::Cast& c, const std::string& who) { return lower_cast(n, c, who); }
+  /// A step giving integer tensor t a fresh host value each run, filled by `fill`.
+  void host_result_step(std::string text, std::vector<int> reads, TensorId t, std::function<void(int64_t*)> fill);
   /// Any other op: the reference interpreter's kernel on plain copies of its inputs.
   void fallback(NodeId n, const std::string& who, const std::string& why);
 

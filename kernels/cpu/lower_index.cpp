@@ -1,9 +1,13 @@
-// Float results that read integer tensors on the cpu backend: Gather (embedding lookups, a
-// token picked out of a sequence) and Where (attention masks). The integer tensor is read from
-// its host value when the step runs (a constant's is checked once, here).
+// Ops between float and integer tensors on the cpu backend: Gather (embedding lookups) and
+// Where (attention masks) read an integer tensor into a float result; comparisons, ArgMax /
+// ArgMin and Cast to an integer type write one from float buffers; Cast from an integer type
+// writes a float buffer. Integer tensors live as host values (Slot::host): read when the step
+// runs (a constant's checked once, here), written as a fresh tensor each run (callers keep
+// the outputs they were given).
 #include "broadcast.hpp"
 #include "executable.hpp"
 #include "pet/core/parallel.hpp"
+#include "pet/eval/value.hpp"
 
 namespace pet::backend::cpu_detail {
 
@@ -22,12 +26,112 @@ std::vector<int64_t> gather_indices(const Tensor<int64_t>& t, int64_t extent, in
 
 }  // namespace
 
+template <class O>
+bool CpuExecutable::lower_arg_reduce(NodeId n, const O& op, const std::string& who) {
+  const Node& node = g_.node(n);
+  const TensorId xt = node.inputs[0];
+  if (!slots_[size_t(xt)].is_float()) return false;
+  const Shape& xs = g_.type(xt).shape;
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < size_t(op.axis); ++d) outer *= xs[d];
+  for (size_t d = size_t(op.axis) + 1; d < xs.size(); ++d) inner *= xs[d];
+  const int64_t len = xs[size_t(op.axis)];
+  const int x = plain_slot(int(xt));
+  host_result_step(cat(who, ": pet arg-reduction"), {x}, node.outputs[0], [this, x, outer, inner, len, last = op.select_last_index](int64_t* y) {
+    const float* src = ptr(x);
+    // positions (outer, block of up to 256 inner ones) in parallel; each block walks the axis
+    // once, over contiguous rows. The rule is ops::ArgReduce's: ties to the first (or, with
+    // select_last_index, the last) index; NaN never wins over a number.
+    const int64_t blocks = (inner + 255) / 256;
+    parallel_chunks(outer * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(len * std::min<int64_t>(inner, 256), 1)), [&](int64_t b, int64_t e) {
+      float bv[256];
+      for (int64_t p = b; p < e; ++p) {
+        const int64_t o = p / blocks, i0 = (p % blocks) * 256, w = std::min<int64_t>(256, inner - i0);
+        const float* base = src + o * len * inner + i0;
+        int64_t* best = y + o * inner + i0;
+        std::copy(base, base + w, bv);
+        std::fill(best, best + w, int64_t(0));
+        for (int64_t k = 1; k < len; ++k) {
+          const float* row = base + k * inner;
+          for (int64_t i = 0; i < w; ++i) {
+            const float v = row[i];
+            if (O::better(v, bv[i]) || (last && v == bv[i]) || (std::isnan(bv[i]) && !std::isnan(v))) best[i] = k, bv[i] = v;
+          }
+        }
+      }
+    });
+  });
+  return true;
+}
+
+void CpuExecutable::host_result_step(std::string text, std::vector<int> reads, TensorId t, std::function<void(int64_t*)> fill) {
+  const Shape shape = g_.type(t).shape;
+  // Fresh each run: a program output goes to the caller, who keeps it, and the reference
+  // kernels may hand an input's storage on (a Reshape's result shares it).
+  add_step(std::move(text), std::move(reads), {int(t)}).fn = [this, t, shape, fill = std::move(fill)] {
+    Tensor<int64_t> v(shape);
+    fill(v.data());
+    slots_[size_t(t)].host = std::move(v);
+  };
+}
+
 bool CpuExecutable::lower_mixed(NodeId n, const std::string& who) {
   const Node& node = g_.node(n);
-  if (node.outputs.size() != 1 || !slots_[size_t(node.outputs[0])].is_float()) return false;
-  if (const auto* gt = std::get_if<ops::Gather>(&node.op)) return lower_gather(n, *gt, who);
-  if (std::holds_alternative<ops::Where>(node.op)) return lower_where(n, who);
+  if (node.outputs.size() != 1) return false;
+  const TensorId yt = node.outputs[0];
+  const bool float_out = slots_[size_t(yt)].is_float();
+  if (const auto* gt = std::get_if<ops::Gather>(&node.op); gt && float_out) return lower_gather(n, *gt, who);
+  if (std::holds_alternative<ops::Where>(node.op) && float_out) return lower_where(n, who);
+  if (const auto* a = std::get_if<ops::ArgMax>(&node.op)) return lower_arg_reduce(n, *a, who);
+  if (const auto* a = std::get_if<ops::ArgMin>(&node.op)) return lower_arg_reduce(n, *a, who);
+  if (const auto* c = std::get_if<ops::Cast>(&node.op)) return lower_cast(n, *c, who);
+  std::optional<cpu::CompareKind> cmp;
+  if (std::holds_alternative<ops::Equal>(node.op)) cmp = cpu::CompareKind::Equal;
+  if (std::holds_alternative<ops::Less>(node.op)) cmp = cpu::CompareKind::Less;
+  if (std::holds_alternative<ops::LessOrEqual>(node.op)) cmp = cpu::CompareKind::LessOrEqual;
+  if (std::holds_alternative<ops::Greater>(node.op)) cmp = cpu::CompareKind::Greater;
+  if (std::holds_alternative<ops::GreaterOrEqual>(node.op)) cmp = cpu::CompareKind::GreaterOrEqual;
+  if (cmp && slots_[size_t(node.inputs[0])].is_float() && slots_[size_t(node.inputs[1])].is_float()) {
+    const Shape& ys = g_.type(yt).shape;
+    const auto sa = cpu::broadcast_strides(g_.type(node.inputs[0]).shape, ys), sb = cpu::broadcast_strides(g_.type(node.inputs[1]).shape, ys);
+    const int a = plain_slot(int(node.inputs[0])), b = plain_slot(int(node.inputs[1]));
+    host_result_step(cat(who, ": pet broadcasting comparison"), {a, b}, yt,
+                     [this, a, b, sa, sb, ys, k = *cmp](int64_t* y) { cpu::broadcast_compare(k, ptr(a), sa, ptr(b), sb, y, ys); });
+    return true;
+  }
   return false;
+}
+
+bool CpuExecutable::lower_cast(NodeId n, const ops::Cast& op, const std::string& who) {
+  const Node& node = g_.node(n);
+  const TensorId xt = node.inputs[0], yt = node.outputs[0];
+  const bool from_float = slots_[size_t(xt)].is_float(), to_float = slots_[size_t(yt)].is_float();
+  if (from_float && to_float) return lower_view(n);
+  const int64_t count = numel(g_.type(yt).shape);
+  if (from_float) {  // to an integer type: the conversion ops::Cast does (truncation, then wrapped to the type)
+    const int x = plain_slot(int(xt));
+    host_result_step(cat(who, ": pet conversion"), {x}, yt, [this, x, count, to = op.to](int64_t* y) {
+      const float* src = ptr(x);
+      parallel_chunks(count, 16384, [&](int64_t b, int64_t e) {
+        if (to == DType::Bool)
+          for (int64_t i = b; i < e; ++i) y[i] = src[i] != 0.f;
+        else
+          for (int64_t i = b; i < e; ++i) y[i] = wrap_to(to, pet::detail::convert_element<int64_t>(src[i]));
+      });
+    });
+    return true;
+  }
+  if (!to_float) return false;  // integer to integer: the reference kernel (host values)
+  define(yt, plain_md(g_.type(yt).shape));
+  const int y = int(yt);
+  add_step(cat(who, ": pet conversion"), {int(xt)}, {y}).fn = [this, xt, y, count] {
+    const int64_t* src = std::get<Tensor<int64_t>>(*slots_[size_t(xt)].host).data();
+    float* dst = ptr(y);
+    parallel_chunks(count, 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dst[i] = float(src[i]);
+    });
+  };
+  return true;
 }
 
 bool CpuExecutable::lower_gather(NodeId n, const ops::Gather& op, const std::string& who) {

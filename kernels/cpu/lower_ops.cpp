@@ -580,6 +580,72 @@ bool CpuExecutable::lower_op(NodeId n, const ops::ReduceSum& r, const std::strin
 
 bool CpuExecutable::lower_op(NodeId n, const ops::ReduceMax& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_max, who); }
 
+bool CpuExecutable::lower_op(NodeId n, const ops::ReduceLogSumExp& r, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  if (r.axes.empty()) return lower_view(n);
+  for (size_t i = 1; i < r.axes.size(); ++i)
+    if (r.axes[i] != r.axes[i - 1] + 1) return false;  // not one block of dims: the reference kernel
+  int64_t outer = 1, len = 1, inner = 1;
+  for (size_t d = 0; d < xs.size(); ++d) {
+    const int64_t a = int64_t(d);
+    (a < r.axes.front() ? outer : a > r.axes.back() ? inner : len) *= xs[d];
+  }
+  const int x = plain_slot(int(node.inputs[0])), y = int(node.outputs[0]);
+  define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
+  add_step(cat(who, ": pet log-sum-exp"), {x}, {y}).fn = [this, x, y, outer, len, inner] {
+    const float* src = ptr(x);
+    float* dst = ptr(y);
+    parallel_chunks(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const float* row = src + (p / inner) * len * inner + p % inner;
+        float m = -std::numeric_limits<float>::infinity();  // as ops::ReduceLogSumExp, in its order
+        for (int64_t k = 0; k < len; ++k) m = std::max(m, row[k * inner]);
+        if (!std::isfinite(m)) {
+          dst[p] = m;
+          continue;
+        }
+        float acc = 0;
+        for (int64_t k = 0; k < len; ++k) acc += std::exp(row[k * inner] - m);
+        dst[p] = m + std::log(acc);
+      }
+    });
+  };
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::CumSum& c, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < size_t(c.axis); ++d) outer *= xs[d];
+  for (size_t d = size_t(c.axis) + 1; d < xs.size(); ++d) inner *= xs[d];
+  const int64_t len = xs[size_t(c.axis)];
+  const int x = plain_slot(int(node.inputs[0])), y = int(node.outputs[0]);
+  define(node.outputs[0], plain_md(xs));
+  add_step(cat(who, ": pet running sum"), {x}, {y}).fn = [this, x, y, outer, len, inner, ex = c.exclusive, rev = c.reverse] {
+    const float* src = ptr(x);
+    float* dst = ptr(y);
+    // positions (outer, block of up to 256 inner) in parallel; each walks the axis once
+    const int64_t blocks = (inner + 255) / 256;
+    parallel_chunks(outer * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(len * std::min<int64_t>(inner, 256), 1)), [&](int64_t b, int64_t e) {
+      float acc[256];
+      for (int64_t p = b; p < e; ++p) {
+        const int64_t o = p / blocks, i0 = (p % blocks) * 256, w = std::min<int64_t>(256, inner - i0);
+        std::fill(acc, acc + w, 0.f);
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t k = rev ? len - 1 - j : j, at = (o * len + k) * inner + i0;
+          if (ex)
+            for (int64_t i = 0; i < w; ++i) dst[at + i] = acc[i], acc[i] += src[at + i];
+          else
+            for (int64_t i = 0; i < w; ++i) acc[i] += src[at + i], dst[at + i] = acc[i];
+        }
+      }
+    });
+  };
+  return true;
+}
+
 bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& who) {
   const Node& node = g_.node(n);
   // Every input is copied by one oneDNN reorder (jit, multi-threaded) into its slice of the
