@@ -160,7 +160,7 @@ class Generator {
         {3, &Generator::layer_norm},   {2, &Generator::decomposed_layer_norm},
         {2, &Generator::gelu},         {1, &Generator::identity},      {1, &Generator::patch},
         {2, &Generator::where},        {2, &Generator::gather},        {1, &Generator::tile},        {4, &Generator::deconv},
-        {2, &Generator::resize},       {3, &Generator::pet_elementwise},
+        {2, &Generator::resize},       {3, &Generator::pet_elementwise}, {3, &Generator::float_int},
     };
     static const int total = [] {
       int s = 0;
@@ -326,7 +326,10 @@ class Generator {
       w.push_back(kk);
       ct.strides.push_back(s);
       ct.dilations.push_back(d);
-      ct.output_padding.push_back(chance(0.3) ? r_.range(0, std::max(s, d) - 1) : 0);
+      // below the stride: PyTorch allows up to max(stride, dilation) - 1 and pet computes
+      // that as PyTorch does (test_ops), but ONNX Runtime 1.20.1 gives other values at every
+      // row once output_padding >= stride, and ONNX's reference evaluator refuses it
+      ct.output_padding.push_back(chance(0.3) ? r_.range(0, s - 1) : 0);
     }
     ct.pads.assign(2 * k, 0);
     for (size_t i = 0; i < k; ++i) {
@@ -961,6 +964,47 @@ class Generator {
     for (auto& r : rep)
       if (chance(0.4)) r = r_.range(2, 3);
     add1(ops::Tile{.repeats = rep}, {x});
+  }
+
+  /// The ops between float and integer tensors (pet's kernels): a comparison whose mask
+  /// chooses between two tensors, a round trip through int32 (Cast truncates), ArgMax /
+  /// ArgMin read back as float, a running sum, a log-sum-exp over a block of dims. The first
+  /// three jump where their input crosses a threshold or ties, so they read a graph input
+  /// (both sides see the same bits; a computed tensor differs in its last bits between
+  /// kernels, and a near-tie of an ArgMax then flips).
+  void float_int() {
+    const int kind = int(r_.below(5));
+    TensorId x = kind < 3 ? one_of(g_.inputs()) : pick();
+    const int64_t r = rank(x);
+    switch (kind) {
+      case 0: {
+        const Shape bs = chance(0.5) ? Shape{} : broadcast_shape_for(shape(x));
+        const std::vector<Op> cmps = {ops::Equal{}, ops::Less{}, ops::LessOrEqual{}, ops::Greater{}, ops::GreaterOrEqual{}};
+        auto c = add1(one_of(cmps), {x, constant(values(bs, -0.5, 0.5))});
+        if (c) add1(ops::Where{}, {*c, x, constant(values(broadcast_shape_for(shape(x)), -1, 1))});
+        break;
+      }
+      case 1: {
+        auto scaled = add1(ops::Mul{}, {x, constant(values({}, 2, 6))});
+        if (auto i = scaled ? add1(ops::Cast{.to = DType::Int32}, {*scaled}) : std::nullopt) add1(ops::Cast{.to = DType::Float32}, {*i});
+        break;
+      }
+      case 2: {
+        const int64_t axis = r_.range(0, r - 1);
+        const bool keep = chance(0.5), last = chance(0.3);
+        auto i = chance(0.5) ? add1(ops::ArgMax{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {x})
+                             : add1(ops::ArgMin{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {x});
+        if (i) add1(ops::Cast{.to = DType::Float32}, {*i});
+        break;
+      }
+      case 3: add1(ops::CumSum{.axis = r_.range(0, r - 1), .exclusive = chance(0.3), .reverse = chance(0.3)}, {x}); break;
+      default: {
+        const int64_t a = r_.range(0, r - 1), b = r_.range(a, r - 1);
+        std::vector<int64_t> axes;
+        for (int64_t k = a; k <= b; ++k) axes.push_back(k);
+        add1(ops::ReduceLogSumExp{{.axes = axes, .keepdims = chance(0.6)}}, {x});
+      }
+    }
   }
 
   /// Every float tensor nobody reads is an output; so are some intermediates (a fusion must
