@@ -462,7 +462,7 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::GlobalAveragePool&, const std::string& who);
   /// Element-wise activations standalone (when nothing absorbed them), on any layout.
   bool lower_eltwise(NodeId n, const std::string& who);
-  /// A group of at least 3 small element-wise ops (unary ops, Add/Sub/Mul/Div) on plain
+  /// A group of at least 3 small element-wise ops (2 on at most 4096 elements; unary ops, Add/Sub/Mul/Div) on plain
   /// tensors of one shape, seeded at n, as one pet step that evaluates the ops' own formulas
   /// block by block (the gates of an unrolled LSTM); false when none forms.
   bool fuse_elementwise(NodeId n, const std::string& who);

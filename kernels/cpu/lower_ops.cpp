@@ -16,6 +16,7 @@
 #include "broadcast.hpp"
 #include "copy.hpp"
 #include "norm.hpp"
+#include "pet/backend/copy_plan.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/eval/interpreter.hpp"
 #include "pet/eval/resize_tables.hpp"
@@ -82,6 +83,9 @@ int fused_kind(const Op& op) {
 /// Largest tensor a fused group computes: for large tensors the steps' overhead matters little
 /// and oneDNN's kernels (vectorised for every op, threaded) stay.
 constexpr int64_t kFuseMaxElements = int64_t(1) << 16;
+/// Up to this size two ops fuse too (a GRU's reset gate and its product with the state, 256
+/// elements a step: two oneDNN calls cost more than the arithmetic); above it, three.
+constexpr int64_t kFusePairElements = 4096;
 constexpr int64_t kFuseBlock = 256;
 constexpr size_t kFuseMaxOps = 64;
 
@@ -124,7 +128,7 @@ bool CpuExecutable::fuse_elementwise(NodeId n, const std::string& who) {
     for (NodeId c : consumers_[size_t(g_.node(m).outputs[0])])
       if (group.size() < kFuseMaxOps && !group.count(c) && joins(c, 0)) todo.push_back(c);
   }
-  if (group.size() < 3) return false;
+  if (group.size() < (count <= kFusePairElements ? 2u : 3u)) return false;
   // The program, in topological order; registers hold the group's values block by block.
   struct Ref {
     int slot = -1, reg = -1;
@@ -708,6 +712,21 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& 
         if (auto s = slices_of(cand)) best = bytes, out_md = cand, subs = std::move(*s);
   }
   define(node.outputs[0], out_md);
+  const bool all_plain = is_plain(int(node.outputs[0])) &&
+                         std::all_of(node.inputs.begin(), node.inputs.end(), [&](TensorId t) { return is_plain(int(t)); });
+  if (all_plain) {  // pet's box copies, all in one step: no oneDNN memory objects made per input and run (an unrolled LSTM joins 50 rows)
+    auto plan = copy_plan(node.op, g_.input_types(n), g_.output_types(n));
+    if (plan) {
+      std::vector<int> ins;
+      for (TensorId t : node.inputs) ins.push_back(int(t));
+      Step& st = add_step(cat(who, ": pet copies of ", ins.size(), " inputs into slices (plain -> plain)"), ins, {int(node.outputs[0])});
+      st.fn = [this, ins, plan = std::move(*plan), y = int(node.outputs[0])] {
+        float* d = ptr(y);
+        for (const BoxCopy& c : plan) cpu::box_copy(ptr(ins[size_t(c.src)]) + c.src_offset, c.src_strides, d + c.dst_offset, c.dst_strides, c.shape);
+      };
+      return true;
+    }
+  }
   std::vector<int> ins;
   std::vector<reorder> copies;
   std::string layouts;
