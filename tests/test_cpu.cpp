@@ -649,7 +649,7 @@ Tensor<float> awkward(const Shape& s, uint64_t seed) {
 }
 }  // namespace
 
-TEST_CASE("cpu: comparisons, Cast, ArgMax and ArgMin of floats on pet's kernels, NaN and ties as the formulas say") {
+TEST_CASE("cpu: comparisons, Cast, ArgMax, ArgMin and TopK of floats on pet's kernels, NaN and ties as the formulas say") {
   const std::vector<std::pair<Shape, Shape>> shapes = {{{3, 4, 5}, {3, 4, 5}}, {{3, 4, 5}, {}}, {{3, 1, 5}, {4, 1}}, {{5}, {2, 3, 5}}};
   uint64_t seed = 200;
   for (const auto& [as, bs] : shapes) {
@@ -691,6 +691,17 @@ TEST_CASE("cpu: comparisons, Cast, ArgMax and ArgMin of floats on pet's kernels,
         Graph h = one_op(ops::ArgMin{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {f32({5, 2, 9})});
         moves_exactly(h, {awkward({5, 2, 9}, 500 + uint64_t(axis + 1))}, cat("ArgMin axis ", axis), "pet arg-reduction");
       }
+  for (int64_t axis : {0, 1, 2})
+    for (int64_t k : {int64_t(0), int64_t(1), int64_t(3)})
+      for (bool largest : {true, false}) {
+        Graph g = one_op(ops::TopK{.k = k, .axis = axis, .largest = largest}, {f32({4, 5, 6})});
+        moves_exactly(g, {awkward({4, 5, 6}, 800 + uint64_t(axis * 10 + k))}, cat("TopK k ", k, " axis ", axis, largest ? " largest" : " smallest"),
+                      "pet partial sort");
+      }
+  {
+    Graph g = one_op(ops::TopK{.k = 7, .axis = -1}, {f32({3, 7})});  // k the whole row: a sort
+    moves_exactly(g, {awkward({3, 7}, 850)}, "TopK of a whole row", "pet partial sort");
+  }
   {  // rows all NaN, NaN first then numbers
     Tensor<float> x(Shape{3, 3}, std::vector<float>{NAN, NAN, NAN, NAN, 1.f, 1.f, 2.f, NAN, 2.f});
     auto got = backend::make_backend("cpu")->compile(one_op(ops::ArgMax{{.axis = 1, .keepdims = false}}, {f32({3, 3})}))->run(std::vector<Value<float>>{x});

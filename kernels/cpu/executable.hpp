@@ -10,7 +10,7 @@
 //   lower_quant.cpp    quantized programs: QuantizeLinear / DequantizeLinear, int8 convs
 //   lower_integer.cpp  ONNX's integer ops (dynamic quantization, QOperator format) on int8 kernels
 //   lower_copies.cpp   views and pet's strided copies (R/T, transpose, slice, split, pad, patch, expand, tile)
-//   lower_index.cpp    ops between float and integer tensors: Gather, Where, comparisons, ArgMax/ArgMin, Cast
+//   lower_index.cpp    ops between float and integer tensors: Gather, Where, comparisons, ArgMax/ArgMin, TopK, Cast
 //   algorithm_cache.*  algorithm choices kept per configuration (in memory and on disk)
 // The graph reaching the executable has been through transform::backend_pipeline()
 // (constant and BN folding, Pad folding, LayerNorm and GELU as single ops, dead code).
@@ -591,7 +591,7 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::Expand&, const std::string& who);
   bool lower_op(NodeId n, const ops::Tile& t, const std::string& who);
   /// Ops between float and integer tensors (lower_index.cpp): Gather of float data, Where
-  /// choosing between float operands, comparisons of floats, ArgMax / ArgMin, Cast; false for
+  /// choosing between float operands, comparisons of floats, ArgMax / ArgMin, TopK, Cast; false for
   /// any other node (or form: integer data, say).
   bool lower_mixed(NodeId n, const std::string& who);
   /// Gather: one memcpy per index of the rows after the axis, from the plain data.
@@ -605,6 +605,9 @@ class CpuExecutable final : public Executable {
   /// false between integer types.
   bool lower_cast(NodeId n, const ops::Cast& op, const std::string& who);
   bool lower_op(NodeId n, const ops::Cast& c, const std::string& who) { return lower_cast(n, c, who); }
+  /// TopK of float data: a partial sort of each row (ops::TopK::before), values into a
+  /// buffer, indices a fresh host tensor.
+  bool lower_topk(NodeId n, const ops::TopK& op, const std::string& who);
   /// A step giving integer tensor t a fresh host value each run, filled by `fill`.
   void host_result_step(std::string text, std::vector<int> reads, TensorId t, std::function<void(int64_t*)> fill);
   /// Any other op: the reference interpreter's kernel on plain copies of its inputs.

@@ -1,6 +1,6 @@
 // Ops between float and integer tensors on the cpu backend: Gather (embedding lookups) and
 // Where (attention masks) read an integer tensor into a float result; comparisons, ArgMax /
-// ArgMin and Cast to an integer type write one from float buffers; Cast from an integer type
+// ArgMin, TopK's indices and Cast to an integer type write one from float buffers; Cast from an integer type
 // writes a float buffer. Integer tensors live as host values (Slot::host): read when the step
 // runs (a constant's checked once, here), written as a fresh tensor each run (callers keep
 // the outputs they were given).
@@ -40,8 +40,7 @@ bool CpuExecutable::lower_arg_reduce(NodeId n, const O& op, const std::string& w
   host_result_step(cat(who, ": pet arg-reduction"), {x}, node.outputs[0], [this, x, outer, inner, len, last = op.select_last_index](int64_t* y) {
     const float* src = ptr(x);
     // positions (outer, block of up to 256 inner ones) in parallel; each block walks the axis
-    // once, over contiguous rows. The rule is ops::ArgReduce's: ties to the first (or, with
-    // select_last_index, the last) index; NaN never wins over a number.
+    // once, over contiguous rows, with ops::ArgReduce's rule
     const int64_t blocks = (inner + 255) / 256;
     parallel_chunks(outer * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(len * std::min<int64_t>(inner, 256), 1)), [&](int64_t b, int64_t e) {
       float bv[256];
@@ -55,7 +54,7 @@ bool CpuExecutable::lower_arg_reduce(NodeId n, const O& op, const std::string& w
           const float* row = base + k * inner;
           for (int64_t i = 0; i < w; ++i) {
             const float v = row[i];
-            if (O::better(v, bv[i]) || (last && v == bv[i]) || (std::isnan(bv[i]) && !std::isnan(v))) best[i] = k, bv[i] = v;
+            if (O::replaces(v, bv[i], last)) best[i] = k, bv[i] = v;
           }
         }
       }
@@ -75,8 +74,44 @@ void CpuExecutable::host_result_step(std::string text, std::vector<int> reads, T
   };
 }
 
+bool CpuExecutable::lower_topk(NodeId n, const ops::TopK& op, const std::string& who) {
+  const Node& node = g_.node(n);
+  const TensorId xt = node.inputs[0], vt = node.outputs[0], it = node.outputs[1];
+  if (!slots_[size_t(xt)].is_float() || !slots_[size_t(vt)].is_float()) return false;
+  const Shape& xs = g_.type(xt).shape;
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < size_t(op.axis); ++d) outer *= xs[d];
+  for (size_t d = size_t(op.axis) + 1; d < xs.size(); ++d) inner *= xs[d];
+  const int64_t len = xs[size_t(op.axis)], k = op.k;
+  const int x = plain_slot(int(xt)), v = int(vt);
+  define(vt, plain_md(g_.type(vt).shape));
+  const Shape is = g_.type(it).shape;
+  add_step(cat(who, ": pet partial sort"), {x}, {v, int(it)}).fn = [this, x, v, it, is, outer, inner, len, k, largest = op.largest] {
+    Tensor<int64_t> idx(is);
+    const float* src = ptr(x);
+    float* vals = ptr(v);
+    int64_t* ids = idx.data();
+    parallel_chunks(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+      std::vector<std::pair<float, int64_t>> row(static_cast<size_t>(len));
+      for (int64_t p = b; p < e; ++p) {
+        const int64_t o = p / inner, i = p % inner;
+        const float* in = src + o * len * inner + i;
+        for (int64_t j = 0; j < len; ++j) row[size_t(j)] = {in[j * inner], j};
+        std::partial_sort(row.begin(), row.begin() + k, row.end(), [&](const auto& a, const auto& c) { return ops::TopK::before(largest, a, c); });
+        for (int64_t r = 0; r < k; ++r) {
+          const int64_t at = (o * k + r) * inner + i;
+          vals[at] = row[size_t(r)].first, ids[at] = row[size_t(r)].second;
+        }
+      }
+    });
+    slots_[size_t(it)].host = std::move(idx);
+  };
+  return true;
+}
+
 bool CpuExecutable::lower_mixed(NodeId n, const std::string& who) {
   const Node& node = g_.node(n);
+  if (const auto* t = std::get_if<ops::TopK>(&node.op)) return lower_topk(n, *t, who);
   if (node.outputs.size() != 1) return false;
   const TensorId yt = node.outputs[0];
   const bool float_out = slots_[size_t(yt)].is_float();

@@ -968,7 +968,7 @@ class Generator {
 
   /// The ops between float and integer tensors (pet's kernels): a comparison whose mask
   /// chooses between two tensors, a round trip through int32 (Cast truncates), ArgMax /
-  /// ArgMin read back as float, a running sum, a log-sum-exp over a block of dims. The first
+  /// ArgMin / TopK indices read back as float, a running sum, a log-sum-exp over a block of dims. The first
   /// three jump where their input crosses a threshold or ties, so they read a graph input
   /// (both sides see the same bits; a computed tensor differs in its last bits between
   /// kernels, and a near-tie of an ArgMax then flips).
@@ -992,8 +992,15 @@ class Generator {
       case 2: {
         const int64_t axis = r_.range(0, r - 1);
         const bool keep = chance(0.5), last = chance(0.3);
-        auto i = chance(0.5) ? add1(ops::ArgMax{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {x})
-                             : add1(ops::ArgMin{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {x});
+        std::optional<TensorId> i;
+        switch (r_.below(3)) {
+          case 0: i = add1(ops::ArgMax{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {x}); break;
+          case 1: i = add1(ops::ArgMin{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {x}); break;
+          default: {  // values join the pool, indices as float
+            auto outs = add(ops::TopK{.k = r_.range(1, shape(x)[size_t(axis)]), .axis = axis, .largest = chance(0.7)}, {x});
+            if (outs.size() == 2) i = outs[1];
+          }
+        }
         if (i) add1(ops::Cast{.to = DType::Float32}, {*i});
         break;
       }

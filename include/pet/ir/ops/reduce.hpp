@@ -210,9 +210,15 @@ struct ArgReduce {
     for (int64_t k = 0; k < xs[size_t(axis)]; ++k) {
       xi[int(axis)] = k;
       double v = read.real(0, xi);
-      if (k == 0 || D::better(v, bv) || (select_last_index && v == bv) || (std::isnan(bv) && !std::isnan(v))) best = k, bv = v;
+      if (k == 0 || replaces(v, bv, select_last_index)) best = k, bv = v;
     }
     return E(best);
+  }
+  /// Whether v, later on the axis, takes the place of the best so far bv: better, or equal
+  /// with select_last_index; NaN never wins over a number (and loses to the first number).
+  template <class V>
+  static bool replaces(V v, V bv, bool select_last_index) {
+    return D::better(v, bv) || (select_last_index && v == bv) || (std::isnan(bv) && !std::isnan(v));
   }
   bool operator==(const ArgReduce&) const = default;
 };
@@ -321,18 +327,21 @@ struct TopK {
     const int64_t n = read.shape(0)[size_t(a)], r = o[a];
     std::vector<std::pair<double, int64_t>> row(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) row[size_t(j)] = {read.real(0, detail::along(o, a, j)), j};
-    auto before = [&](const std::pair<double, int64_t>& p, const std::pair<double, int64_t>& q) {
-      const bool pn = std::isnan(p.first), qn = std::isnan(q.first);
-      if (pn || qn) {
-        if (pn && qn) return p.second < q.second;
-        return largest ? pn : qn;
-      }
-      if (p.first != q.first) return largest ? p.first > q.first : p.first < q.first;
-      return p.second < q.second;
-    };
-    std::partial_sort(row.begin(), row.begin() + r + 1, row.end(), before);
+    std::partial_sort(row.begin(), row.begin() + r + 1, row.end(), [&](const auto& p, const auto& q) { return before(largest, p, q); });
     const int64_t j = row[size_t(r)].second;
     return out == 1 ? E(j) : read(0, detail::along(o, a, j));
+  }
+  /// The order of a row: (value, index) p comes before q when larger (smallest first: smaller),
+  /// NaN counting as larger than any number, ties to the lower index.
+  template <class V>
+  static bool before(bool largest, const std::pair<V, int64_t>& p, const std::pair<V, int64_t>& q) {
+    const bool pn = std::isnan(p.first), qn = std::isnan(q.first);
+    if (pn || qn) {
+      if (pn && qn) return p.second < q.second;
+      return largest ? pn : qn;
+    }
+    if (p.first != q.first) return largest ? p.first > q.first : p.first < q.first;
+    return p.second < q.second;
   }
   bool operator==(const TopK&) const = default;
 };
