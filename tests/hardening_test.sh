@@ -62,6 +62,8 @@ if "$PET" verify --help | grep -q -- "--z3 "; then
 fi
 # verify --exhaustive on a large output says how far it is (stderr).
 expect 0 "pet verify: exhaustive, [0-9]+ of [0-9]+ positions" -- "$PET" verify "$M/conv64.onnx" "$M/conv64.onnx" --exhaustive
+# pet info: a subprogram that reads only constants (folded before running) is counted, not listed.
+expect 0 "  #[12]   MatMul .*first node 'mm'.*\(1 more read only constants: folded before a backend runs them\)" -- bash -c "\"$PET\" info \"$M/shared_weight.onnx\" | tr '\n' ' '"
 # A Concat of 4,000 inputs (oneDNN's concat primitive cannot): one step copying each into its slice.
 expect 0 "on cpu: median" -- "$PET" run "$M/concat4000.onnx"
 expect 0 "pet copies of 4000 inputs into slices" -- "$PET" run "$M/concat4000.onnx" --plan

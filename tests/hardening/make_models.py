@@ -37,6 +37,13 @@ save("deep_neg", nodes, [vi("x", [2, 3])], [vi("y", [2, 3])])
 # Concat of 4,000 inputs (oneDNN 2.6's concat primitive fails to run that many).
 save("concat4000", [helper.make_node("Concat", ["x"] * 4000, ["y"], axis=0, name="cat")], [vi("x", [1, 4])], [vi("y", [4000, 4])])
 
+# A weight shared as PyTorch exports it (an Identity of the initializer, here a LayerNorm's
+# scale) and a MatMul: `pet info` counts the Identity's subprogram as folded, lists the MatMul's.
+save("shared_weight", [helper.make_node("Identity", ["s"], ["s2"], name="share"),
+                       helper.make_node("LayerNormalization", ["a", "s2"], ["n"], name="ln", axis=-1),
+                       helper.make_node("MatMul", ["n", "w"], ["y"], name="mm")],
+     [vi("a", [2, 3])], [vi("y", [2, 4])], [const("s", np.ones(3, np.float32)), const("w", np.ones((3, 4), np.float32))], opset=17)
+
 # Declared shapes far beyond memory.
 save("huge_input", [helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [1, 3, 100000, 100000])], [vi("y", [1, 3, 100000, 100000])])
 save("expand_huge", [helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")], [vi("x", [1, 1, 1])], [vi("y", [60000, 60000, 10])],

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
@@ -45,6 +46,17 @@ int cmd_info(const std::vector<std::string>& argv) {
       param_bytes += n * (is_float(dt) || dt == DType::Int32 ? 4 : dt == DType::Int64 ? 8 : 1);
     }
   auto subs = multilinear_subprograms(g);
+  // A subprogram whose inputs are all constants (PyTorch's Identity on a shared weight) is
+  // folded before any backend runs: counted, not listed.
+  auto constant_only = [&](const std::vector<NodeId>& s) {
+    std::set<TensorId> inside;
+    for (NodeId n : s)
+      for (TensorId t : g.node(n).outputs) inside.insert(t);
+    for (NodeId n : s)
+      for (TensorId t : g.node(n).inputs)
+        if (!inside.count(t) && !g.tensor(t).is_constant()) return false;
+    return true;
+  };
 
   nlohmann::json j;
   j["model"] = path;
@@ -68,6 +80,7 @@ int cmd_info(const std::vector<std::string>& argv) {
       f += node_flops[size_t(n)];
     }
     sj["flops"] = f;
+    sj["constant_inputs_only"] = constant_only(s);
     j["multilinear_subprograms"].push_back(sj);
   }
 
@@ -92,7 +105,12 @@ int cmd_info(const std::vector<std::string>& argv) {
   for (const auto& [v, k] : sorted) ops += cat(ops.empty() ? "" : ", ", k, " ", -v);
   std::printf("ops      %s\n", ops.c_str());
   std::printf("multilinear subprograms (cut at non-linear ops): %zu\n", subs.size());
+  size_t folded = 0;
   for (size_t i = 0; i < subs.size(); ++i) {
+    if (constant_only(subs[i])) {
+      ++folded;
+      continue;
+    }
     std::string list;
     int64_t f = 0;
     for (size_t k = 0; k < subs[i].size(); ++k) {
@@ -103,6 +121,7 @@ int cmd_info(const std::vector<std::string>& argv) {
     std::printf("  #%-3zu %-44s %9s FLOPs  first node '%s'\n", i + 1, list.c_str(), format_count(double(f)).c_str(),
                 g.node(subs[i][0]).name.c_str());
   }
+  if (folded) std::printf("  (%zu more read only constants: folded before a backend runs them)\n", folded);
   return 0;
 }
 
