@@ -702,6 +702,11 @@ TEST_CASE("cpu: comparisons, Cast, ArgMax, ArgMin and TopK of floats on pet's ke
     Graph g = one_op(ops::TopK{.k = 7, .axis = -1}, {f32({3, 7})});  // k the whole row: a sort
     moves_exactly(g, {awkward({3, 7}, 850)}, "TopK of a whole row", "pet partial sort");
   }
+  {  // an empty axis: index 0 at every position
+    Graph g = one_op(ops::ArgMax{{.axis = 1}}, {f32({2, 0, 3})});
+    auto got = backend::make_backend("cpu")->compile(g)->run(std::vector<Value<float>>{Tensor<float>(Shape{2, 0, 3})});
+    CHECK(std::get<Tensor<int64_t>>(got[0]).vec() == std::vector<int64_t>(6, 0));
+  }
   {  // rows all NaN, NaN first then numbers
     Tensor<float> x(Shape{3, 3}, std::vector<float>{NAN, NAN, NAN, NAN, 1.f, 1.f, 2.f, NAN, 2.f});
     auto got = backend::make_backend("cpu")->compile(one_op(ops::ArgMax{{.axis = 1, .keepdims = false}}, {f32({3, 3})}))->run(std::vector<Value<float>>{x});

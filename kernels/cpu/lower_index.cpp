@@ -1,7 +1,7 @@
 // Ops between float and integer tensors on the cpu backend: Gather (embedding lookups) and
 // Where (attention masks) read an integer tensor into a float result; comparisons, ArgMax /
-// ArgMin, TopK's indices and Cast to an integer type write one from float buffers; Cast from an integer type
-// writes a float buffer. Integer tensors live as host values (Slot::host): read when the step
+// ArgMin, TopK's indices and Cast to an integer type write one from float buffers; Cast from
+// an integer type writes a float buffer. Integer tensors live as host values (Slot::host): read when the step
 // runs (a constant's checked once, here), written as a fresh tensor each run (callers keep
 // the outputs they were given).
 #include "broadcast.hpp"
@@ -38,6 +38,7 @@ bool CpuExecutable::lower_arg_reduce(NodeId n, const O& op, const std::string& w
   const int64_t len = xs[size_t(op.axis)];
   const int x = plain_slot(int(xt));
   host_result_step(cat(who, ": pet arg-reduction"), {x}, node.outputs[0], [this, x, outer, inner, len, last = op.select_last_index](int64_t* y) {
+    if (len == 0) return;  // an empty axis: index 0 everywhere, as the formula (the tensor is zeros)
     const float* src = ptr(x);
     // positions (outer, block of up to 256 inner ones) in parallel; each block walks the axis
     // once, over contiguous rows, with ops::ArgReduce's rule
