@@ -740,6 +740,36 @@ TEST_CASE("cpu: CumSum and ReduceLogSumExp on pet's kernels") {
   moves_exactly(g, {lab::random_weight({4, 6, 5}, rng)}, "ReduceLogSumExp over dims apart", "reference kernel", 1e-6);
 }
 
+TEST_CASE("cpu: a matmul of a few rows with a constant weight: oneDNN's weight layout or the padded rows, whichever times faster") {
+  struct C {
+    Shape a, w;
+    bool bias, residual, tanh;
+  };
+  for (const C& c : {C{{1, 256}, {256, 1024}, true, true, false}, C{{4, 64}, {64, 96}, false, false, true}, C{{2, 1, 48}, {48, 33}, true, false, true},
+                     C{{16, 32}, {32, 64}, false, true, false}}) {
+    Graph g;
+    {
+      Builder b(g);
+      Rng rng(900 + uint64_t(c.w[1]));
+      TensorId x = b.input("x", c.a);
+      TensorId y = b.add(ops::MatMul{}, {x, b.constant("w", lab::random_weight(c.w, rng))});
+      if (c.bias) y = b.add(ops::Add{}, {y, b.constant("bias", lab::random_weight({c.w[1]}, rng))});
+      Shape ys = c.a;
+      ys.back() = c.w[1];
+      if (c.residual) y = b.add(ops::Add{}, {y, b.input("r", ys)});
+      if (c.tanh) y = b.add(ops::Tanh{}, {y});
+      b.output(y);
+    }
+    backend::CompileOptions untimed;
+    untimed.choose_algorithms = false;  // the padded rows, untimed
+    same_as_reference(g, 91, cat("few-row matmul ", c.a, " x ", c.w, ", padded rows"), untimed);
+    CHECK(backend::make_backend("cpu")->compile(g, untimed)->describe().find("weights in oneDNN's layout") == std::string::npos);
+    backend::CompileOptions timed;
+    timed.algorithm_cache = "";  // this process's choices only
+    same_as_reference(g, 92, cat("few-row matmul ", c.a, " x ", c.w, ", timed"), timed);
+  }
+}
+
 TEST_CASE("cpu: Tile as one strided copy (pet's copy plans)") {
   const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
       {{2, 3, 4}, {1, 2, 2}}, {{5}, {3}}, {{1, 3}, {4, 1}}, {{2, 1, 3, 2}, {2, 3, 2, 2}}, {{2, 3}, {0, 2}}, {{3, 2, 2}, {1, 1, 1}}};

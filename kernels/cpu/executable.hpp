@@ -411,7 +411,21 @@ class CpuExecutable final : public Executable {
   /// Best time of pet's Winograd conv on scratch buffers with the direct conv's layouts.
   double time_winograd(cpu::Winograd4x3& wg, const md_t& src_md, const md_t& dst_md, double bound = 1e30);
   /// Best time of a primitive on scratch buffers (algorithm choice at compile time).
-  double time_pd(const convolution_forward::primitive_desc& pd, double bound = 1e30);
+  /// (a conv's or a matmul's: its source, weights, bias and destination on zeroed scratch)
+  template <class PD>
+  double time_pd(const PD& pd, double bound = 1e30) {
+    std::vector<std::shared_ptr<float[]>> keep;
+    auto mem = [&](const md_t& md) {
+      keep.push_back(aligned_floats(md.get_size() / sizeof(float) + 1));
+      std::memset(keep.back().get(), 0, md.get_size());
+      return memory(md, eng_, keep.back().get());
+    };
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(pd.src_desc())}, {DNNL_ARG_WEIGHTS, mem(pd.weights_desc())},
+                                         {DNNL_ARG_DST, mem(pd.dst_desc())}};
+    if (pd.bias_desc().get_size()) args.emplace(DNNL_ARG_BIAS, mem(pd.bias_desc()));
+    std::conditional_t<std::is_same_v<PD, matmul::primitive_desc>, matmul, convolution_forward> prim(pd);
+    return best_seconds([&] { prim.execute(strm_, args); }, bound);
+  }
   /// Matrix products (MatMul, Gemm) as oneDNN matmul on plain layouts; constant right
   /// operands are reordered once into the layout the primitive prefers. `fuse`: which
   /// following ops may join as post-ops (2: activations, scalings and a residual add; 1: no

@@ -346,18 +346,4 @@ double CpuExecutable::time_winograd(cpu::Winograd4x3& wg, const md_t& src_md, co
   return best_seconds([&] { wg.run(strm_, src.get(), dst.get()); }, bound);
 }
 
-double CpuExecutable::time_pd(const convolution_forward::primitive_desc& pd, double bound) {
-  std::vector<std::shared_ptr<float[]>> keep;
-  auto mem = [&](const md_t& md) {
-    keep.push_back(aligned_floats(md.get_size() / sizeof(float) + 1));
-    std::memset(keep.back().get(), 0, md.get_size());
-    return memory(md, eng_, keep.back().get());
-  };
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(pd.src_desc())}, {DNNL_ARG_WEIGHTS, mem(pd.weights_desc())},
-                                       {DNNL_ARG_DST, mem(pd.dst_desc())}};
-  if (pd.bias_desc().get_size()) args.emplace(DNNL_ARG_BIAS, mem(pd.bias_desc()));
-  convolution_forward prim(pd);
-  return best_seconds([&] { prim.execute(strm_, args); }, bound);
-}
-
 }  // namespace pet::backend::cpu_detail
