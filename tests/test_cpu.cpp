@@ -541,7 +541,7 @@ Tensor<float> counting(const Shape& s) {
 }
 }  // namespace
 
-TEST_CASE("cpu: Gather on pet's gather kernel, indices constant or at run time, negative ones counted from the end") {
+TEST_CASE("cpu: Gather and GatherElements on pet's kernels, indices constant or at run time, negative ones counted from the end") {
   const Shape xs{4, 5, 6};
   for (int64_t axis = -1; axis < 3; ++axis) {
     const int64_t extent = xs[size_t(axis < 0 ? axis + 3 : axis)];
@@ -561,6 +561,29 @@ TEST_CASE("cpu: Gather on pet's gather kernel, indices constant or at run time, 
         moves_exactly(g, in, cat("axis ", axis, ", indices ", is, constant ? " constant" : " input"),
                       constant && is.empty() ? "pet strided copy" : "pet gather");
       }
+  }
+  // GatherElements: indices smaller than the data in the other dims, negative ones, constant or not.
+  for (int64_t axis : {0, 1, 2})
+    for (bool constant : {true, false}) {
+      const Shape is{3, 4, 5};
+      Tensor<int64_t> idx(is);
+      for (int64_t k = 0; k < idx.size(); ++k) idx[k] = (k * 7) % (2 * xs[size_t(axis)]) - xs[size_t(axis)];
+      Graph g;
+      Builder b(g);
+      TensorId x = b.input("x", xs);
+      TensorId i = constant ? g.add_constant("idx", DType::Int64, idx) : b.input("idx", is, DType::Int64);
+      b.output(b.add(ops::GatherElements{.axis = axis}, {x, i}));
+      std::vector<Value<float>> in{counting(xs)};
+      if (!constant) in.push_back(idx);
+      moves_exactly(g, in, cat("GatherElements axis ", axis, constant ? " constant" : " input"), "pet element gather");
+    }
+  {
+    Graph g;
+    Builder b(g);
+    b.output(b.add(ops::GatherElements{.axis = 1}, {b.input("x", {2, 3}), b.input("idx", {2, 2}, DType::Int64)}));
+    auto exe = backend::make_backend("cpu")->compile(g);
+    CHECK_THROWS_WITH_AS(exe->run(std::vector<Value<float>>{counting({2, 3}), Tensor<int64_t>(Shape{2, 2}, std::vector<int64_t>{0, 1, 2, 3})}),
+                         doctest::Contains("index 3 is out of range for axis 1 of size 3"), InvalidInput);
   }
   // An embedding table (a constant) looked up with run-time ids, then a layer's Add.
   Graph g;

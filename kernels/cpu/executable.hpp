@@ -10,7 +10,7 @@
 //   lower_quant.cpp    quantized programs: QuantizeLinear / DequantizeLinear, int8 convs
 //   lower_integer.cpp  ONNX's integer ops (dynamic quantization, QOperator format) on int8 kernels
 //   lower_copies.cpp   views and pet's strided copies (R/T, transpose, slice, split, pad, patch, expand, tile)
-//   lower_index.cpp    ops between float and integer tensors: Gather, Where, comparisons, ArgMax/ArgMin, TopK, Cast
+//   lower_index.cpp    ops between float and integer tensors: Gather, GatherElements, Where, comparisons, ArgMax/ArgMin, TopK, Cast
 //   algorithm_cache.*  algorithm choices kept per configuration (in memory and on disk)
 // The graph reaching the executable has been through transform::backend_pipeline()
 // (constant and BN folding, Pad folding, LayerNorm and GELU as single ops, dead code).
@@ -604,12 +604,14 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::Patch& p, const std::string& who);
   bool lower_op(NodeId n, const ops::Expand&, const std::string& who);
   bool lower_op(NodeId n, const ops::Tile& t, const std::string& who);
-  /// Ops between float and integer tensors (lower_index.cpp): Gather of float data, Where
+  /// Ops between float and integer tensors (lower_index.cpp): Gather and GatherElements of float data, Where
   /// choosing between float operands, comparisons of floats, ArgMax / ArgMin, TopK, Cast; false for
   /// any other node (or form: integer data, say).
   bool lower_mixed(NodeId n, const std::string& who);
   /// Gather: one memcpy per index of the rows after the axis, from the plain data.
   bool lower_gather(NodeId n, const ops::Gather& op, const std::string& who);
+  /// GatherElements: one read per index, walked as pet's broadcasting kernels walk their rows.
+  bool lower_gather_elements(NodeId n, const ops::GatherElements& op, const std::string& who);
   /// Where: pet's broadcasting select over plain operands.
   bool lower_where(NodeId n, const std::string& who);
   /// ArgMax / ArgMin of float data: one pass per output position (ops::ArgReduce's rule).

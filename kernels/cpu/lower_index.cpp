@@ -1,5 +1,5 @@
-// Ops between float and integer tensors on the cpu backend: Gather (embedding lookups) and
-// Where (attention masks) read an integer tensor into a float result; comparisons, ArgMax /
+// Ops between float and integer tensors on the cpu backend: Gather (embedding lookups),
+// GatherElements and Where (attention masks) read an integer tensor into a float result; comparisons, ArgMax /
 // ArgMin, TopK's indices and Cast to an integer type write one from float buffers; Cast from
 // an integer type writes a float buffer. Integer tensors live as host values (Slot::host): read when the step
 // runs (a constant's checked once, here), written as a fresh tensor each run (callers keep
@@ -110,6 +110,35 @@ bool CpuExecutable::lower_topk(NodeId n, const ops::TopK& op, const std::string&
   return true;
 }
 
+bool CpuExecutable::lower_gather_elements(NodeId n, const ops::GatherElements& op, const std::string& who) {
+  const Node& node = g_.node(n);
+  const TensorId xt = node.inputs[0], it = node.inputs[1], yt = node.outputs[0];
+  if (!slots_[size_t(xt)].is_float()) return false;
+  const Shape &xs = g_.type(xt).shape, &is = g_.type(it).shape;
+  // walked over the indices' shape: the indices contiguously, the data with its own strides
+  // except along the axis (0 there: the index says where)
+  auto xst = strides_of(xs);
+  const int64_t axis_stride = xst[size_t(op.axis)], extent = xs[size_t(op.axis)];
+  xst[size_t(op.axis)] = 0;
+  const auto ist = strides_of(is);
+  const int x = plain_slot(int(xt)), y = int(yt);
+  define(yt, plain_md(is));
+  add_step(cat(who, ": pet element gather"), {x, int(it)}, {y}).fn = [this, x, y, it, is, ist, xst, axis_stride, extent, axis = op.axis, who] {
+    const int64_t* idx = std::get<Tensor<int64_t>>(*slots_[size_t(it)].host).data();
+    const float* src = ptr(x);
+    float* dst = ptr(y);
+    cpu::broadcast_rows<2>(is, {ist, xst}, [&](const std::array<int64_t, 2>& o, int64_t yo, int64_t len, const std::array<int64_t, 2>& st) {
+      for (int64_t i = 0; i < len; ++i) {
+        int64_t k = idx[o[0] + i * st[0]];
+        if (k < -extent || k >= extent) throw InvalidInput(cat(who, ": index ", k, " is out of range for axis ", axis, " of size ", extent));
+        if (k < 0) k += extent;
+        dst[yo + i] = src[o[1] + i * st[1] + k * axis_stride];
+      }
+    });
+  };
+  return true;
+}
+
 bool CpuExecutable::lower_mixed(NodeId n, const std::string& who) {
   const Node& node = g_.node(n);
   if (const auto* t = std::get_if<ops::TopK>(&node.op)) return lower_topk(n, *t, who);
@@ -117,6 +146,7 @@ bool CpuExecutable::lower_mixed(NodeId n, const std::string& who) {
   const TensorId yt = node.outputs[0];
   const bool float_out = slots_[size_t(yt)].is_float();
   if (const auto* gt = std::get_if<ops::Gather>(&node.op); gt && float_out) return lower_gather(n, *gt, who);
+  if (const auto* ge = std::get_if<ops::GatherElements>(&node.op); ge && float_out) return lower_gather_elements(n, *ge, who);
   if (std::holds_alternative<ops::Where>(node.op) && float_out) return lower_where(n, who);
   if (const auto* a = std::get_if<ops::ArgMax>(&node.op)) return lower_arg_reduce(n, *a, who);
   if (const auto* a = std::get_if<ops::ArgMin>(&node.op)) return lower_arg_reduce(n, *a, who);

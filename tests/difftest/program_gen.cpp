@@ -944,11 +944,18 @@ class Generator {
     add1(ops::Where{}, chance(0.5) ? std::vector{cond, x, y} : std::vector{cond, y, x});
   }
   /// Gather of constant indices (a scalar, a list or a 2-D block; negative ones too): a
-  /// scalar becomes a Slice (gather-to-slice), the others pet's gather kernel.
+  /// scalar becomes a Slice (gather-to-slice), the others pet's gather kernel; sometimes
+  /// GatherElements (indices at most the data's extent in the other dims).
   void gather() {
     TensorId x = pick();
     const int64_t axis = r_.range(0, rank(x) - 1), n = shape(x)[size_t(axis)];
-    if (chance(0.3)) {
+    if (chance(0.25)) {
+      Shape is = shape(x);
+      for (size_t d = 0; d < is.size(); ++d) is[d] = int64_t(d) == axis ? r_.range(1, n + 2) : r_.range(1, is[d]);
+      std::vector<int64_t> idx;
+      for (int64_t i = numel(is); i > 0; --i) idx.push_back(r_.range(-n, n - 1));
+      add1(ops::GatherElements{.axis = axis}, {x, ints(idx, is)});
+    } else if (chance(0.3)) {
       add1(ops::Gather{.axis = axis}, {x, ints({r_.range(-n, n - 1)}, Shape{})});
     } else {
       Shape is = chance(0.7) ? Shape{r_.range(1, 4)} : Shape{r_.range(1, 3), r_.range(1, 3)};
