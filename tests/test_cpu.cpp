@@ -725,6 +725,10 @@ TEST_CASE("cpu: comparisons, Cast, ArgMax, ArgMin and TopK of floats on pet's ke
     Graph g = one_op(ops::TopK{.k = 7, .axis = -1}, {f32({3, 7})});  // k the whole row: a sort
     moves_exactly(g, {awkward({3, 7}, 850)}, "TopK of a whole row", "pet partial sort");
   }
+  for (const Op& op : std::vector<Op>{ops::IsNaN{}, ops::IsInf{}, ops::IsInf{.detect_negative = false}, ops::IsInf{.detect_positive = false}}) {
+    Graph g = one_op(op, {f32({6, 7})});
+    moves_exactly(g, {awkward({6, 7}, 870)}, cat(op_name(op), " ", op_signature(op)), "pet element test");
+  }
   {  // an empty axis: index 0 at every position
     Graph g = one_op(ops::ArgMax{{.axis = 1}}, {f32({2, 0, 3})});
     auto got = backend::make_backend("cpu")->compile(g)->run(std::vector<Value<float>>{Tensor<float>(Shape{2, 0, 3})});

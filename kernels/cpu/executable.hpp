@@ -10,7 +10,8 @@
 //   lower_quant.cpp    quantized programs: QuantizeLinear / DequantizeLinear, int8 convs
 //   lower_integer.cpp  ONNX's integer ops (dynamic quantization, QOperator format) on int8 kernels
 //   lower_copies.cpp   views and pet's strided copies (R/T, transpose, slice, split, pad, patch, expand, tile)
-//   lower_index.cpp    ops between float and integer tensors: Gather, GatherElements, Where, comparisons, ArgMax/ArgMin, TopK, Cast
+//   lower_index.cpp    ops between float and integer tensors: Gather, GatherElements, Where, comparisons,
+//                      ArgMax/ArgMin, TopK, IsNaN/IsInf, Cast
 //   algorithm_cache.*  algorithm choices kept per configuration (in memory and on disk)
 // The graph reaching the executable has been through transform::backend_pipeline()
 // (constant and BN folding, Pad folding, LayerNorm and GELU as single ops, dead code).
@@ -621,6 +622,9 @@ class CpuExecutable final : public Executable {
   /// false between integer types.
   bool lower_cast(NodeId n, const ops::Cast& op, const std::string& who);
   bool lower_op(NodeId n, const ops::Cast& c, const std::string& who) { return lower_cast(n, c, who); }
+  /// IsNaN / IsInf of float data: the op's own test per element.
+  template <class O>
+  bool lower_float_test(NodeId n, const O& op, const std::string& who);
   /// TopK of float data: a partial sort of each row (ops::TopK::before), values into a
   /// buffer, indices a fresh host tensor.
   bool lower_topk(NodeId n, const ops::TopK& op, const std::string& who);

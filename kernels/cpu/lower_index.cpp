@@ -1,6 +1,7 @@
 // Ops between float and integer tensors on the cpu backend: Gather (embedding lookups),
 // GatherElements and Where (attention masks) read an integer tensor into a float result; comparisons, ArgMax /
-// ArgMin, TopK's indices and Cast to an integer type write one from float buffers; Cast from
+// ArgMin, TopK's indices, IsNaN, IsInf and Cast to an integer type write one from float
+// buffers; Cast from
 // an integer type writes a float buffer. Integer tensors live as host values (Slot::host): read when the step
 // runs (a constant's checked once, here), written as a fresh tensor each run (callers keep
 // the outputs they were given).
@@ -139,6 +140,21 @@ bool CpuExecutable::lower_gather_elements(NodeId n, const ops::GatherElements& o
   return true;
 }
 
+template <class O>
+bool CpuExecutable::lower_float_test(NodeId n, const O& op, const std::string& who) {
+  const Node& node = g_.node(n);
+  if (!slots_[size_t(node.inputs[0])].is_float()) return false;
+  const int x = plain_slot(int(node.inputs[0]));
+  const int64_t count = numel(g_.type(node.inputs[0]).shape);
+  host_result_step(cat(who, ": pet element test"), {x}, node.outputs[0], [this, x, count, op](int64_t* y) {
+    const float* src = ptr(x);
+    parallel_chunks(count, 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = op.holds(src[i]);
+    });
+  });
+  return true;
+}
+
 bool CpuExecutable::lower_mixed(NodeId n, const std::string& who) {
   const Node& node = g_.node(n);
   if (const auto* t = std::get_if<ops::TopK>(&node.op)) return lower_topk(n, *t, who);
@@ -151,6 +167,8 @@ bool CpuExecutable::lower_mixed(NodeId n, const std::string& who) {
   if (const auto* a = std::get_if<ops::ArgMax>(&node.op)) return lower_arg_reduce(n, *a, who);
   if (const auto* a = std::get_if<ops::ArgMin>(&node.op)) return lower_arg_reduce(n, *a, who);
   if (const auto* c = std::get_if<ops::Cast>(&node.op)) return lower_cast(n, *c, who);
+  if (const auto* t = std::get_if<ops::IsNaN>(&node.op)) return lower_float_test(n, *t, who);
+  if (const auto* t = std::get_if<ops::IsInf>(&node.op)) return lower_float_test(n, *t, who);
   std::optional<cpu::CompareKind> cmp;
   if (std::holds_alternative<ops::Equal>(node.op)) cmp = cpu::CompareKind::Equal;
   if (std::holds_alternative<ops::Less>(node.op)) cmp = cpu::CompareKind::Less;
