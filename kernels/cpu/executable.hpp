@@ -49,6 +49,16 @@ inline md_t plain_md(const Shape& s) {
 }
 inline md_t any_md(const Shape& s) { return md_t(dims_of(s), dt::f32, memory::format_tag::any); }
 
+/// A row-major shape seen as [outer, len, inner] around dims [first, last]: the extents
+/// before, of, and after them (a kernel along an axis, or over a block of neighbouring dims).
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+  AxisSplit(const Shape& s, int64_t first, int64_t last) {
+    for (size_t d = 0; d < s.size(); ++d) (int64_t(d) < first ? outer : int64_t(d) > last ? inner : len) *= s[d];
+  }
+  AxisSplit(const Shape& s, int64_t axis) : AxisSplit(s, axis, axis) {}
+};
+
 /// Wraps a oneDNN call: its errors become pet errors naming the node.
 template <class F>
 auto dnnl_call(const std::string& who, F&& f) {

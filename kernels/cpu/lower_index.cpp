@@ -33,10 +33,7 @@ bool CpuExecutable::lower_arg_reduce(NodeId n, const O& op, const std::string& w
   const TensorId xt = node.inputs[0];
   if (!slots_[size_t(xt)].is_float()) return false;
   const Shape& xs = g_.type(xt).shape;
-  int64_t outer = 1, inner = 1;
-  for (size_t d = 0; d < size_t(op.axis); ++d) outer *= xs[d];
-  for (size_t d = size_t(op.axis) + 1; d < xs.size(); ++d) inner *= xs[d];
-  const int64_t len = xs[size_t(op.axis)];
+  const auto [outer, len, inner] = AxisSplit(xs, op.axis);
   const int x = plain_slot(int(xt));
   host_result_step(cat(who, ": pet arg-reduction"), {x}, node.outputs[0], [this, x, outer, inner, len, last = op.select_last_index](int64_t* y) {
     if (len == 0) return;  // an empty axis: index 0 everywhere, as the formula (the tensor is zeros)
@@ -81,10 +78,8 @@ bool CpuExecutable::lower_topk(NodeId n, const ops::TopK& op, const std::string&
   const TensorId xt = node.inputs[0], vt = node.outputs[0], it = node.outputs[1];
   if (!slots_[size_t(xt)].is_float() || !slots_[size_t(vt)].is_float()) return false;
   const Shape& xs = g_.type(xt).shape;
-  int64_t outer = 1, inner = 1;
-  for (size_t d = 0; d < size_t(op.axis); ++d) outer *= xs[d];
-  for (size_t d = size_t(op.axis) + 1; d < xs.size(); ++d) inner *= xs[d];
-  const int64_t len = xs[size_t(op.axis)], k = op.k;
+  const auto [outer, len, inner] = AxisSplit(xs, op.axis);
+  const int64_t k = op.k;
   const int x = plain_slot(int(xt)), v = int(vt);
   define(vt, plain_md(g_.type(vt).shape));
   const Shape is = g_.type(it).shape;
@@ -223,11 +218,8 @@ bool CpuExecutable::lower_gather(NodeId n, const ops::Gather& op, const std::str
   const TensorId xt = node.inputs[0], it = node.inputs[1], yt = node.outputs[0];
   if (!slots_[size_t(xt)].is_float()) return false;
   const Shape &xs = g_.type(xt).shape, &ys = g_.type(yt).shape;
-  const size_t a = size_t(op.axis);
-  int64_t outer = 1, inner = 1;
-  for (size_t d = 0; d < a; ++d) outer *= xs[d];
-  for (size_t d = a + 1; d < xs.size(); ++d) inner *= xs[d];
-  const int64_t extent = xs[a], q = numel(g_.type(it).shape);
+  const auto [outer, extent, inner] = AxisSplit(xs, op.axis);
+  const int64_t q = numel(g_.type(it).shape);
   std::shared_ptr<const std::vector<int64_t>> fixed;
   if (is_const(int(it))) fixed = std::make_shared<const std::vector<int64_t>>(gather_indices(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host), extent, op.axis, who));
   const int x = plain_slot(int(xt)), y = int(yt);

@@ -590,11 +590,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::ReduceLogSumExp& r, const std:
   if (r.axes.empty()) return lower_view(n);
   for (size_t i = 1; i < r.axes.size(); ++i)
     if (r.axes[i] != r.axes[i - 1] + 1) return false;  // not one block of dims: the reference kernel
-  int64_t outer = 1, len = 1, inner = 1;
-  for (size_t d = 0; d < xs.size(); ++d) {
-    const int64_t a = int64_t(d);
-    (a < r.axes.front() ? outer : a > r.axes.back() ? inner : len) *= xs[d];
-  }
+  const auto [outer, len, inner] = AxisSplit(xs, r.axes.front(), r.axes.back());
   const int x = plain_slot(int(node.inputs[0])), y = int(node.outputs[0]);
   define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
   add_step(cat(who, ": pet log-sum-exp"), {x}, {y}).fn = [this, x, y, outer, len, inner] {
@@ -621,10 +617,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::ReduceLogSumExp& r, const std:
 bool CpuExecutable::lower_op(NodeId n, const ops::CumSum& c, const std::string& who) {
   const Node& node = g_.node(n);
   const Shape& xs = g_.type(node.inputs[0]).shape;
-  int64_t outer = 1, inner = 1;
-  for (size_t d = 0; d < size_t(c.axis); ++d) outer *= xs[d];
-  for (size_t d = size_t(c.axis) + 1; d < xs.size(); ++d) inner *= xs[d];
-  const int64_t len = xs[size_t(c.axis)];
+  const auto [outer, len, inner] = AxisSplit(xs, c.axis);
   const int x = plain_slot(int(node.inputs[0])), y = int(node.outputs[0]);
   define(node.outputs[0], plain_md(xs));
   add_step(cat(who, ": pet running sum"), {x}, {y}).fn = [this, x, y, outer, len, inner, ex = c.exclusive, rev = c.reverse] {
