@@ -204,7 +204,16 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
             // reference too; a result within tolerance of the exact value, computed in
             // double, is right (seed 44000 program 879: reference 1.4e-4, cpu -6e-6, exact 0).
             if (!exact[s]) exact[s] = exact_outputs(g, ins[s]);
-            if (compare_outputs(got[k], (*exact[s])[k]).pass) continue;
+            const Comparison to_exact = compare_outputs(got[k], (*exact[s])[k]);
+            if (to_exact.pass) continue;
+            // An output that is rounding noise itself (a decomposed layer norm of a row whose
+            // values are equal in exact arithmetic: the float reference is off its own exact
+            // value by more than the tolerance) carries no information to check: the backend
+            // passes if it is no further from the exact value than 4 times the reference's
+            // own float error (seed 85000 program 1728: reference and cpu both noise of
+            // 1e-3 where the exact value is about 1e-13).
+            const Comparison ref_to_exact = compare_outputs(refs[s][k], (*exact[s])[k]);
+            if (!ref_to_exact.pass && to_exact.problem.empty() && to_exact.max_abs_err <= 4 * ref_to_exact.max_abs_err) continue;
             out.failures.push_back({"mismatch", config_label(c),
                                     cat("output ", k, " ('", g.tensor(g.outputs()[k]).name, "'), input seed ", kInputSeeds[s], ": ",
                                         cmp.problem.empty() ? "" : cmp.problem + "; ", "max|out-ref| ", cmp.max_abs_err, " max|ref| ",
