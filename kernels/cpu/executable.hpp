@@ -32,6 +32,7 @@
 #include <unordered_map>
 
 #include "pet/backend/backend.hpp"
+#include "pet/core/parallel.hpp"
 #include "winograd.hpp"
 
 namespace pet::backend::cpu_detail {
@@ -58,6 +59,19 @@ struct AxisSplit {
   }
   AxisSplit(const Shape& s, int64_t axis) : AxisSplit(s, axis, axis) {}
 };
+
+/// A kernel along an axis, walked over contiguous rows: f(o, i0, w) for each outer index o
+/// and block of up to 256 neighbouring inner positions [i0, i0 + w), blocks in parallel.
+template <class F>
+void for_axis_blocks(const AxisSplit& s, F&& f) {
+  const int64_t blocks = (s.inner + 255) / 256, per_block = s.len * std::min<int64_t>(s.inner, 256);
+  parallel_chunks(s.outer * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(per_block, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t i0 = (p % blocks) * 256;
+      f(p / blocks, i0, std::min<int64_t>(256, s.inner - i0));
+    }
+  });
+}
 
 /// Wraps a oneDNN call: its errors become pet errors naming the node.
 template <class F>

@@ -33,28 +33,23 @@ bool CpuExecutable::lower_arg_reduce(NodeId n, const O& op, const std::string& w
   const TensorId xt = node.inputs[0];
   if (!slots_[size_t(xt)].is_float()) return false;
   const Shape& xs = g_.type(xt).shape;
-  const auto [outer, len, inner] = AxisSplit(xs, op.axis);
+  const AxisSplit sp(xs, op.axis);
   const int x = plain_slot(int(xt));
-  host_result_step(cat(who, ": pet arg-reduction"), {x}, node.outputs[0], [this, x, outer, inner, len, last = op.select_last_index](int64_t* y) {
-    if (len == 0) return;  // an empty axis: index 0 everywhere, as the formula (the tensor is zeros)
+  host_result_step(cat(who, ": pet arg-reduction"), {x}, node.outputs[0], [this, x, sp, last = op.select_last_index](int64_t* y) {
+    if (sp.len == 0) return;  // an empty axis: index 0 everywhere, as the formula (the tensor is zeros)
     const float* src = ptr(x);
-    // positions (outer, block of up to 256 inner ones) in parallel; each block walks the axis
-    // once, over contiguous rows, with ops::ArgReduce's rule
-    const int64_t blocks = (inner + 255) / 256;
-    parallel_chunks(outer * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(len * std::min<int64_t>(inner, 256), 1)), [&](int64_t b, int64_t e) {
+    // each block walks the axis once, with ops::ArgReduce's rule
+    for_axis_blocks(sp, [&](int64_t o, int64_t i0, int64_t w) {
       float bv[256];
-      for (int64_t p = b; p < e; ++p) {
-        const int64_t o = p / blocks, i0 = (p % blocks) * 256, w = std::min<int64_t>(256, inner - i0);
-        const float* base = src + o * len * inner + i0;
-        int64_t* best = y + o * inner + i0;
-        std::copy(base, base + w, bv);
-        std::fill(best, best + w, int64_t(0));
-        for (int64_t k = 1; k < len; ++k) {
-          const float* row = base + k * inner;
-          for (int64_t i = 0; i < w; ++i) {
-            const float v = row[i];
-            if (O::replaces(v, bv[i], last)) best[i] = k, bv[i] = v;
-          }
+      const float* base = src + o * sp.len * sp.inner + i0;
+      int64_t* best = y + o * sp.inner + i0;
+      std::copy(base, base + w, bv);
+      std::fill(best, best + w, int64_t(0));
+      for (int64_t k = 1; k < sp.len; ++k) {
+        const float* row = base + k * sp.inner;
+        for (int64_t i = 0; i < w; ++i) {
+          const float v = row[i];
+          if (O::replaces(v, bv[i], last)) best[i] = k, bv[i] = v;
         }
       }
     });

@@ -617,26 +617,21 @@ bool CpuExecutable::lower_op(NodeId n, const ops::ReduceLogSumExp& r, const std:
 bool CpuExecutable::lower_op(NodeId n, const ops::CumSum& c, const std::string& who) {
   const Node& node = g_.node(n);
   const Shape& xs = g_.type(node.inputs[0]).shape;
-  const auto [outer, len, inner] = AxisSplit(xs, c.axis);
+  const AxisSplit sp(xs, c.axis);
   const int x = plain_slot(int(node.inputs[0])), y = int(node.outputs[0]);
   define(node.outputs[0], plain_md(xs));
-  add_step(cat(who, ": pet running sum"), {x}, {y}).fn = [this, x, y, outer, len, inner, ex = c.exclusive, rev = c.reverse] {
+  add_step(cat(who, ": pet running sum"), {x}, {y}).fn = [this, x, y, sp, ex = c.exclusive, rev = c.reverse] {
     const float* src = ptr(x);
     float* dst = ptr(y);
-    // positions (outer, block of up to 256 inner) in parallel; each walks the axis once
-    const int64_t blocks = (inner + 255) / 256;
-    parallel_chunks(outer * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(len * std::min<int64_t>(inner, 256), 1)), [&](int64_t b, int64_t e) {
+    for_axis_blocks(sp, [&](int64_t o, int64_t i0, int64_t w) {
       float acc[256];
-      for (int64_t p = b; p < e; ++p) {
-        const int64_t o = p / blocks, i0 = (p % blocks) * 256, w = std::min<int64_t>(256, inner - i0);
-        std::fill(acc, acc + w, 0.f);
-        for (int64_t j = 0; j < len; ++j) {
-          const int64_t k = rev ? len - 1 - j : j, at = (o * len + k) * inner + i0;
-          if (ex)
-            for (int64_t i = 0; i < w; ++i) dst[at + i] = acc[i], acc[i] += src[at + i];
-          else
-            for (int64_t i = 0; i < w; ++i) acc[i] += src[at + i], dst[at + i] = acc[i];
-        }
+      std::fill(acc, acc + w, 0.f);
+      for (int64_t j = 0; j < sp.len; ++j) {
+        const int64_t k = rev ? sp.len - 1 - j : j, at = (o * sp.len + k) * sp.inner + i0;
+        if (ex)
+          for (int64_t i = 0; i < w; ++i) dst[at + i] = acc[i], acc[i] += src[at + i];
+        else
+          for (int64_t i = 0; i < w; ++i) acc[i] += src[at + i], dst[at + i] = acc[i];
       }
     });
   };
