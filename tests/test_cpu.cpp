@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu/algorithm_cache.hpp"
+#include "cpu/broadcast.hpp"
 #include "cpu/copy.hpp"
 #include "pet/backend/copy_plan.hpp"
 
@@ -377,7 +378,7 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
                                    {"...ij,...jk", {f32({2, 1, 3, 4}), f32({3, 4, 2})}, "oneDNN matmul"},
                                    {"bn,anm,bm->ba", {f32({2, 3}), f32({4, 3, 5}), f32({2, 5})}, "oneDNN matmul"},
                                    {"i,i", {f32({9}), f32({9})}, "oneDNN matmul"},
-                                   {"ijk->kj", {f32({3, 4, 5})}, "oneDNN reduction"},
+                                   {"ijk->kj", {f32({3, 4, 5})}, "pet reduction"},
                                    {"ji", {f32({3, 4})}, "pet strided copy"},
                                    {"ii->i", {f32({4, 4})}, "reference kernel"}})
     same_as_reference(one_op(ops::Einsum{.equation = e.eq}, e.in), seed++, cat("Einsum ", e.eq), {}, e.plan);
@@ -767,6 +768,163 @@ TEST_CASE("cpu: CumSum and ReduceLogSumExp on pet's kernels") {
   moves_exactly(g, {lab::random_weight({4, 6, 5}, rng)}, "ReduceLogSumExp over dims apart", "reference kernel", 1e-6);
 }
 
+TEST_CASE("cpu: Hardmax, Trilu, Mod, ReduceLogSum, OneHot, GatherND and the integer ops on pet's kernels, as their formulas say") {
+  for (int64_t axis : {0, 1, 2})
+    for (bool flat : {false, true}) {
+      Graph g = one_op(ops::Hardmax{{.axis = axis, .flatten_tail = flat}}, {f32({3, 4, 300})});
+      moves_exactly(g, {awkward({3, 4, 300}, 900 + uint64_t(axis))}, cat("Hardmax axis ", axis, flat ? " flattened" : ""), "pet row maxima");
+    }
+  {  // ties and NaN: the first maximum wins, NaN never does
+    Tensor<float> x(Shape{4, 3}, std::vector<float>{1.f, 3.f, 3.f, NAN, NAN, NAN, NAN, -1.f, -1.f, -INFINITY, -INFINITY, -INFINITY});
+    auto got = backend::make_backend("cpu")->compile(one_op(ops::Hardmax{{.axis = 1}}, {f32({4, 3})}))->run(std::vector<Value<float>>{x});
+    CHECK(std::get<Tensor<float>>(got[0]).vec() == std::vector<float>{0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0});
+  }
+  for (bool upper : {true, false})
+    for (int64_t k : {int64_t(-100), int64_t(-3), int64_t(-1), int64_t(0), int64_t(2), int64_t(6), int64_t(100), std::numeric_limits<int64_t>::max()})
+      for (const Shape& s : {Shape{2, 5, 7}, Shape{7, 5}, Shape{3, 0, 4}}) {
+        Graph g = one_op(ops::Trilu{.upper = upper, .k = k}, {f32(s)});
+        moves_exactly(g, {awkward(s, 950 + uint64_t(k & 63))}, cat("Trilu ", upper ? "upper" : "lower", " k ", k, " ", s), "pet band copy");
+      }
+  for (const auto& [as, bs] : std::vector<std::pair<Shape, Shape>>{{{4, 5}, {4, 5}}, {{4, 5}, {}}, {{1, 5}, {4, 1}}}) {
+    Graph g = one_op(ops::Mod{.fmod = 1}, {f32(as), f32(bs)});
+    moves_exactly(g, {awkward(as, 970), awkward(bs, 971)}, cat("Mod ", as, " by ", bs), "pet broadcasting kernel (C's fmod)");
+  }
+  {  // pet's fmod (a double quotient, corrected) against C's on random bit patterns and edges
+    Rng rng(975);
+    const std::vector<float> edge = {0.f, -0.f, INFINITY, -INFINITY, NAN, 1.f, -1.f, 3.f, 1e-45f, 1e38f, 0.1f, 16777216.f, 16777217.f};
+    const int64_t count = 1 << 20;
+    std::vector<float> a(static_cast<size_t>(count)), b(static_cast<size_t>(count)), y(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      auto any = [&] {
+        if (rng.uniform() < 0.1) return edge[size_t(rng.below(edge.size()))];
+        const uint32_t bits = uint32_t(rng.next());
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
+      };
+      a[size_t(i)] = any();
+      // quotients of every size: b near a's magnitude as often as far from it
+      b[size_t(i)] = rng.uniform() < 0.5 ? any() : a[size_t(i)] / float(rng.range(1, 1 << 20)) * (rng.uniform() < 0.5 ? 1.f : -1.01f);
+    }
+    cpu::broadcast_binary(cpu::BinaryKind::Fmod, a.data(), {1}, b.data(), {1}, y.data(), Shape{count});
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const float want = std::fmod(a[size_t(i)], b[size_t(i)]);
+      const bool same = std::isnan(want) ? std::isnan(y[size_t(i)]) : std::memcmp(&want, &y[size_t(i)], 4) == 0;
+      if (!same && wrong++ < 5) MESSAGE("fmod(", a[size_t(i)], ", ", b[size_t(i)], ") = ", want, ", pet ", y[size_t(i)]);
+    }
+    CHECK(wrong == 0);
+  }
+  // Reductions over neighbouring dims before the last: pet's kernel, the formulas in their
+  // order (exact); the last dims and dims apart stay on oneDNN.
+  for (const std::vector<int64_t>& axes : {std::vector<int64_t>{0}, std::vector<int64_t>{1}, std::vector<int64_t>{1, 2}, std::vector<int64_t>{0, 1, 2}}) {
+    const Shape xs{3, 40, 5, 300};
+    Tensor<float> x(xs);
+    Rng rng(976);
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = float(rng.uniform(0.2, 1.4)) * (i % 7 == 3 ? -1.f : 1.f);
+    const std::vector<Op> reductions = {ops::ReduceSum{{.axes = axes}},  ops::ReduceMean{{.axes = axes, .keepdims = false}}, ops::ReduceMax{{.axes = axes}},
+                                        ops::ReduceMin{{.axes = axes}},  ops::ReduceProd{{.axes = axes}},                      ops::ReduceL1{{.axes = axes}},
+                                        ops::ReduceL2{{.axes = axes}},   ops::ReduceSumSquare{{.axes = axes}}};
+    for (const Op& op : reductions) {
+      // squares: the compiler may fuse x * x + acc into one rounding on one side only
+      const bool squares = std::holds_alternative<ops::ReduceL2>(op) || std::holds_alternative<ops::ReduceSumSquare>(op);
+      moves_exactly(one_op(op, {f32(xs)}), {x}, cat(op_name(op), " axes ", axes.size(), " from ", axes[0]), "pet reduction (", squares ? 1e-6 : 0);
+    }
+    Tensor<float> pos = x.clone();
+    for (int64_t i = 0; i < pos.size(); ++i) pos[i] = std::abs(pos[i]);
+    moves_exactly(one_op(ops::ReduceLogSum{{.axes = axes}}, {f32(xs)}), {pos}, cat("ReduceLogSum axes ", axes.size(), " from ", axes[0]), "pet reduction (log of the sum");
+  }
+  CHECK(plan_of(one_op(ops::ReduceMean{{.axes = {3}}}, {f32({3, 4, 5, 6})})).find("oneDNN reduction") != std::string::npos);
+  CHECK(plan_of(one_op(ops::ReduceMean{{.axes = {1, 3}}}, {f32({3, 4, 5, 6})})).find("oneDNN reduction") != std::string::npos);
+  for (const std::vector<int64_t>& axes : {std::vector<int64_t>{1}, std::vector<int64_t>{0, 2}, std::vector<int64_t>{}}) {
+    Graph g = one_op(ops::ReduceLogSum{{.axes = axes, .keepdims = axes.size() != 1}}, {f32({6, 50, 7})});
+    Tensor<float> x(Shape{6, 50, 7});
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = 0.25f + float(i % 37) * 0.5f;
+    moves_exactly(g, {x}, cat("ReduceLogSum axes ", axes.size()), "log of the sum", 1e-5);
+  }
+  // OneHot: integer indices (constant or not) and float ones, every axis; out of range and
+  // non-finite indices match nothing, negative ones count from the end.
+  for (int64_t axis : {0, 1, -1})
+    for (int kind = 0; kind < 3; ++kind) {
+      const Shape is{3, 4};
+      Graph g;
+      Builder b(g);
+      Tensor<int64_t> ii(is, std::vector<int64_t>{0, 4, -1, -5, 5, -6, 2, 3, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), 1, 1});
+      Tensor<float> fi(is, std::vector<float>{NAN, INFINITY, -INFINITY, 2.7f, -2.7f, -0.5f, 4.99f, 1e20f, -1e20f, 0.f, -0.f, 3.f});
+      TensorId i = kind == 0 ? g.add_constant("idx", DType::Int64, ii) : b.input("idx", is, kind == 1 ? DType::Int64 : DType::Float32);
+      b.output(b.add(ops::OneHot{.depth = 5, .axis = axis}, {i, b.input("values", {2})}));
+      std::vector<Value<float>> in;
+      if (kind == 1) in.push_back(ii);
+      if (kind == 2) in.push_back(fi);
+      in.push_back(Tensor<float>(Shape{2}, std::vector<float>{-1.5f, 2.f}));
+      moves_exactly(g, in, cat("OneHot axis ", axis, kind == 0 ? " constant indices" : kind == 1 ? " integer indices" : " float indices"), "pet one-hot");
+    }
+  // GatherND: batch dims, tuples of 1 to 3 coordinates, negative ones, constant or not.
+  struct Nd {
+    int64_t batch_dims;
+    Shape is;
+  };
+  const Shape xs{3, 4, 5, 6};
+  for (const Nd& c : {Nd{0, {2, 2}}, Nd{0, {4, 1}}, Nd{1, {3, 2, 2}}, Nd{2, {3, 4, 1}}, Nd{1, {3, 3}}, Nd{0, {2, 3, 4}}})
+    for (bool constant : {true, false}) {
+      Tensor<int64_t> idx(c.is);
+      const int64_t m = c.is.back();
+      for (int64_t k = 0; k < idx.size(); ++k) {
+        const int64_t n = xs[size_t(c.batch_dims + k % m)];
+        idx[k] = (k * 5) % (2 * n) - n;
+      }
+      Graph g;
+      Builder b(g);
+      TensorId x = b.input("x", xs);
+      TensorId i = constant ? g.add_constant("idx", DType::Int64, idx) : b.input("idx", c.is, DType::Int64);
+      b.output(b.add(ops::GatherND{.batch_dims = c.batch_dims}, {x, i}));
+      std::vector<Value<float>> in{counting(xs)};
+      if (!constant) in.push_back(idx);
+      moves_exactly(g, in, cat("GatherND batch_dims ", c.batch_dims, " indices ", c.is, constant ? " constant" : " input"), "pet gather (slices of");
+    }
+  {
+    Graph g;
+    Builder b(g);
+    b.output(b.add(ops::GatherND{}, {b.input("x", {2, 3}), b.input("idx", {2, 2}, DType::Int64)}, "lookup"));
+    auto exe = backend::make_backend("cpu")->compile(g);
+    CHECK_THROWS_WITH_AS(exe->run(std::vector<Value<float>>{counting({2, 3}), Tensor<int64_t>(Shape{2, 2}, std::vector<int64_t>{0, 1, 1, -4})}),
+                         doctest::Contains("index -4 is out of range for data dim 1 of size 3"), InvalidInput);
+    CHECK_THROWS_WITH_AS(exe->run(std::vector<Value<float>>{counting({2, 3}), Tensor<int64_t>(Shape{2, 2}, std::vector<int64_t>{2, 0, 0, 0})}),
+                         doctest::Contains("GatherND 'lookup'"), InvalidInput);
+  }
+  // Integer to integer: logical ops on bools, comparisons of int64 beyond 2^53, casts that wrap.
+  const std::vector<int64_t> big = {0, 1, -1, 5, 255, 256, -129, int64_t(1) << 40, (int64_t(1) << 53) + 1, (int64_t(1) << 53), std::numeric_limits<int64_t>::max(),
+                                    std::numeric_limits<int64_t>::min()};
+  auto ints = [&](const Shape& s, uint64_t seed, bool boolean) {
+    Rng rng(seed);
+    Tensor<int64_t> t(s);
+    for (int64_t i = 0; i < t.size(); ++i) t[i] = boolean ? int64_t(rng.below(2)) : big[size_t(rng.below(big.size()))];
+    return t;
+  };
+  for (const auto& [as, bs] : std::vector<std::pair<Shape, Shape>>{{{3, 4}, {3, 4}}, {{3, 1}, {1, 4}}, {{3, 4}, {}}}) {
+    for (const Op& op : std::vector<Op>{ops::And{}, ops::Or{}, ops::Xor{}}) {
+      Graph g = one_op(op, {TensorType{DType::Bool, as}, TensorType{DType::Bool, bs}});
+      moves_exactly(g, {ints(as, 980, true), ints(bs, 981, true)}, cat(op_name(op), " ", as, " ", bs), "pet logical op");
+    }
+    for (const Op& op : std::vector<Op>{ops::Equal{}, ops::Less{}, ops::LessOrEqual{}, ops::Greater{}, ops::GreaterOrEqual{}}) {
+      Graph g = one_op(op, {i64(as), i64(bs)});
+      moves_exactly(g, {ints(as, 982, false), ints(bs, 983, false)}, cat(op_name(op), " of int64 ", as, " ", bs), "pet integer comparison");
+    }
+  }
+  {
+    Graph g = one_op(ops::Not{}, {TensorType{DType::Bool, {5, 3}}});
+    moves_exactly(g, {ints({5, 3}, 984, true)}, "Not", "pet logical op");
+  }
+  for (DType from : {DType::Int64, DType::Int32, DType::Bool})
+    for (DType to : {DType::Int64, DType::Int32, DType::Int8, DType::UInt8, DType::Bool}) {
+      Graph g = one_op(ops::Cast{.to = to}, {TensorType{from, {4, 6}}});
+      Tensor<int64_t> x = ints({4, 6}, 985, from == DType::Bool);
+      if (from == DType::Int32)
+        for (int64_t i = 0; i < x.size(); ++i) x[i] = wrap_to(DType::Int32, x[i]);
+      moves_exactly(g, {x}, cat("Cast ", dtype_name(from), " to ", dtype_name(to)), "pet integer conversion");
+    }
+}
+
 TEST_CASE("cpu: a matmul of a few rows with a constant weight: oneDNN's weight layout or the padded rows, whichever times faster") {
   struct C {
     Shape a, w;
@@ -840,6 +998,64 @@ TEST_CASE("cpu: integer tensors, fallbacks and buffer reuse over a long program"
   std::string d = exe->describe();
   CHECK(d.find("memory:") != std::string::npos);
   same_as_reference(chain, 71, "deep chain");
+}
+
+TEST_CASE("cpu: a run's outputs are the caller's: a later run leaves the ones kept alone and reuses the storage of the ones dropped") {
+  Graph g;
+  {
+    Builder b(g);
+    TensorId x = b.input("x", {6, 7});
+    b.output(b.add(ops::Relu{}, {x}));                   // float, written in place into the output
+    b.output(b.add(ops::Reshape{.shape = {7, 6}}, {x}));  // float, a view of the input: copied out
+    TensorId gt = b.add(ops::Greater{}, {x, b.constant("z", Tensor<float>(Shape{}, std::vector<float>{0.f}))});
+    b.output(gt);                                                 // integer, pet's comparison
+    b.output(b.add(ops::Reshape{.shape = {42}}, {gt}));           // integer, sharing gt's storage
+    b.output(b.add(ops::ArgMax{{.axis = 1}}, {x}));               // integer, pet's arg-reduction
+    b.output(b.add_multi(ops::TopK{.k = 2, .axis = 1}, {x})[1]);  // integer, pet's partial sort
+  }
+  auto ref = backend::make_backend("reference")->compile(g);
+  auto exe = backend::make_backend("cpu")->compile(g);
+  INFO("plan:\n", exe->describe());
+  auto data_of = [](const Value<float>& v) -> const void* {
+    if (const auto* f = std::get_if<Tensor<float>>(&v)) return f->data();
+    return std::get<Tensor<int64_t>>(v).data();
+  };
+  auto check_all = [&](const std::vector<Value<float>>& got, const Value<float>& x, const std::string& when) {
+    auto want = ref->run(std::vector<Value<float>>{x});
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      Comparison c = compare(got[k], want[k], 0, 0);
+      INFO(when, ", output ", k, ": ", c.problem, " max error ", c.max_abs_err);
+      CHECK(c.pass);
+    }
+  };
+  Rng rng(91);
+  std::vector<Value<float>> xs;
+  for (int i = 0; i < 4; ++i) xs.push_back(random_inputs({f32({6, 7})}, rng, InputSpec{})[0]);
+  // Kept: run 2 must not write what run 1 gave.
+  auto first = exe->run(std::vector<Value<float>>{xs[0]});
+  auto second = exe->run(std::vector<Value<float>>{xs[1]});
+  check_all(first, xs[0], "run 1, kept over run 2");
+  check_all(second, xs[1], "run 2");
+  for (size_t k = 0; k < first.size(); ++k) CHECK(data_of(first[k]) != data_of(second[k]));
+  // Dropped: run 3 writes into run 2's storage again, except where a kept view still shares it.
+  std::vector<const void*> was;
+  for (const auto& v : second) was.push_back(data_of(v));
+  second.clear();
+  auto third = exe->run(std::vector<Value<float>>{xs[2]});
+  check_all(third, xs[2], "run 3");
+  check_all(first, xs[0], "run 1, kept over run 3");
+  CHECK(data_of(third[0]) == was[0]);  // Relu: the output's own storage
+  CHECK(data_of(third[1]) == was[1]);  // the copied-out view
+  CHECK(data_of(third[4]) == was[4]);  // ArgMax
+  CHECK(data_of(third[5]) == was[5]);  // TopK's indices
+  // Keeping only the Reshape of the comparison keeps the comparison's storage too.
+  Value<float> kept = third[3];
+  third.clear();
+  auto fourth = exe->run(std::vector<Value<float>>{xs[3]});
+  check_all(fourth, xs[3], "run 4");
+  CHECK(data_of(fourth[2]) != data_of(kept));
+  CHECK(compare(kept, ref->run(std::vector<Value<float>>{xs[2]})[3], 0, 0).pass);
 }
 
 TEST_CASE("backend registry and the op profiler's cache") {

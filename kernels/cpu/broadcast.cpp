@@ -22,6 +22,21 @@ std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& out) {
 
 namespace {
 
+/// C's fmod(a, b), exactly, without glibc's bit-by-bit loop where |a / b| < 2^29: then the
+/// truncated quotient q times |b| is exact in double (24 + 29 bits), and so is |a| - q |b|
+/// (both are multiples of the smaller ulp of |a| and |b|, the difference below 2 |b|); the
+/// quotient's rounding can make q one too large, which one correction undoes. The result,
+/// |a| mod |b| with a's sign, is a float exactly. Other operands (b zero or NaN, either
+/// b or a infinite, larger quotients) go to std::fmod.
+inline float exact_fmod(float a, float b) {
+  const float A = std::fabs(a), B = std::fabs(b);
+  if (!(B > 0.f) || !std::isfinite(B) || !std::isfinite(A) || !(A < B * 536870912.f)) return std::fmod(a, b);
+  const double q = std::floor(double(A) / double(B));
+  double r = double(A) - q * double(B);
+  if (r < 0) r += double(B);
+  return std::copysign(float(r), a);
+}
+
 template <BinaryKind K>
 inline float apply(float x, float y) {
   if constexpr (K == BinaryKind::Add) return x + y;
@@ -30,6 +45,7 @@ inline float apply(float x, float y) {
   else if constexpr (K == BinaryKind::Div) return x / y;
   else if constexpr (K == BinaryKind::Max) return std::isnan(x) || x > y ? x : y;  // NaN wins, as ops::Max
   else if constexpr (K == BinaryKind::Min) return std::isnan(x) || x < y ? x : y;
+  else if constexpr (K == BinaryKind::Fmod) return exact_fmod(x, y);
   else return x < 0.f ? y * x : x;  // PRelu, y the slope
 }
 
@@ -129,6 +145,7 @@ void broadcast_binary(BinaryKind op, const float* a, std::vector<int64_t> sa, co
     case BinaryKind::Max: return kernel<BinaryKind::Max>(a, sa, b, sb, y, shape);
     case BinaryKind::Min: return kernel<BinaryKind::Min>(a, sa, b, sb, y, shape);
     case BinaryKind::PRelu: return kernel<BinaryKind::PRelu>(a, sa, b, sb, y, shape);
+    case BinaryKind::Fmod: return kernel<BinaryKind::Fmod>(a, sa, b, sb, y, shape);
   }
 }
 

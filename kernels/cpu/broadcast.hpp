@@ -14,8 +14,9 @@
 
 namespace pet::cpu {
 
-/// PRelu: a < 0 ? b a : a (b the slope), as ops::PRelu.
-enum class BinaryKind { Add, Sub, Mul, Div, Max, Min, PRelu };
+/// PRelu: a < 0 ? b a : a (b the slope), as ops::PRelu. Fmod: C's fmod(a, b), as ops::Mod
+/// with fmod = 1.
+enum class BinaryKind { Add, Sub, Mul, Div, Max, Min, PRelu, Fmod };
 
 /// y (contiguous, row-major over `shape`) = a (op) b, where a and b are read with element
 /// strides a_strides and b_strides over `shape` (0 on the dims they are broadcast over).

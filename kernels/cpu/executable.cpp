@@ -61,6 +61,7 @@ CpuExecutable::CpuExecutable(const Graph& original, const CompileOptions& opt) :
     if (!absorbed_.count(n) && !fused_.count(n)) lower(n);
   for (TensorId t : g_.outputs()) ensure_host(t, "the program's output");
   for (TensorId t : g_.outputs()) output_slots_.push_back(slots_[size_t(t)].is_float() ? plain_slot(int(t)) : int(t));
+  output_storage_.resize(output_slots_.size());
   for (int s : output_slots_)
     if (slots_[size_t(s)].request >= 0) requests_[size_t(slots_[size_t(s)].request)].pinned = true;
   plan_memory();
@@ -92,7 +93,7 @@ std::vector<Value<float>> CpuExecutable::run(std::span<const Value<float>> input
   for (size_t k = 0; k < output_slots_.size(); ++k) {
     const Slot& sl = slots_[size_t(output_slots_[k])];
     if (!sl.is_float() || sl.owned || input_requests.count(sl.request) || !bound.insert(sl.request).second) continue;
-    direct[k] = Tensor<float>(sl.type.shape);
+    direct[k] = output_storage_[k].take(sl.type.shape);
     bind(sl.request, direct[k]->data());
   }
   if (opt_.profile) step_ms_.resize(steps_.size()), ++runs_;
@@ -119,7 +120,7 @@ std::vector<Value<float>> CpuExecutable::run(std::span<const Value<float>> input
       out.push_back(std::move(*direct[k]));
       continue;
     }
-    Tensor<float> t(sl.type.shape);
+    Tensor<float> t = output_storage_[k].take(sl.type.shape);
     std::memcpy(t.data(), ptr(s), size_t(t.size()) * sizeof(float));
     out.push_back(t);
   }

@@ -33,6 +33,7 @@
 
 #include "pet/backend/backend.hpp"
 #include "pet/core/parallel.hpp"
+#include "broadcast.hpp"
 #include "winograd.hpp"
 
 namespace pet::backend::cpu_detail {
@@ -236,9 +237,9 @@ class CpuExecutable final : public Executable {
   template <class O>
     requires is_one_of<O, ops::Where, ops::Gather, ops::ShapeOf, ops::Constant,
                       ops::ArgMax, ops::ArgMin, ops::Einsum, ops::Equal,
-                      ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not, ops::Mod,
-                      ops::IsNaN, ops::IsInf, ops::Hardmax, ops::ReduceLogSum,
-                      ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample,
+                      ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not,
+                      ops::IsNaN, ops::IsInf,
+                      ops::TopK, ops::GatherElements, ops::GatherND, ops::GridSample,
                       ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear, ops::DynamicQuantizeLinear,
                       ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv>
   bool lower_op(NodeId, const O&, const std::string&) {
@@ -552,6 +553,7 @@ class CpuExecutable final : public Executable {
   bool lower_binary(NodeId n, algorithm alg, bool commutative, const std::string& who);
   /// pet's broadcasting kernel (cpu/broadcast.hpp), where oneDNN's binary does not serve.
   bool lower_pet_binary(NodeId n, algorithm alg, const std::string& who, const std::string& why);
+  bool lower_pet_binary(NodeId n, cpu::BinaryKind kind, const std::string& who, const std::string& why);
   bool lower_op(NodeId n, const ops::Add&, const std::string& who);
   bool lower_op(NodeId n, const ops::Mul&, const std::string& who);
   bool lower_op(NodeId n, const ops::Sub&, const std::string& who);
@@ -574,11 +576,19 @@ class CpuExecutable final : public Executable {
   void lower_layer_norm(TensorId xt, TensorId yt, int64_t axis, float epsilon, std::optional<TensorId> scale_t,
                         std::optional<TensorId> shift_t, const std::string& who);
 
+  /// A reduction over one block of neighbouring dims that is not the last (a mean over
+  /// channels): pet's kernel, the op's formula in its order (include/pet/ir/ops/reduce.hpp),
+  /// blocks of contiguous positions accumulated along the reduced dims. oneDNN 2.6 has only
+  /// its reference kernel there: 9 to 20 ms where this takes under 1. False for any other set
+  /// of axes (reduced dims last: oneDNN's jit kernel). `log_of_sum`: ReduceLogSum (alg sum).
+  bool lower_pet_reduce(NodeId n, const std::vector<int64_t>& axes, algorithm alg, float p, bool log_of_sum, const std::string& who);
+  /// A reduction: pet's kernel where it applies (above), else oneDNN's primitive.
   template <class R>
   bool lower_reduce(NodeId n, const R& r, algorithm alg, const std::string& who, float p = 0.f) {
     const Node& node = g_.node(n);
     const Shape& xs = g_.type(node.inputs[0]).shape;
     if (r.axes.empty()) return lower_view(n);
+    if (lower_pet_reduce(n, r.axes, alg, p, false, who)) return true;
     Shape keep = xs;
     for (int64_t a : r.axes) keep[size_t(a)] = 1;
     int x = plain_slot(int(node.inputs[0]));
@@ -606,6 +616,20 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::ReduceSumSquare& r, const std::string& who) {
     return lower_reduce(n, r, algorithm::reduction_norm_lp_power_p_sum, who, 2.f);
   }
+  /// ReduceLogSum: oneDNN's sum, then the log of each sum in place (a post-op would make
+  /// oneDNN 2.6 take its reference reduction: 18 ms instead of 1 on [64,1000,64]).
+  bool lower_op(NodeId n, const ops::ReduceLogSum& r, const std::string& who);
+  /// Hardmax: pet's row kernel (ops::Hardmax's rows: 1 at each row's first maximum, NaN never
+  /// wins), plain layout.
+  bool lower_op(NodeId n, const ops::Hardmax& h, const std::string& who);
+  /// Trilu: each matrix row copied inside the band and zeroed outside it, plain layout.
+  bool lower_op(NodeId n, const ops::Trilu& t, const std::string& who);
+  /// Mod of floats (fmod = 1, C's fmod, as ops::Mod): pet's broadcasting kernel.
+  bool lower_op(NodeId n, const ops::Mod& m, const std::string& who);
+  /// OneHot into a float buffer, indices float or integer: `off` everywhere, then `on` at each
+  /// index (ops::OneHot's conversion of an index; outside [-depth, depth) none).
+  bool lower_op(NodeId n, const ops::OneHot& o, const std::string& who) { return lower_one_hot(n, o, who); }
+  bool lower_one_hot(NodeId n, const ops::OneHot& o, const std::string& who);
   bool lower_op(NodeId n, const ops::Concat& c, const std::string& who);
   /// Reshape-like ops: the plain input's buffer seen with the output's shape.
   bool lower_view(NodeId n);
@@ -652,8 +676,18 @@ class CpuExecutable final : public Executable {
   /// TopK of float data: a partial sort of each row (ops::TopK::before), values into a
   /// buffer, indices a fresh host tensor.
   bool lower_topk(NodeId n, const ops::TopK& op, const std::string& who);
-  /// A step giving integer tensor t a fresh host value each run, filled by `fill`.
+  /// GatherND of float data: each index tuple checked (constant indices once, here) and its
+  /// slice copied (ops::GatherND).
+  bool lower_gather_nd(NodeId n, const ops::GatherND& op, const std::string& who);
+  /// Ops from integer tensors to an integer tensor, on host values: And, Or, Xor, Not,
+  /// comparisons of integers and Cast between integer types, with broadcasting (the ops'
+  /// own element rules); false for any other op.
+  bool lower_integer_elementwise(NodeId n, const std::string& who);
+  /// A step giving integer tensor t its host value each run, filled by `fill`.
   void host_result_step(std::string text, std::vector<int> reads, TensorId t, std::function<void(int64_t*)> fill);
+  /// Integer tensor t's host value for this run, to be filled: last run's storage again
+  /// when nothing else holds it (not the caller, not a view of a reference kernel), else fresh.
+  int64_t* host_result(TensorId t, const Shape& shape);
   /// Any other op: the reference interpreter's kernel on plain copies of its inputs.
   void fallback(NodeId n, const std::string& who, const std::string& why);
 
@@ -678,6 +712,7 @@ class CpuExecutable final : public Executable {
   std::set<NodeId> absorbed_, lowered_;
   std::set<NodeId> fused_;  ///< members of a fused element-wise group other than its first
   std::vector<int> output_slots_;
+  std::vector<Recycler<float>> output_storage_;  ///< per output_slots_ entry
   size_t planned_bytes_ = 0, requested_bytes_ = 0;
   std::vector<std::vector<double>> step_ms_;  ///< --profile: each step's time in each run
   int runs_ = 0;

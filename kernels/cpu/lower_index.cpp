@@ -1,10 +1,12 @@
-// Ops between float and integer tensors on the cpu backend: Gather (embedding lookups),
-// GatherElements and Where (attention masks) read an integer tensor into a float result; comparisons, ArgMax /
-// ArgMin, TopK's indices, IsNaN, IsInf and Cast to an integer type write one from float
-// buffers; Cast from
-// an integer type writes a float buffer. Integer tensors live as host values (Slot::host): read when the step
-// runs (a constant's checked once, here), written as a fresh tensor each run (callers keep
-// the outputs they were given).
+// Ops with integer tensors on the cpu backend. Gather, GatherND (embedding lookups),
+// GatherElements, Where (attention masks) and OneHot read an integer tensor into a float
+// result; comparisons, ArgMax / ArgMin, TopK's indices, IsNaN, IsInf and Cast to an integer
+// type write one from float buffers; Cast from an integer type writes a float buffer; the
+// logical ops, integer comparisons and casts between integer types go from integer tensors
+// to one. Integer tensors live as host values (Slot::host): read when the step runs (a
+// constant's checked once, here); a result is written into last run's storage when nothing
+// else holds it (host_result), else into a fresh tensor (callers keep the outputs they were
+// given).
 #include "broadcast.hpp"
 #include "executable.hpp"
 #include "pet/core/parallel.hpp"
@@ -23,6 +25,32 @@ std::vector<int64_t> gather_indices(const Tensor<int64_t>& t, int64_t extent, in
     v[size_t(i)] = k < 0 ? k + extent : k;
   }
   return v;
+}
+
+/// GatherND's source offset, in elements of data, for each index tuple of `ix` (its last dim
+/// m coordinates into data's dims [b, b + m) after b batch dims), each coordinate checked
+/// and made non-negative as ops::GatherND says; `slice` is the element count of data's
+/// dims after b + m.
+std::vector<int64_t> gather_nd_offsets(const Tensor<int64_t>& ix, const Shape& xs, int64_t b, int64_t slice, const std::string& who) {
+  const Shape& is = ix.shape();
+  const int64_t m = is.back(), tuples = ix.size() / m;
+  int64_t batches = 1;
+  for (int64_t d = 0; d < b; ++d) batches *= is[size_t(d)];
+  const int64_t per_batch = batches ? tuples / batches : 0;
+  std::vector<int64_t> stride(static_cast<size_t>(m));
+  int64_t st = slice;
+  for (int64_t j = m; j-- > 0;) stride[size_t(j)] = st, st *= xs[size_t(b + j)];
+  std::vector<int64_t> off(static_cast<size_t>(tuples));
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t o = (t / per_batch) * st;  // st: the element count of data's dims from b on
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t k = ix[t * m + j], n = xs[size_t(b + j)];
+      if (k < -n || k >= n) throw InvalidInput(cat(who, ": index ", k, " is out of range for data dim ", b + j, " of size ", n));
+      o += (k < 0 ? k + n : k) * stride[size_t(j)];
+    }
+    off[size_t(t)] = o;
+  }
+  return off;
 }
 
 }  // namespace
@@ -59,13 +87,22 @@ bool CpuExecutable::lower_arg_reduce(NodeId n, const O& op, const std::string& w
 
 void CpuExecutable::host_result_step(std::string text, std::vector<int> reads, TensorId t, std::function<void(int64_t*)> fill) {
   const Shape shape = g_.type(t).shape;
-  // Fresh each run: a program output goes to the caller, who keeps it, and the reference
-  // kernels may hand an input's storage on (a Reshape's result shares it).
   add_step(std::move(text), std::move(reads), {int(t)}).fn = [this, t, shape, fill = std::move(fill)] {
-    Tensor<int64_t> v(shape);
-    fill(v.data());
-    slots_[size_t(t)].host = std::move(v);
+    fill(host_result(t, shape));
   };
+}
+
+int64_t* CpuExecutable::host_result(TensorId t, const Shape& shape) {
+  // Not in place while anything else holds the storage: a program output goes to the caller,
+  // who may keep it, and the reference kernels hand an input's storage on (a Reshape's
+  // result shares it).
+  std::optional<Value<float>>& h = slots_[size_t(t)].host;
+  Tensor<int64_t>* v = h ? std::get_if<Tensor<int64_t>>(&*h) : nullptr;
+  if (!v || !v->sole_owner() || v->shape() != shape) {
+    h = Tensor<int64_t>(shape);
+    v = &std::get<Tensor<int64_t>>(*h);
+  }
+  return v->data();
 }
 
 bool CpuExecutable::lower_topk(NodeId n, const ops::TopK& op, const std::string& who) {
@@ -79,10 +116,9 @@ bool CpuExecutable::lower_topk(NodeId n, const ops::TopK& op, const std::string&
   define(vt, plain_md(g_.type(vt).shape));
   const Shape is = g_.type(it).shape;
   add_step(cat(who, ": pet partial sort"), {x}, {v, int(it)}).fn = [this, x, v, it, is, outer, inner, len, k, largest = op.largest] {
-    Tensor<int64_t> idx(is);
     const float* src = ptr(x);
     float* vals = ptr(v);
-    int64_t* ids = idx.data();
+    int64_t* ids = host_result(it, is);
     parallel_chunks(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
       std::vector<std::pair<float, int64_t>> row(static_cast<size_t>(len));
       for (int64_t p = b; p < e; ++p) {
@@ -96,7 +132,6 @@ bool CpuExecutable::lower_topk(NodeId n, const ops::TopK& op, const std::string&
         }
       }
     });
-    slots_[size_t(it)].host = std::move(idx);
   };
   return true;
 }
@@ -151,6 +186,9 @@ bool CpuExecutable::lower_mixed(NodeId n, const std::string& who) {
   if (node.outputs.size() != 1) return false;
   const TensorId yt = node.outputs[0];
   const bool float_out = slots_[size_t(yt)].is_float();
+  if (lower_integer_elementwise(n, who)) return true;
+  if (const auto* g = std::get_if<ops::GatherND>(&node.op); g && float_out) return lower_gather_nd(n, *g, who);
+  if (const auto* o = std::get_if<ops::OneHot>(&node.op)) return lower_one_hot(n, *o, who);
   if (const auto* gt = std::get_if<ops::Gather>(&node.op); gt && float_out) return lower_gather(n, *gt, who);
   if (const auto* ge = std::get_if<ops::GatherElements>(&node.op); ge && float_out) return lower_gather_elements(n, *ge, who);
   if (std::holds_alternative<ops::Where>(node.op) && float_out) return lower_where(n, who);
@@ -248,6 +286,125 @@ bool CpuExecutable::lower_where(NodeId n, const std::string& who) {
     cpu::broadcast_where(std::get<Tensor<int64_t>>(*slots_[size_t(c)].host).data(), sc, ptr(a), sa, ptr(b), sb, ptr(y), ys);
   };
   return true;
+}
+
+bool CpuExecutable::lower_gather_nd(NodeId n, const ops::GatherND& op, const std::string& who) {
+  const Node& node = g_.node(n);
+  const TensorId xt = node.inputs[0], it = node.inputs[1], yt = node.outputs[0];
+  if (!slots_[size_t(xt)].is_float()) return false;
+  const Shape &xs = g_.type(xt).shape, &is = g_.type(it).shape;
+  const int64_t b = op.batch_dims, m = is.back();
+  int64_t slice = 1;
+  for (size_t d = size_t(b + m); d < xs.size(); ++d) slice *= xs[d];
+  const int64_t tuples = numel(is) / m;
+  std::shared_ptr<const std::vector<int64_t>> fixed;
+  if (is_const(int(it))) fixed = std::make_shared<const std::vector<int64_t>>(gather_nd_offsets(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host), xs, b, slice, who));
+  const int x = plain_slot(int(xt)), y = int(yt);
+  define(yt, plain_md(g_.type(yt).shape));
+  Step& st = add_step(cat(who, ": pet gather (slices of ", slice, fixed ? ", constant indices" : "", ")"), {x, int(it)}, {y});
+  st.fn = [this, x, y, it, fixed, xs, b, slice, tuples, who] {
+    std::vector<int64_t> now;
+    if (!fixed) now = gather_nd_offsets(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host), xs, b, slice, who);
+    const int64_t* off = fixed ? fixed->data() : now.data();
+    const float* src = ptr(x);
+    float* dst = ptr(y);
+    const size_t bytes = size_t(slice) * sizeof(float);
+    parallel_chunks(tuples, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(slice, 1)), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) std::memcpy(dst + t * slice, src + off[t], bytes);
+    });
+  };
+  return true;
+}
+
+bool CpuExecutable::lower_one_hot(NodeId n, const ops::OneHot& op, const std::string& who) {
+  const Node& node = g_.node(n);
+  const TensorId it = node.inputs[0], vt = node.inputs[1], yt = node.outputs[0];
+  if (!slots_[size_t(vt)].is_float() || !slots_[size_t(yt)].is_float()) return false;
+  const Shape& ys = g_.type(yt).shape;
+  const AxisSplit sp(ys, op.axis < 0 ? op.axis + int64_t(ys.size()) : op.axis);  // [outer, depth, inner]
+  const bool float_indices = slots_[size_t(it)].is_float();
+  const int i = float_indices ? plain_slot(int(it)) : int(it), v = plain_slot(int(vt)), y = int(yt);
+  define(yt, plain_md(ys));
+  add_step(cat(who, ": pet one-hot"), {i, v}, {y}).fn = [this, i, v, y, sp, float_indices] {
+    const float off = ptr(v)[0], on = ptr(v)[1];
+    const float* fi = float_indices ? ptr(i) : nullptr;
+    const int64_t* ii = float_indices ? nullptr : std::get<Tensor<int64_t>>(*slots_[size_t(i)].host).data();
+    float* dst = ptr(y);
+    const int64_t depth = sp.len, block = depth * sp.inner;
+    parallel_chunks(sp.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(block, 1)), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        float* out = dst + o * block;
+        std::fill(out, out + block, off);
+        for (int64_t q = 0; q < sp.inner; ++q) {
+          // ops::OneHot's index: the value as a real, truncated; negative ones from the end;
+          // NaN, infinities and values beyond int64 match no position
+          const double val = float_indices ? double(fi[o * sp.inner + q]) : double(ii[o * sp.inner + q]);
+          if (!(std::abs(val) < 9.2e18)) continue;
+          int64_t k = int64_t(val);
+          if (k < 0) k += depth;
+          if (k >= 0 && k < depth) out[k * sp.inner + q] = on;
+        }
+      }
+    });
+  };
+  return true;
+}
+
+namespace {
+/// An integer element rule over host values: y = f(a, b) with broadcasting (f(a) for one operand).
+template <size_t N, class F>
+void integer_rows(const std::array<const int64_t*, N>& in, const std::array<std::vector<int64_t>, N>& strides, int64_t* y, const Shape& ys, F f) {
+  cpu::broadcast_rows<N>(ys, strides, [&](const std::array<int64_t, N>& o, int64_t yo, int64_t len, const std::array<int64_t, N>& st) {
+    for (int64_t i = 0; i < len; ++i) {
+      if constexpr (N == 1) y[yo + i] = f(in[0][o[0] + i * st[0]]);
+      else y[yo + i] = f(in[0][o[0] + i * st[0]], in[1][o[1] + i * st[1]]);
+    }
+  });
+}
+}  // namespace
+
+bool CpuExecutable::lower_integer_elementwise(NodeId n, const std::string& who) {
+  const Node& node = g_.node(n);
+  if (node.outputs.size() != 1 || slots_[size_t(node.outputs[0])].is_float() || node.inputs.empty() || node.inputs.size() > 2) return false;
+  for (TensorId t : node.inputs)
+    if (slots_[size_t(t)].is_float()) return false;
+  const TensorId yt = node.outputs[0];
+  const Shape ys = g_.type(yt).shape;
+  std::vector<int> reads;
+  for (TensorId t : node.inputs) reads.push_back(int(t));
+  auto host = [this](int t) { return std::get<Tensor<int64_t>>(*slots_[size_t(t)].host).data(); };
+  auto binary = [&](const char* what, auto f) {
+    if (node.inputs.size() != 2) return false;
+    const int a = int(node.inputs[0]), b = int(node.inputs[1]);
+    std::array<std::vector<int64_t>, 2> st = {cpu::broadcast_strides(g_.type(node.inputs[0]).shape, ys), cpu::broadcast_strides(g_.type(node.inputs[1]).shape, ys)};
+    host_result_step(cat(who, ": ", what), reads, yt, [=](int64_t* y) { integer_rows<2>({host(a), host(b)}, st, y, ys, f); });
+    return true;
+  };
+  auto unary = [&](const char* what, auto f) {
+    const int a = int(node.inputs[0]);
+    std::array<std::vector<int64_t>, 1> st = {cpu::broadcast_strides(g_.type(node.inputs[0]).shape, ys)};
+    host_result_step(cat(who, ": ", what), reads, yt, [=](int64_t* y) { integer_rows<1>({host(a)}, st, y, ys, f); });
+    return true;
+  };
+  return std::visit([&](const auto& op) -> bool {
+    using O = std::decay_t<decltype(op)>;
+    if constexpr (is_one_of<O, ops::And, ops::Or, ops::Xor>) {
+      return binary("pet logical op", [](int64_t a, int64_t b) -> int64_t { return O::f(a != 0, b != 0) ? 1 : 0; });
+    } else if constexpr (is_one_of<O, ops::Equal, ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual>) {
+      // integers compare exactly (ops::detail::Compare)
+      return binary("pet integer comparison", [](int64_t a, int64_t b) -> int64_t { return O::holds(a < b ? -1 : a > b ? 1 : 0) ? 1 : 0; });
+    } else if constexpr (std::is_same_v<O, ops::Not>) {
+      return unary("pet logical op", [](int64_t a) -> int64_t { return a != 0 ? 0 : 1; });
+    } else if constexpr (std::is_same_v<O, ops::Cast>) {
+      // ops::Cast between integer types: to bool nonzero, to int32 and the 8-bit types wrapped
+      const DType to = op.to;
+      return unary("pet integer conversion", [to](int64_t a) -> int64_t {
+        return to == DType::Bool ? int64_t(a != 0) : to == DType::Int32 || is_int8(to) ? wrap_to(to, a) : a;
+      });
+    } else {
+      return false;
+    }
+  }, node.op);
 }
 
 }  // namespace pet::backend::cpu_detail

@@ -77,9 +77,8 @@ void CpuExecutable::ensure_host(TensorId t, const std::string& who) {
   Step& st = add_step(cat("  ", g_.tensor(t).name, ": int8 buffer to host values, for ", who), {src}, {});
   st.fn = [this, src, t, shape, code = ByteCode(is_signed)] {
     const uint8_t* x = reinterpret_cast<const uint8_t*>(ptr(src));
-    Tensor<int64_t> v(shape);
-    for (int64_t i = 0; i < v.size(); ++i) v[i] = int64_t(uint8_t(x[i] ^ code.flip)) - int64_t(code.offset);
-    slots_[size_t(t)].host = std::move(v);
+    int64_t* v = host_result(t, shape);
+    for (int64_t i = 0, n = numel(shape); i < n; ++i) v[i] = int64_t(uint8_t(x[i] ^ code.flip)) - int64_t(code.offset);
   };
 }
 
@@ -725,13 +724,12 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     }
     Step& hs = add_step(cat("  ", g_.tensor(yint).name, ": int32 sums to host values", zp_note, ibias_add.empty() ? "" : cat(" (with int32 Add '", ibias_add, "')")), sum_reads, {});
     hs.fn = [this, y = yint, ys, R, P, O, sums_at, is_conv] {
-      Tensor<int64_t> v(ys);
+      int64_t* v = host_result(y, ys);
       std::vector<int32_t> tmp(static_cast<size_t>(O)), gtmp(static_cast<size_t>(O));  // (groups <= O)
       for (int64_t r = 0; r < R; ++r) {
         const int32_t* s = sums_at(r, tmp.data(), gtmp.data());
         for (int64_t c = 0; c < O; ++c) v[is_conv ? (r / P * O + c) * P + r % P : r * O + c] = s[c];
       }
-      slots_[size_t(y)].host = std::move(v);
     };
     return true;
   }

@@ -358,9 +358,6 @@ bool CpuExecutable::lower_binary(NodeId n, algorithm alg, bool commutative, cons
 }
 
 bool CpuExecutable::lower_pet_binary(NodeId n, algorithm alg, const std::string& who, const std::string& why) {
-  const Node& node = g_.node(n);
-  const TensorId a = node.inputs[0], b = node.inputs[1], y = node.outputs[0];
-  const Shape& ys = g_.type(y).shape;
   cpu::BinaryKind kind;
   switch (alg) {
     case algorithm::binary_add: kind = cpu::BinaryKind::Add; break;
@@ -371,6 +368,13 @@ bool CpuExecutable::lower_pet_binary(NodeId n, algorithm alg, const std::string&
     case algorithm::binary_min: kind = cpu::BinaryKind::Min; break;
     default: return false;
   }
+  return lower_pet_binary(n, kind, who, why);
+}
+
+bool CpuExecutable::lower_pet_binary(NodeId n, cpu::BinaryKind kind, const std::string& who, const std::string& why) {
+  const Node& node = g_.node(n);
+  const TensorId a = node.inputs[0], b = node.inputs[1], y = node.outputs[0];
+  const Shape& ys = g_.type(y).shape;
   const int as = plain_slot(int(a)), bs = plain_slot(int(b));
   define(y, plain_md(ys));
   auto sa = cpu::broadcast_strides(g_.type(a).shape, ys), sb = cpu::broadcast_strides(g_.type(b).shape, ys);
@@ -386,6 +390,11 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Mul&, const std::string& who) 
 bool CpuExecutable::lower_op(NodeId n, const ops::Sub&, const std::string& who) { return lower_binary(n, algorithm::binary_sub, false, who); }
 
 bool CpuExecutable::lower_op(NodeId n, const ops::Div&, const std::string& who) { return lower_binary(n, algorithm::binary_div, false, who); }
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Mod& m, const std::string& who) {
+  if (m.fmod != 1) return false;  // integers only (Python's %): not a float op
+  return lower_pet_binary(n, cpu::BinaryKind::Fmod, who, "C's fmod");
+}
 
 namespace {
 /// The 2-D view softmax-like primitives see: opset < 13's one row over dims [axis, rank) as
@@ -632,6 +641,163 @@ bool CpuExecutable::lower_op(NodeId n, const ops::CumSum& c, const std::string& 
           for (int64_t i = 0; i < w; ++i) dst[at + i] = acc[i], acc[i] += src[at + i];
         else
           for (int64_t i = 0; i < w; ++i) acc[i] += src[at + i], dst[at + i] = acc[i];
+      }
+    });
+  };
+  return true;
+}
+
+namespace {
+/// The reductions of pet's kernel, each its op's formula: the accumulator starts at the
+/// first element's term (Max, Min: the element itself) or the identity, each further element
+/// in order adds (multiplies) its term, a final map (Mean: / count; L2: sqrt; LogSum: log).
+enum class ReduceKind { Sum, Mean, Prod, L1, L2, SumSquare, LogSum, Max, Min };
+
+template <ReduceKind K>
+void reduce_blocks(const AxisSplit& sp, const float* src, float* dst) {
+  for_axis_blocks(sp, [&](int64_t o, int64_t i0, int64_t w) {
+    float acc[256];
+    const float* base = src + o * sp.len * sp.inner + i0;
+    constexpr bool extreme = K == ReduceKind::Max || K == ReduceKind::Min;
+    int64_t k0 = 0;
+    if constexpr (extreme) {  // ops::detail::reduce_extreme: the first element, replaced by a better one
+      if (sp.len > 0) std::copy(base, base + w, acc), k0 = 1;
+      else std::fill(acc, acc + w, 0.f);
+    } else {
+      std::fill(acc, acc + w, K == ReduceKind::Prod ? 1.f : 0.f);
+    }
+    for (int64_t k = k0; k < sp.len; ++k) {
+      const float* row = base + k * sp.inner;
+      for (int64_t i = 0; i < w; ++i) {
+        const float x = row[i];
+        if constexpr (K == ReduceKind::Max) acc[i] = x > acc[i] ? x : acc[i];
+        else if constexpr (K == ReduceKind::Min) acc[i] = x < acc[i] ? x : acc[i];
+        else if constexpr (K == ReduceKind::Prod) acc[i] *= x;
+        else if constexpr (K == ReduceKind::L1) acc[i] += std::abs(x);
+        else if constexpr (K == ReduceKind::L2 || K == ReduceKind::SumSquare) acc[i] += x * x;
+        else acc[i] += x;
+      }
+    }
+    float* out = dst + o * sp.inner + i0;
+    for (int64_t i = 0; i < w; ++i) {
+      if constexpr (K == ReduceKind::Mean) out[i] = acc[i] / float(sp.len);
+      else if constexpr (K == ReduceKind::L2) out[i] = std::sqrt(acc[i]);
+      else if constexpr (K == ReduceKind::LogSum) out[i] = std::log(acc[i]);
+      else out[i] = acc[i];
+    }
+  });
+}
+}  // namespace
+
+bool CpuExecutable::lower_pet_reduce(NodeId n, const std::vector<int64_t>& axes, algorithm alg, float p, bool log_of_sum, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  if (axes.empty()) return false;
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axes[i] != axes[i - 1] + 1) return false;  // dims apart
+  const AxisSplit sp(xs, axes.front(), axes.back());
+  if (sp.inner == 1) return false;  // the last dims: oneDNN's jit kernel
+  void (*kernel)(const AxisSplit&, const float*, float*) = nullptr;
+  const char* what = "";
+  switch (alg) {
+    case algorithm::reduction_sum:
+      kernel = log_of_sum ? reduce_blocks<ReduceKind::LogSum> : reduce_blocks<ReduceKind::Sum>, what = log_of_sum ? "log of the sum" : "sum";
+      break;
+    case algorithm::reduction_mean: kernel = reduce_blocks<ReduceKind::Mean>, what = "mean"; break;
+    case algorithm::reduction_mul: kernel = reduce_blocks<ReduceKind::Prod>, what = "product"; break;
+    case algorithm::reduction_max: kernel = reduce_blocks<ReduceKind::Max>, what = "maximum"; break;
+    case algorithm::reduction_min: kernel = reduce_blocks<ReduceKind::Min>, what = "minimum"; break;
+    case algorithm::reduction_norm_lp_sum:
+      if (p == 1.f) kernel = reduce_blocks<ReduceKind::L1>, what = "L1 norm";
+      if (p == 2.f) kernel = reduce_blocks<ReduceKind::L2>, what = "L2 norm";
+      break;
+    case algorithm::reduction_norm_lp_power_p_sum:
+      if (p == 2.f) kernel = reduce_blocks<ReduceKind::SumSquare>, what = "sum of squares";
+      break;
+    default: break;
+  }
+  if (!kernel) return false;
+  const int x = plain_slot(int(node.inputs[0])), y = int(node.outputs[0]);
+  define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
+  add_step(cat(who, ": pet reduction (", what, " over ", sp.len, " of each ", sp.inner, " contiguous positions)"), {x}, {y}).fn = [this, x, y, sp, kernel] {
+    kernel(sp, ptr(x), ptr(y));
+  };
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::ReduceLogSum& r, const std::string& who) {
+  if (r.axes.empty()) return false;  // no axes: the formula's log of each element, the reference kernel
+  if (lower_pet_reduce(n, r.axes, algorithm::reduction_sum, 0.f, true, who)) return true;
+  if (!lower_reduce(n, r, algorithm::reduction_sum, who)) return false;
+  const int y = int(g_.node(n).outputs[0]);
+  const int64_t count = numel(g_.type(g_.node(n).outputs[0]).shape);
+  add_step(cat(who, ": pet log of the sums, in place"), {y}, {y}).fn = [this, y, count] {
+    float* p = ptr(y);
+    parallel_chunks(count, 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) p[i] = std::log(p[i]);
+    });
+  };
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Hardmax& h, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  const AxisSplit sp(xs, h.axis, h.row_end(int(xs.size())) - 1);
+  const int x = plain_slot(int(node.inputs[0])), y = int(node.outputs[0]);
+  define(node.outputs[0], plain_md(xs));
+  add_step(cat(who, ": pet row maxima"), {x}, {y}).fn = [this, x, y, sp] {
+    const float* src = ptr(x);
+    float* dst = ptr(y);
+    for_axis_blocks(sp, [&](int64_t o, int64_t i0, int64_t w) {
+      float bv[256];
+      int64_t best[256];
+      const float* base = src + o * sp.len * sp.inner + i0;
+      float* out = dst + o * sp.len * sp.inner + i0;
+      std::copy(base, base + w, bv);
+      std::fill(best, best + w, int64_t(0));
+      // a row's first maximum, NaN never winning: ArgMax's rule (ops::ArgMax::replaces)
+      for (int64_t k = 1; k < sp.len; ++k) {
+        const float* row = base + k * sp.inner;
+        for (int64_t i = 0; i < w; ++i)
+          if (ops::ArgMax::replaces(row[i], bv[i], false)) best[i] = k, bv[i] = row[i];
+      }
+      if (w == sp.inner) std::fill(out, out + sp.len * sp.inner, 0.f);  // the block's rows are contiguous
+      else
+        for (int64_t k = 0; k < sp.len; ++k) std::fill(out + k * sp.inner, out + k * sp.inner + w, 0.f);
+      if (sp.len > 0)
+        for (int64_t i = 0; i < w; ++i) out[best[i] * sp.inner + i] = 1.f;
+    });
+  };
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Trilu& t, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape& xs = g_.type(node.inputs[0]).shape;
+  const int64_t rows = xs[xs.size() - 2], cols = xs.back(), count = numel(xs);
+  const int x = plain_slot(int(node.inputs[0])), y = int(node.outputs[0]);
+  define(node.outputs[0], plain_md(xs));
+  // k beyond every diagonal of the matrix acts as the nearest one beyond it (no overflow)
+  const int64_t k = std::clamp<int64_t>(t.k, -(rows + 1), cols + 1);
+  add_step(cat(who, ": pet band copy"), {x}, {y}).fn = [this, x, y, rows, cols, count, upper = t.upper, k] {
+    const float* src = ptr(x);
+    float* dst = ptr(y);
+    if (cols == 0) return;
+    parallel_chunks(count / cols, std::max<int64_t>(1, 16384 / cols), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        // row i keeps columns j with j - i >= k (upper) or j - i <= k (lower), ops::Trilu
+        const int64_t i = r % rows;
+        const int64_t edge = std::clamp<int64_t>(upper ? i + k : i + k + 1, 0, cols);  // first column of the second part
+        const float* a = src + r * cols;
+        float* b = dst + r * cols;
+        if (upper) {
+          std::fill(b, b + edge, 0.f);
+          std::copy(a + edge, a + cols, b + edge);
+        } else {
+          std::copy(a, a + edge, b);
+          std::fill(b + edge, b + cols, 0.f);
+        }
       }
     });
   };

@@ -188,9 +188,26 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
       set_num_threads(c.threads);
       auto exe = be.compile(g, opt);
       bool failed = false;
+      // Each input twice: buffers are reused between runs. The first run's outputs are kept
+      // over the second and must come out of it unchanged (the caller's tensors are not the
+      // backend's to write); they are dropped before the next input's, whose run may then
+      // reuse their storage.
+      std::vector<Value<float>> kept, snapshot;
       for (size_t s = 0; s < ins.size() && !failed; ++s)
-        for (int round = 0; round < 2 && !failed; ++round) {  // twice: buffers are reused
+        for (int round = 0; round < 2 && !failed; ++round) {
           auto got = exe->run(ins[s]);
+          if (round == 0) {
+            kept = got;
+            snapshot.clear();
+            for (const auto& v : got) snapshot.push_back(std::visit([](const auto& t) { return Value<float>(t.clone()); }, v));
+          } else {
+            for (size_t k = 0; k < kept.size() && !failed; ++k)
+              if (!compare(kept[k], snapshot[k], 0, 0).pass) {
+                out.failures.push_back({"mismatch", config_label(c), cat("output ", k, " of input seed ", kInputSeeds[s], "'s first run changed during its second run")});
+                failed = true;
+              }
+            kept.clear();
+          }
           if (got.size() != refs[s].size()) {
             out.failures.push_back({"mismatch", config_label(c), cat(got.size(), " outputs, expected ", refs[s].size())});
             failed = true;

@@ -161,6 +161,7 @@ class Generator {
         {2, &Generator::gelu},         {1, &Generator::identity},      {1, &Generator::patch},
         {2, &Generator::where},        {2, &Generator::gather},        {1, &Generator::tile},        {4, &Generator::deconv},
         {2, &Generator::resize},       {3, &Generator::pet_elementwise}, {3, &Generator::float_int},
+        {3, &Generator::masks_and_indices},
     };
     static const int total = [] {
       int s = 0;
@@ -1017,6 +1018,71 @@ class Generator {
         std::vector<int64_t> axes;
         for (int64_t k = a; k <= b; ++k) axes.push_back(k);
         add1(ops::ReduceLogSumExp{{.axes = axes, .keepdims = chance(0.6)}}, {x});
+      }
+    }
+  }
+
+  /// More ops with their own cpu kernels: Hardmax, Trilu, Mod (fmod), ReduceLogSum, masks
+  /// joined by logical ops, integer comparisons and casts, OneHot, GatherND. Those that jump
+  /// (a maximum's position, a remainder's wrap, a threshold, a truncation) read a graph input,
+  /// as in float_int.
+  void masks_and_indices() {
+    const int kind = int(r_.below(8));
+    TensorId x = kind == 0 || kind == 2 || kind >= 4 ? one_of(g_.inputs()) : pick();
+    const int64_t r = rank(x);
+    switch (kind) {
+      case 0: add1(ops::Hardmax{{.axis = r_.range(0, r - 1), .flatten_tail = chance(0.3)}}, {x}); break;
+      case 1: add1(ops::Trilu{.upper = chance(0.5), .k = r_.range(-3, 3)}, {x}); break;
+      case 2: add1(ops::Mod{.fmod = 1}, {x, constant(away_from_zero(chance(0.5) ? Shape{} : broadcast_shape_for(shape(x)), 0.3, 1.5))}); break;
+      case 3: {
+        if (auto s = add1(ops::Sigmoid{}, {x})) {
+          const int64_t a = r_.range(0, r - 1);
+          std::vector<int64_t> axes = {a};
+          if (chance(0.4) && a + 1 < r) axes.push_back(r_.range(a + 1, r - 1));
+          add1(ops::ReduceLogSum{{.axes = axes, .keepdims = chance(0.5)}}, {*s});
+        }
+        break;
+      }
+      case 4: {  // two thresholds joined: (x < a) op (x > b), or not (x < a)
+        auto lo = add1(ops::Less{}, {x, constant(values({}, -0.6, 0.2))});
+        auto hi = add1(ops::Greater{}, {x, constant(values(chance(0.5) ? Shape{} : broadcast_shape_for(shape(x)), -0.2, 0.6))});
+        if (!lo || !hi) break;
+        const std::vector<Op> logic = {ops::And{}, ops::Or{}, ops::Xor{}};
+        auto m = chance(0.25) ? add1(ops::Not{}, {*lo}) : add1(one_of(logic), {*lo, *hi});
+        if (m) add1(ops::Where{}, {*m, x, constant(values(broadcast_shape_for(shape(x)), -1, 1))});
+        break;
+      }
+      case 5: {  // integers compared and converted: (int(3x) cmp int(3y)) as int64, int8 and back to float
+        auto scaled = add1(ops::Mul{}, {x, constant(values({}, 2, 4))});
+        auto a = scaled ? add1(ops::Cast{.to = DType::Int64}, {*scaled}) : std::nullopt;
+        auto b = a ? add1(ops::Cast{.to = DType::Int32}, {*a}) : std::nullopt;
+        const std::vector<Op> cmps = {ops::Equal{}, ops::Less{}, ops::LessOrEqual{}, ops::Greater{}, ops::GreaterOrEqual{}};
+        auto c = b ? add1(one_of(cmps), {*b, add1(ops::Cast{.to = DType::Int32}, {ints({r_.range(-2, 2)})}).value_or(*b)}) : std::nullopt;
+        auto d = c ? add1(ops::Cast{.to = chance(0.5) ? DType::Int8 : DType::Int64}, {*c}) : std::nullopt;
+        if (d) add1(ops::Cast{.to = DType::Float32}, {*d});
+        if (b && chance(0.5))
+          if (auto w = add1(ops::Cast{.to = DType::UInt8}, {*b})) add1(ops::Cast{.to = DType::Float32}, {*w});
+        break;
+      }
+      case 6: {  // OneHot of int(3x) (some out of range, some negative)
+        if (r > 4) break;
+        auto scaled = add1(ops::Mul{}, {x, constant(values({}, 2, 4))});
+        auto idx = scaled ? add1(ops::Cast{.to = DType::Int64}, {*scaled}) : std::nullopt;
+        if (idx) add1(ops::OneHot{.depth = r_.range(2, 5), .axis = r_.range(-1, r)}, {*idx, constant(values({2}, -2, 2))});
+        break;
+      }
+      default: {  // GatherND of a pool tensor with constant tuples
+        TensorId d = pick();
+        const int64_t dr = rank(d), b = dr > 1 && chance(0.3) ? 1 : 0, m = r_.range(1, dr - b);
+        Shape is(shape(d).begin(), shape(d).begin() + b);
+        if (chance(0.6)) is.push_back(r_.range(1, 3));
+        is.push_back(m);
+        std::vector<int64_t> idx;
+        for (int64_t i = 0; i < numel(is); ++i) {
+          const int64_t n = shape(d)[size_t(b + i % m)];
+          idx.push_back(r_.range(-n, n - 1));
+        }
+        add1(ops::GatherND{.batch_dims = b}, {d, ints(idx, is)});
       }
     }
   }
