@@ -842,6 +842,19 @@ TEST_CASE("cpu: Hardmax, Trilu, Mod, ReduceLogSum, OneHot, GatherND and the inte
     for (int64_t i = 0; i < x.size(); ++i) x[i] = 0.25f + float(i % 37) * 0.5f;
     moves_exactly(g, {x}, cat("ReduceLogSum axes ", axes.size()), "log of the sum", 1e-5);
   }
+  // GridSample: every mode, padding and alignment; points inside, outside, far away, NaN.
+  for (auto mode : {ops::GridSample::Mode::Linear, ops::GridSample::Mode::Nearest, ops::GridSample::Mode::Cubic})
+    for (auto pad : {ops::GridSample::Padding::Zeros, ops::GridSample::Padding::Border, ops::GridSample::Padding::Reflection})
+      for (bool align : {false, true}) {
+        Tensor<float> grid(Shape{2, 4, 6, 2});
+        Rng rng(990);
+        const std::vector<float> special = {NAN, INFINITY, -INFINITY, 1e10f, -7.3f, 1.f, -1.f, 0.f};
+        for (int64_t i = 0; i < grid.size(); ++i) grid[i] = rng.uniform() < 0.15 ? special[size_t(rng.below(special.size()))] : float(rng.uniform(-1.4, 1.4));
+        Graph g = one_op(ops::GridSample{.mode = mode, .padding = pad, .align_corners = align}, {f32({2, 3, 5, 7}), f32({2, 4, 6, 2})});
+        // cubic: 16 products a point, where the compiler may fuse a product and a sum on one side only
+        moves_exactly(g, {counting({2, 3, 5, 7}), grid}, cat("GridSample mode ", int(mode), " padding ", int(pad), align ? " aligned" : ""), "pet grid sampling",
+                      mode == ops::GridSample::Mode::Cubic ? 1e-6 : 0);
+      }
   // OneHot: integer indices (constant or not) and float ones, every axis; out of range and
   // non-finite indices match nothing, negative ones count from the end.
   for (int64_t axis : {0, 1, -1})

@@ -74,6 +74,26 @@ void for_axis_blocks(const AxisSplit& s, F&& f) {
   });
 }
 
+/// The position ops::ArgReduce's rule (O::replaces, O ArgMax or ArgMin) picks in one
+/// contiguous row, in two passes: the best non-NaN value (a loop the compiler vectorises),
+/// then its first (with select_last_index its last) occurrence; 0 when every value is NaN.
+/// Walking the row with O::replaces ends at the same position: NaN never wins over a number,
+/// ties keep the first (or move to the last), +0 and -0 tie.
+template <class O>
+int64_t best_in_row(const float* row, int64_t len, bool last) {
+  constexpr bool max = std::is_same_v<O, ops::ArgMax>;
+  float m = max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  for (int64_t k = 0; k < len; ++k) m = max ? (row[k] > m ? row[k] : m) : (row[k] < m ? row[k] : m);
+  if (last) {
+    for (int64_t k = len; k-- > 0;)
+      if (row[k] == m) return k;
+  } else {
+    for (int64_t k = 0; k < len; ++k)
+      if (row[k] == m) return k;
+  }
+  return 0;
+}
+
 /// Wraps a oneDNN call: its errors become pet errors naming the node.
 template <class F>
 auto dnnl_call(const std::string& who, F&& f) {
@@ -239,7 +259,7 @@ class CpuExecutable final : public Executable {
                       ops::ArgMax, ops::ArgMin, ops::Einsum, ops::Equal,
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not,
                       ops::IsNaN, ops::IsInf,
-                      ops::TopK, ops::GatherElements, ops::GatherND, ops::GridSample,
+                      ops::TopK, ops::GatherElements, ops::GatherND,
                       ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear, ops::DynamicQuantizeLinear,
                       ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv>
   bool lower_op(NodeId, const O&, const std::string&) {
@@ -622,6 +642,10 @@ class CpuExecutable final : public Executable {
   /// Hardmax: pet's row kernel (ops::Hardmax's rows: 1 at each row's first maximum, NaN never
   /// wins), plain layout.
   bool lower_op(NodeId n, const ops::Hardmax& h, const std::string& who);
+  /// GridSample: pet's kernel. Each output point's taps (ops::GridSample::taps) computed once
+  /// per run, then each channel plane summed over them in the formula's order, plane by
+  /// plane (the reference kernel walks all channels per point: 16 ms where this takes 2).
+  bool lower_op(NodeId n, const ops::GridSample& op, const std::string& who);
   /// Trilu: each matrix row copied inside the band and zeroed outside it, plain layout.
   bool lower_op(NodeId n, const ops::Trilu& t, const std::string& who);
   /// Mod of floats (fmod = 1, C's fmod, as ops::Mod): pet's broadcasting kernel.

@@ -64,8 +64,17 @@ bool CpuExecutable::lower_arg_reduce(NodeId n, const O& op, const std::string& w
   const AxisSplit sp(xs, op.axis);
   const int x = plain_slot(int(xt));
   host_result_step(cat(who, ": pet arg-reduction"), {x}, node.outputs[0], [this, x, sp, last = op.select_last_index](int64_t* y) {
-    if (sp.len == 0) return;  // an empty axis: index 0 everywhere, as the formula (the tensor is zeros)
+    if (sp.len == 0) {  // an empty axis: index 0 everywhere, as the formula
+      std::fill(y, y + sp.outer * sp.inner, int64_t(0));
+      return;
+    }
     const float* src = ptr(x);
+    if (sp.inner == 1) {  // contiguous rows
+      parallel_chunks(sp.outer, std::max<int64_t>(1, 16384 / sp.len), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) y[o] = best_in_row<O>(src + o * sp.len, sp.len, last);
+      });
+      return;
+    }
     // each block walks the axis once, with ops::ArgReduce's rule
     for_axis_blocks(sp, [&](int64_t o, int64_t i0, int64_t w) {
       float bv[256];

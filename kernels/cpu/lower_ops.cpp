@@ -749,6 +749,16 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Hardmax& h, const std::string&
   add_step(cat(who, ": pet row maxima"), {x}, {y}).fn = [this, x, y, sp] {
     const float* src = ptr(x);
     float* dst = ptr(y);
+    if (sp.inner == 1) {  // contiguous rows: ArgMax's position in two passes (best_in_row)
+      parallel_chunks(sp.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(sp.len, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) {
+          float* out = dst + o * sp.len;
+          std::fill(out, out + sp.len, 0.f);
+          if (sp.len > 0) out[best_in_row<ops::ArgMax>(src + o * sp.len, sp.len, false)] = 1.f;
+        }
+      });
+      return;
+    }
     for_axis_blocks(sp, [&](int64_t o, int64_t i0, int64_t w) {
       float bv[256];
       int64_t best[256];
@@ -767,6 +777,51 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Hardmax& h, const std::string&
         for (int64_t k = 0; k < sp.len; ++k) std::fill(out + k * sp.inner, out + k * sp.inner + w, 0.f);
       if (sp.len > 0)
         for (int64_t i = 0; i < w; ++i) out[best[i] * sp.inner + i] = 1.f;
+    });
+  };
+  return true;
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::GridSample& op, const std::string& who) {
+  const Node& node = g_.node(n);
+  const Shape &xs = g_.type(node.inputs[0]).shape, &ys = g_.type(node.outputs[0]).shape;
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], P = ys[2] * ys[3];
+  const int x = plain_slot(int(node.inputs[0])), grid = plain_slot(int(node.inputs[1])), y = int(node.outputs[0]);
+  define(node.outputs[0], plain_md(ys));
+  struct Taps {
+    int ny = 0, nx = 0;
+    std::array<int64_t, 4> yi{}, xi{};
+    std::array<float, 4> yw{}, xw{};
+  };
+  auto taps = std::make_shared<std::vector<Taps>>(static_cast<size_t>(N * P));  // kept between runs
+  add_step(cat(who, ": pet grid sampling (each point's taps once for its ", C, " channels)"), {x, grid}, {y}).fn = [this, op, x, grid, y, N, C, H, W, P, taps] {
+    const float* g = ptr(grid);
+    Taps* t = taps->data();
+    parallel_chunks(N * P, 1024, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p)
+        t[p].ny = op.taps<float>(op.source(g[2 * p + 1], H), H, t[p].yi, t[p].yw), t[p].nx = op.taps<float>(op.source(g[2 * p], W), W, t[p].xi, t[p].xw);
+    });
+    const float* src = ptr(x);
+    float* dst = ptr(y);
+    parallel_chunks(N * C, 1, [&](int64_t b, int64_t e) {
+      for (int64_t nc = b; nc < e; ++nc) {
+        const float* plane = src + nc * H * W;
+        const Taps* tp = t + (nc / C) * P;
+        float* out = dst + nc * P;
+        for (int64_t p = 0; p < P; ++p) {
+          const Taps& q = tp[p];
+          float acc = 0;  // as ops::GridSample: each tap row's sum, weighted, in order
+          for (int a = 0; a < q.ny; ++a) {
+            if (q.yi[size_t(a)] < 0) continue;
+            const float* row_p = plane + q.yi[size_t(a)] * W;
+            float row = 0;
+            for (int c = 0; c < q.nx; ++c)
+              if (q.xi[size_t(c)] >= 0) row += q.xw[size_t(c)] * row_p[q.xi[size_t(c)]];
+            acc += q.yw[size_t(a)] * row;
+          }
+          out[p] = acc;
+        }
+      }
     });
   };
   return true;
