@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Single-op models on pet's cpu backend side by side with ONNX Runtime: the ops whose cpu
+kernels are pet's own rather than oneDNN's (reductions over dims before the last, GridSample,
+GatherND, OneHot, Trilu, Mod, Hardmax, masks, arg-reductions) and programs with large
+outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
+Each model reads the same seeded inputs on both sides (ONNX test data in a directory);
+interleaved round by round, each round the median of --repeat runs after a warm-up, in its
+own process (experiments/pet_vs_ort.py). Prints a table, writes JSON.
+
+Usage: .venv/bin/python experiments/ops_vs_ort.py [OUT.json] [--rounds N] [--repeat N] [--only NAME,...]
+PET=/path/to/pet times another binary (before / after). Progress on stderr.
+"""
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pet_vs_ort import interleaved  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PET = os.environ.get("PET", os.path.join(ROOT, "build", "pet"))
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def unary(op, shape, out_shape=None, out_type=F, **attrs):
+    return [helper.make_node(op, ["x"], ["y"], **attrs)], [("x", F, shape, None)], [("y", out_type, out_shape or shape)], []
+
+
+def reduce(op, shape, axes):
+    out = [1 if i in axes else d for i, d in enumerate(shape)]
+    if op == "ReduceSum":  # axes an input from opset 13
+        return ([helper.make_node(op, ["x", "axes"], ["y"])], [("x", F, shape, None)], [("y", F, out)],
+                [numpy_helper.from_array(np.array(axes, dtype=np.int64), "axes")])
+    return unary(op, shape, out, axes=axes)
+
+
+def cases():
+    rng = np.random.default_rng(7)
+    c = {}
+    c["relu 32 MiB output"] = unary("Relu", [1, 64, 512, 256])
+    c["greater (bool output)"] = ([helper.make_node("Greater", ["x", "z"], ["y"])], [("x", F, [1, 64, 128, 128], None)],
+                                  [("y", TensorProto.BOOL, [1, 64, 128, 128])], [numpy_helper.from_array(np.array(0, np.float32), "z")])
+    c["cast to int64"] = unary("Cast", [1, 64, 128, 128], out_type=I64, to=I64)
+    c["mean over channels"] = reduce("ReduceMean", [8, 64, 56, 56], [1])
+    c["sum, middle axis"] = reduce("ReduceSum", [64, 1000, 64], [1])
+    c["L2, middle axis"] = reduce("ReduceL2", [64, 1000, 64], [1])
+    c["max, first axis"] = reduce("ReduceMax", [1000, 64, 64], [0])
+    c["log-sum, middle axis"] = reduce("ReduceLogSum", [64, 1000, 64], [1])
+    c["GatherND"] = ([helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=1)],
+                     [("x", F, [4, 1000, 256], None), ("i", I64, [4, 500, 1], rng.integers(-1000, 1000, [4, 500, 1]))], [("y", F, [4, 500, 256])], [])
+    c["Trilu"] = unary("Trilu", [8, 512, 512], upper=0)
+    c["OneHot depth 1000"] = ([helper.make_node("OneHot", ["i", "d", "v"], ["y"])], [("i", I64, [64, 128], rng.integers(-1000, 1000, [64, 128]))],
+                              [("y", F, [64, 128, 1000])],
+                              [numpy_helper.from_array(np.array(1000, np.int64), "d"), numpy_helper.from_array(np.array([0, 1], np.float32), "v")])
+    c["GridSample bilinear"] = ([helper.make_node("GridSample", ["x", "g"], ["y"])],
+                                [("x", F, [1, 64, 128, 128], None), ("g", F, [1, 128, 128, 2], rng.uniform(-1.1, 1.1, [1, 128, 128, 2]))],
+                                [("y", F, [1, 64, 128, 128])], [])
+    c["Mod (fmod)"] = ([helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)], [("a", F, [1, 64, 128, 128], rng.uniform(-100, 100, [1, 64, 128, 128])),
+                                                                             ("b", F, [1, 64, 128, 128], rng.uniform(0.5, 3, [1, 64, 128, 128]))],
+                       [("y", F, [1, 64, 128, 128])], [])
+    c["Hardmax"] = unary("Hardmax", [128, 5000])
+    c["ArgMax, last axis"] = unary("ArgMax", [128, 5000], [128, 1], I64, axis=1)
+    c["Less, Not, Where"] = ([helper.make_node("Less", ["a", "b"], ["c"]), helper.make_node("Not", ["c"], ["d"]), helper.make_node("Where", ["d", "a", "b"], ["y"])],
+                             [("a", F, [1, 64, 128, 128], None), ("b", F, [1, 64, 128, 128], None)], [("y", F, [1, 64, 128, 128])], [])
+    return c
+
+
+def write(name, spec, tmp):
+    nodes, ins, outs, inits = spec
+    rng = np.random.default_rng(1)
+    g = helper.make_graph(nodes, name.replace(" ", "_"), [helper.make_tensor_value_info(n, t, s) for n, t, s, _ in ins],
+                          [helper.make_tensor_value_info(n, t, s) for n, t, s in outs], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m, full_check=True)
+    stem = os.path.join(tmp, "".join(ch if ch.isalnum() else "_" for ch in name))
+    onnx.save(m, stem + ".onnx")
+    os.makedirs(stem + ".in", exist_ok=True)
+    for k, (n, t, s, v) in enumerate(ins):
+        a = v if v is not None else rng.uniform(-1, 1, s)
+        a = a.astype(np.int64 if t == I64 else np.float32)
+        with open(os.path.join(stem + ".in", f"input_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+    return stem + ".onnx", stem + ".in"
+
+
+def main():
+    args = sys.argv[1:]
+    rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 3
+    repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 20
+    only = args[args.index("--only") + 1].split(",") if "--only" in args else None
+    out = args[0] if args and not args[0].startswith("--") else None
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, spec in cases().items():
+            if only and not any(o.lower() in name.lower() for o in only):
+                continue
+            path, inputs = write(name, spec, tmp)
+            row = {"op": name, "pet": PET}
+            row.update(interleaved(PET, path, rounds, repeat, tmp, f"ops_vs_ort: {name}", inputs=inputs))
+            rows.append(row)
+            print(f"{name:24} pet {row['pet_ms']:8.3f} ms  ORT {row['ort_ms']:8.3f} ms  pet/ORT {row['pet_over_ort']:6.2f}", flush=True)
+    if out:
+        with open(out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
