@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Single-op models on pet's cpu backend side by side with ONNX Runtime: the ops whose cpu
-kernels are pet's own rather than oneDNN's (reductions over dims before the last, GridSample,
-GatherND, OneHot, Trilu, Mod, Hardmax, masks, arg-reductions) and programs with large
-outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
+kernels are pet's own rather than oneDNN's (reductions over dims before the last or apart,
+softmax over a dim before the last, GridSample, GatherND, OneHot, Trilu, Mod, Hardmax, masks,
+arg-reductions), a 3-D pool of a plain input, and programs with large outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
 Each model reads the same seeded inputs on both sides (ONNX test data in a directory);
 interleaved round by round, each round the median of --repeat runs after a warm-up, in its
 own process (experiments/pet_vs_ort.py). Prints a table, writes JSON.
@@ -51,6 +51,10 @@ def cases():
     c["L2, middle axis"] = reduce("ReduceL2", [64, 1000, 64], [1])
     c["max, first axis"] = reduce("ReduceMax", [1000, 64, 64], [0])
     c["log-sum, middle axis"] = reduce("ReduceLogSum", [64, 1000, 64], [1])
+    c["mean over N, H, W"] = reduce("ReduceMean", [8, 64, 56, 56], [0, 2, 3])
+    c["softmax over channels"] = unary("Softmax", [8, 64, 56, 56], axis=1)
+    c["log-softmax, channels"] = unary("LogSoftmax", [8, 64, 56, 56], axis=1)
+    c["3-D max pool, plain"] = unary("MaxPool", [1, 32, 16, 56, 56], kernel_shape=[3, 3, 3], pads=[1, 1, 1, 1, 1, 1])
     c["GatherND"] = ([helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=1)],
                      [("x", F, [4, 1000, 256], None), ("i", I64, [4, 500, 1], rng.integers(-1000, 1000, [4, 500, 1]))], [("y", F, [4, 500, 256])], [])
     c["Trilu"] = unary("Trilu", [8, 512, 512], upper=0)

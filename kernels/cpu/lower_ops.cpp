@@ -704,6 +704,8 @@ struct ReduceRule {
     else if constexpr (K == ReduceKind::L2 || K == ReduceKind::SumSquare) return acc + x * x;
     else return acc + x;
   }
+  /// Two partial accumulators joined (the lanes of reduce_offsets).
+  static float join(float a, float b) { return K == ReduceKind::Prod ? a * b : a + b; }
   static float post(float acc, int64_t count) {
     if constexpr (K == ReduceKind::Mean) return acc / float(count);
     else if constexpr (K == ReduceKind::L2) return std::sqrt(acc);
@@ -733,19 +735,41 @@ void reduce_blocks(const AxisSplit& sp, const float* src, float* dst) {
 }
 
 /// Reduced dims apart (a mean over N, H and W of NCHW): each output position's elements at
-/// offsets `reduced` from its own offset in `kept`, in the formula's (row-major) order.
+/// offsets `reduced` from its own offset in `kept`, each the start of `run` contiguous
+/// elements (the reduced dims at the end). Max and Min, and runs under 16, in the formula's
+/// (row-major) order; sums and products of longer runs in 16 lanes joined at the end (a
+/// vectorised loop instead of one dependent chain: 5 times faster, rounded differently).
 template <ReduceKind K>
-void reduce_offsets(const std::vector<int64_t>& kept, const std::vector<int64_t>& reduced, const float* src, float* dst) {
+void reduce_offsets(const std::vector<int64_t>& kept, const std::vector<int64_t>& reduced, int64_t run, const float* src, float* dst) {
   using R = ReduceRule<K>;
-  const int64_t n = int64_t(reduced.size());
-  parallel_chunks(int64_t(kept.size()), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+  const int64_t n = int64_t(reduced.size()), count = n * run;
+  constexpr int64_t L = 16;
+  parallel_chunks(int64_t(kept.size()), std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)), [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
       const float* base = src + kept[size_t(p)];
-      int64_t r0 = 0;
       float acc = R::identity;
-      if (R::extreme && n > 0) acc = base[reduced[0]], r0 = 1;
-      for (int64_t r = r0; r < n; ++r) acc = R::step(acc, base[reduced[size_t(r)]]);
-      dst[p] = R::post(acc, n);
+      if (!R::extreme && run >= L) {
+        float lane[L];
+        std::fill(lane, lane + L, R::identity);
+        for (int64_t r = 0; r < n; ++r) {
+          const float* x = base + reduced[size_t(r)];
+          int64_t j = 0;
+          for (; j + L <= run; j += L)
+            for (int64_t l = 0; l < L; ++l) lane[l] = R::step(lane[l], x[j + l]);
+          for (; j < run; ++j) acc = R::step(acc, x[j]);
+        }
+        for (int64_t l = 0; l < L; ++l) acc = R::join(acc, lane[l]);
+      } else {
+        bool first = R::extreme && count > 0;  // Max, Min: the first element, then better ones
+        for (int64_t r = 0; r < n; ++r) {
+          const float* x = base + reduced[size_t(r)];
+          for (int64_t j = 0; j < run; ++j) {
+            if (first) acc = x[j], first = false;
+            else acc = R::step(acc, x[j]);
+          }
+        }
+      }
+      dst[p] = R::post(acc, count);
     }
   });
 }
@@ -821,13 +845,17 @@ bool CpuExecutable::lower_pet_reduce(NodeId n, const std::vector<int64_t>& axes,
   for (int64_t d : kept_dims) kept_count *= xs[size_t(d)];
   for (int64_t d : axes) reduced_count *= xs[size_t(d)];
   if (kept_count > (int64_t(1) << 22) || reduced_count > (int64_t(1) << 22)) return false;
-  auto* kernel = reduce_kernel<OffsetKernel, void(const std::vector<int64_t>&, const std::vector<int64_t>&, const float*, float*)>(alg, p, log_of_sum, what);
+  auto* kernel = reduce_kernel<OffsetKernel, void(const std::vector<int64_t>&, const std::vector<int64_t>&, int64_t, const float*, float*)>(alg, p, log_of_sum, what);
   if (!kernel) return false;
+  // the reduced dims at the end are one contiguous run at each offset
+  std::vector<int64_t> outer_axes = axes;
+  int64_t run = 1;
+  for (int64_t d = int64_t(xs.size()) - 1; d >= 0 && !outer_axes.empty() && outer_axes.back() == d; --d) run *= xs[size_t(d)], outer_axes.pop_back();
   auto kept = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, kept_dims));
-  auto reduced = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, axes));
+  auto reduced = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, outer_axes));
   define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
   add_step(cat(who, ": pet reduction (", what, " over ", reduced_count, " elements apart for each of ", kept_count, " positions)"), {x}, {y}).fn =
-      [this, x, y, kept, reduced, kernel] { kernel(*kept, *reduced, ptr(x), ptr(y)); };
+      [this, x, y, kept, reduced, run, kernel] { kernel(*kept, *reduced, run, ptr(x), ptr(y)); };
   return true;
 }
 

@@ -848,9 +848,15 @@ class Generator {
       if (chance(0.4)) axes.push_back(chance(0.3) ? i - rank(x) : i);
     if (axes.empty()) axes.push_back(rank(x) - 1);
     const bool keep = chance(0.6);
-    switch (r_.below(3)) {
-      case 0: add1(ops::ReduceMean{{.axes = axes, .keepdims = keep}}, {x}); break;
-      case 1: add1(ops::ReduceSum{{.axes = axes, .keepdims = keep}}, {x}); break;
+    switch (r_.below(9)) {
+      case 0:
+      case 1: add1(ops::ReduceMean{{.axes = axes, .keepdims = keep}}, {x}); break;
+      case 2:
+      case 3: add1(ops::ReduceSum{{.axes = axes, .keepdims = keep}}, {x}); break;
+      case 4: add1(ops::ReduceMin{{.axes = axes, .keepdims = keep}}, {x}); break;
+      case 5: add1(ops::ReduceL1{{.axes = axes, .keepdims = keep}}, {x}); break;
+      case 6: add1(ops::ReduceL2{{.axes = axes, .keepdims = keep}}, {x}); break;
+      case 7: add1(ops::ReduceSumSquare{{.axes = axes, .keepdims = keep}}, {x}); break;
       default: add1(ops::ReduceMax{{.axes = axes, .keepdims = keep}}, {x});
     }
   }
