@@ -33,7 +33,7 @@ const std::set<std::string> kOps = {
     "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
     "LogSoftmax", "Hardmax", "LRN", "GlobalMaxPool", "Celu", "ThresholdedRelu", "Shrink", "IsNaN", "IsInf", "ReduceLogSum",
     "CumSum", "TopK", "GatherElements", "GatherND", "Trilu", "OneHot", "Size", "EyeLike", "CastLike", "Upsample", "Mean",
-    "RNN", "GRU", "LSTM", "MeanVarianceNormalization", "GridSample", "If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct",
+    "RNN", "GRU", "LSTM", "MeanVarianceNormalization", "LpNormalization", "GridSample", "If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct",
     "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence",
     "ScatterElements", "ScatterND", "Scatter", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
     "ConvInteger", "QLinearMatMul", "QLinearConv"};

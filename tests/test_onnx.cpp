@@ -552,7 +552,7 @@ TEST_CASE("empty tensors: nodes of only empty tensors are left out, Concat drops
   }
 }
 
-TEST_CASE("RNN, GRU, LSTM and MeanVarianceNormalization import as several pet ops, keep their output names, and refuse what they cannot") {
+TEST_CASE("RNN, GRU, LSTM, MeanVarianceNormalization and LpNormalization import as several pet ops, keep their output names, and refuse what they cannot") {
   // X [T=3, B=2, I=2], hidden size 2; W, R, B as initializers unless `w_input`
   auto lstm = [](int64_t T, bool w_input = false) {
     OnnxBuilder b(17);
@@ -605,6 +605,30 @@ TEST_CASE("RNN, GRU, LSTM and MeanVarianceNormalization import as several pet op
     const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({1, 2, 1, 2}, {1, 3, 10, 20})});
     const auto v = std::get<Tensor<float>>(y[0]).vec();  // per channel: (x - mean) / std
     CHECK(v == std::vector<float>{-1, 1, -1, 1});
+  }
+  for (int64_t p : {int64_t(1), int64_t(2)}) {
+    // LpNormalization: x / ||x||_p along the axis, 0 where the norm is 0 (as ONNX Runtime)
+    OnnxBuilder b(17);
+    b.input("x", {"3", "2"});
+    auto* n = b.node("LpNormalization", {"x"}, {"y"}, "lpn");
+    b.attr(n, "p", p);
+    b.attr(n, "axis", int64_t(0));
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(m.graph.tensor(m.graph.outputs()[0]).name == "y");
+    const Tensor<float> x({3, 2}, {3, 0, -4, 0, 0, 0});
+    const auto y = Interpreter<float>(m.graph).run(std::vector<Value<float>>{x});
+    const std::vector<float> want = p == 1 ? std::vector<float>{3.f / 7, 0, -4.f / 7, 0, 0, 0} : std::vector<float>{0.6f, 0, -0.8f, 0, 0, 0};
+    const auto got = std::get<Tensor<float>>(y[0]).vec();
+    INFO("p ", p);
+    for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"3", "2"});
+    b.attr(b.node("LpNormalization", {"x"}, {"y"}, "lpn"), "p", int64_t(3));
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'lpn' (LpNormalization, opset 17): p must be 1 or 2, got 3"), InvalidInput);
   }
   auto refused = [&](const std::function<void(OnnxBuilder&)>& edit, std::string_view msg, bool unsupported, int64_t T = 3, bool w_input = false) {
     auto b = lstm(T, w_input);
