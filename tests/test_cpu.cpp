@@ -360,6 +360,9 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
                     "pooling jit");
   same_as_reference(one_op(ops::AveragePool{{.kernel_shape = {2, 2, 2}, .strides = {2, 2, 2}}}, {f32({2, 3, 4, 6, 8})}), 36, "3-D average pool, plain input",
                     {}, "pooling jit");
+  // an end pad no window reaches (MaxViT's folded Pad: 3x3 stride 2 over an even extent)
+  same_as_reference(one_op(AveragePool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}}, true}, {f32({1, 4, 8, 8})}), 34,
+                    "average pool counting pads, last end pad unread", {}, "oneDNN pooling");
   same_as_reference(one_op(ops::LogSoftmax{{.axis = 1}}, {f32({2, 5, 3})}), 37, "LogSoftmax", {}, "pet log-softmax");
   same_as_reference(one_op(ops::LogSoftmax{{.axis = -1}}, {f32({2, 5, 3})}), 137, "LogSoftmax, last axis", {}, "oneDNN logsoftmax");
   // over a dim before the last: pet's kernel (blocks of 256 positions and a rest)
