@@ -990,6 +990,7 @@ class Generator {
     const int kind = int(r_.below(5));
     TensorId x = kind < 3 ? one_of(g_.inputs()) : pick();
     const int64_t r = rank(x);
+    if (r == 0) return;  // a scalar graph input (a weight made an input)
     switch (kind) {
       case 0: {
         const Shape bs = chance(0.5) ? Shape{} : broadcast_shape_for(shape(x));
@@ -1036,6 +1037,7 @@ class Generator {
     const int kind = int(r_.below(8));
     TensorId x = kind == 0 || kind == 2 || kind >= 4 ? one_of(g_.inputs()) : pick();
     const int64_t r = rank(x);
+    if (r == 0) return;  // a scalar graph input (a weight made an input)
     switch (kind) {
       case 0: add1(ops::Hardmax{{.axis = r_.range(0, r - 1), .flatten_tail = chance(0.3)}}, {x}); break;
       case 1: add1(ops::Trilu{.upper = chance(0.5), .k = r_.range(-3, 3)}, {x}); break;
