@@ -94,6 +94,21 @@ int64_t best_in_row(const float* row, int64_t len, bool last) {
   return 0;
 }
 
+/// The same rule for w (at most 256) neighbouring positions at once: `base` the first row of
+/// a block of sp (rows sp.inner apart, sp.len of them, at least 1), the positions picked into
+/// best[0, w), the rows walked once in order.
+template <class O>
+void best_in_block(const AxisSplit& sp, const float* base, int64_t w, bool last, int64_t* best) {
+  float bv[256];
+  std::copy(base, base + w, bv);
+  std::fill(best, best + w, int64_t(0));
+  for (int64_t k = 1; k < sp.len; ++k) {
+    const float* row = base + k * sp.inner;
+    for (int64_t i = 0; i < w; ++i)
+      if (O::replaces(row[i], bv[i], last)) best[i] = k, bv[i] = row[i];
+  }
+}
+
 /// Wraps a oneDNN call: its errors become pet errors naming the node.
 template <class F>
 auto dnnl_call(const std::string& who, F&& f) {

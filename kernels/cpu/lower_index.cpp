@@ -77,18 +77,7 @@ bool CpuExecutable::lower_arg_reduce(NodeId n, const O& op, const std::string& w
     }
     // each block walks the axis once, with ops::ArgReduce's rule
     for_axis_blocks(sp, [&](int64_t o, int64_t i0, int64_t w) {
-      float bv[256];
-      const float* base = src + o * sp.len * sp.inner + i0;
-      int64_t* best = y + o * sp.inner + i0;
-      std::copy(base, base + w, bv);
-      std::fill(best, best + w, int64_t(0));
-      for (int64_t k = 1; k < sp.len; ++k) {
-        const float* row = base + k * sp.inner;
-        for (int64_t i = 0; i < w; ++i) {
-          const float v = row[i];
-          if (O::replaces(v, bv[i], last)) best[i] = k, bv[i] = v;
-        }
-      }
+      best_in_block<O>(sp, src + o * sp.len * sp.inner + i0, w, last, y + o * sp.inner + i0);
     });
   });
   return true;

@@ -894,18 +894,10 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Hardmax& h, const std::string&
       return;
     }
     for_axis_blocks(sp, [&](int64_t o, int64_t i0, int64_t w) {
-      float bv[256];
       int64_t best[256];
-      const float* base = src + o * sp.len * sp.inner + i0;
       float* out = dst + o * sp.len * sp.inner + i0;
-      std::copy(base, base + w, bv);
-      std::fill(best, best + w, int64_t(0));
       // a row's first maximum, NaN never winning: ArgMax's rule (ops::ArgMax::replaces)
-      for (int64_t k = 1; k < sp.len; ++k) {
-        const float* row = base + k * sp.inner;
-        for (int64_t i = 0; i < w; ++i)
-          if (ops::ArgMax::replaces(row[i], bv[i], false)) best[i] = k, bv[i] = row[i];
-      }
+      if (sp.len > 0) best_in_block<ops::ArgMax>(sp, src + o * sp.len * sp.inner + i0, w, false, best);
       if (w == sp.inner) std::fill(out, out + sp.len * sp.inner, 0.f);  // the block's rows are contiguous
       else
         for (int64_t k = 0; k < sp.len; ++k) std::fill(out + k * sp.inner, out + k * sp.inner + w, 0.f);
