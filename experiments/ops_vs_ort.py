@@ -2,7 +2,7 @@
 """Single-op models on pet's cpu backend side by side with ONNX Runtime: the ops whose cpu
 kernels are pet's own rather than oneDNN's (reductions over dims before the last or apart,
 softmax over a dim before the last, GridSample, GatherND, OneHot, Trilu, Mod, Hardmax, masks,
-arg-reductions), a 3-D pool of a plain input, and programs with large outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
+arg-reductions, Log, Softplus and Mish on Eigen's functions), a 3-D pool of a plain input, and programs with large outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
 Each model reads the same seeded inputs on both sides (ONNX test data in a directory);
 interleaved round by round, each round the median of --repeat runs after a warm-up, in its
 own process (experiments/pet_vs_ort.py). Prints a table, writes JSON.
@@ -71,15 +71,22 @@ def cases():
     c["ArgMax, last axis"] = unary("ArgMax", [128, 5000], [128, 1], I64, axis=1)
     c["Less, Not, Where"] = ([helper.make_node("Less", ["a", "b"], ["c"]), helper.make_node("Not", ["c"], ["d"]), helper.make_node("Where", ["d", "a", "b"], ["y"])],
                              [("a", F, [1, 64, 128, 128], None), ("b", F, [1, 64, 128, 128], None)], [("y", F, [1, 64, 128, 128])], [])
+    c["LogSoftmax, rows of 32000"] = unary("LogSoftmax", [16, 32000], axis=1)
+    c["LogSoftmax, rows of 56"] = unary("LogSoftmax", [8, 64, 56, 56], axis=3)
+    big = [1, 64, 128, 128]
+    c["Log"] = ([helper.make_node("Log", ["x"], ["y"])], [("x", F, big, rng.uniform(0.01, 10, big))], [("y", F, big)], [])
+    c["Softplus"] = ([helper.make_node("Softplus", ["x"], ["y"])], [("x", F, big, rng.uniform(-10, 10, big))], [("y", F, big)], [])
+    c["Mish"] = ([helper.make_node("Mish", ["x"], ["y"])], [("x", F, big, rng.uniform(-10, 10, big))], [("y", F, big)], [], 18)
     return c
 
 
 def write(name, spec, tmp):
-    nodes, ins, outs, inits = spec
+    nodes, ins, outs, inits = spec[:4]
+    opset = spec[4] if len(spec) > 4 else 17
     rng = np.random.default_rng(1)
     g = helper.make_graph(nodes, name.replace(" ", "_"), [helper.make_tensor_value_info(n, t, s) for n, t, s, _ in ins],
                           [helper.make_tensor_value_info(n, t, s) for n, t, s in outs], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     onnx.checker.check_model(m, full_check=True)
     stem = os.path.join(tmp, "".join(ch if ch.isalnum() else "_" for ch in name))
     onnx.save(m, stem + ".onnx")

@@ -1,9 +1,10 @@
 // Runs ONNX's backend node tests (Debian's libonnx-testdata) through pet's importer and
-// reference interpreter. In scope: every test whose graph uses only the ops of pet's operator
+// reference interpreter, or (`--backend cpu`) the compiled cpu backend. In scope: every test whose graph uses only the ops of pet's operator
 // list with float32/int64/int32/int8/uint8/bool tensors (decided from the model file alone, not from
 // what pet accepts). Prints every in-scope failure with its reason and passes when at least
 // 95 % of the in-scope tests pass. Tolerance as in ONNX's runner: rtol 1e-3, atol 1e-7.
-// Exit: 0 pass, 1 below 95 %, 77 test data not installed.
+// Exit: 0 pass, 1 below 95 %, 77 test data not installed (or the backend not built).
+// Usage: onnx_node_suite DIR [--backend reference|cpu] [--only SUBSTRING] [--verbose] (each test's name on stderr)
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "pet/backend/backend.hpp"
 #include "pet/eval/compare.hpp"
 #include "pet/eval/interpreter.hpp"
 #include "pet/onnx/onnx.hpp"
@@ -75,7 +77,7 @@ bool in_scope(const onnx::ModelProto& m) {
 }
 
 /// Runs one test; returns "" on success or the reason it failed.
-std::string run_test(const fs::path& dir) {
+std::string run_test(const fs::path& dir, pet::backend::Backend* backend) {
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
@@ -94,8 +96,15 @@ std::string run_test(const fs::path& dir) {
                    m.declared_inputs.begin();
         values.push_back(ins.at(size_t(pos)).value);
       }
-      pet::Interpreter<float> interp(m.graph);
-      auto outs = interp.run(values);
+      std::vector<pet::Value<float>> outs;
+      if (backend) {
+        pet::backend::CompileOptions co;
+        co.choose_algorithms = false;  // the node tests check values, not speed
+        co.threads = 1;
+        outs = backend->compile(m.graph, co)->run(values);
+      } else {
+        outs = pet::Interpreter<float>(m.graph).run(values);
+      }
       if (outs.size() != refs.size()) return pet::cat(outs.size(), " outputs, expected ", refs.size());
       for (size_t k = 0; k < outs.size(); ++k) {
         auto c = pet::compare(outs[k], refs[k].value, 1e-7, 1e-3, pet::Tolerance::PerElement);
@@ -118,9 +127,30 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: ONNX node test data not found (apt install libonnx-testdata)\n");
     return 77;
   }
+  std::string backend_name = "reference", only;
+  bool verbose = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--verbose") verbose = true;
+    else if ((a == "--backend" || a == "--only") && i + 1 < argc) (a == "--backend" ? backend_name : only) = argv[++i];
+    else {
+      std::printf("unknown argument '%s' (usage: onnx_node_suite DIR [--backend reference|cpu] [--only SUBSTRING] [--verbose])\n", a.c_str());
+      return 2;
+    }
+  }
+  std::unique_ptr<pet::backend::Backend> backend;
+  if (backend_name != "reference") {
+    const auto built = pet::backend::available_backends();
+    if (std::find(built.begin(), built.end(), backend_name) == built.end()) {
+      std::printf("SKIPPED: backend '%s' is not built\n", backend_name.c_str());
+      return 77;
+    }
+    backend = pet::backend::make_backend(backend_name);
+  }
   std::vector<fs::path> tests;
   for (const auto& e : fs::directory_iterator(argv[1]))
-    if (fs::exists(e.path() / "model.onnx")) tests.push_back(e.path());
+    if (fs::exists(e.path() / "model.onnx") && e.path().filename().string().find(only) != std::string::npos)
+      tests.push_back(e.path());
   std::sort(tests.begin(), tests.end());
   int scoped = 0, passed = 0;
   std::vector<std::pair<std::string, std::string>> failures;
@@ -129,12 +159,13 @@ int main(int argc, char** argv) {
     std::ifstream f(t / "model.onnx", std::ios::binary);
     if (!m.ParseFromIstream(&f) || !in_scope(m)) continue;
     ++scoped;
-    std::string why = run_test(t);
+    if (verbose) std::fprintf(stderr, "%s\n", t.filename().c_str());
+    std::string why = run_test(t, backend.get());
     if (why.empty()) ++passed;
     else failures.emplace_back(t.filename().string(), why);
   }
   double rate = scoped ? double(passed) / scoped : 0;
-  std::printf("ONNX node tests: %zu total, %d in scope, %d passed, %zu failed (%.1f %%)\n", tests.size(), scoped, passed,
+  std::printf("ONNX node tests (%s): %zu total, %d in scope, %d passed, %zu failed (%.1f %%)\n", backend_name.c_str(), tests.size(), scoped, passed,
               failures.size(), 100 * rate);
   for (const auto& [name, why] : failures) {
     auto note = kFollowsOnnxRuntime.find(name);

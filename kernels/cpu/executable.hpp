@@ -75,15 +75,36 @@ void for_axis_blocks(const AxisSplit& s, F&& f) {
 }
 
 /// The position ops::ArgReduce's rule (O::replaces, O ArgMax or ArgMin) picks in one
-/// contiguous row, in two passes: the best non-NaN value (a loop the compiler vectorises),
+/// contiguous row, in two passes: the best non-NaN value (row_extreme),
 /// then its first (with select_last_index its last) occurrence; 0 when every value is NaN.
 /// Walking the row with O::replaces ends at the same position: NaN never wins over a number,
 /// ties keep the first (or move to the last), +0 and -0 tie.
+/// The largest (max) or smallest non-NaN value of a contiguous row; -inf (+inf) when there is
+/// none. L running values, which the compiler vectorises into independent registers: 64 on
+/// long rows (one running value was latency bound, 4x slower on rows of 32000), 16 on short
+/// ones (where reducing 64 at the end costs more than the row).
+template <bool max, int L>
+float row_extreme_lanes(const float* row, int64_t len) {
+  auto better = [](float v, float m) { return max ? (v > m ? v : m) : (v < m ? v : m); };
+  constexpr float none = max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  float lanes[L];
+  std::fill(lanes, lanes + L, none);
+  int64_t k = 0;
+  for (; k + L <= len; k += L)
+    for (int j = 0; j < L; ++j) lanes[j] = better(row[k + j], lanes[j]);
+  float m = none;
+  for (; k < len; ++k) m = better(row[k], m);
+  for (int j = 0; j < L; ++j) m = better(lanes[j], m);
+  return m;
+}
+template <bool max>
+float row_extreme(const float* row, int64_t len) {
+  return len >= 256 ? row_extreme_lanes<max, 64>(row, len) : row_extreme_lanes<max, 16>(row, len);
+}
+
 template <class O>
 int64_t best_in_row(const float* row, int64_t len, bool last) {
-  constexpr bool max = std::is_same_v<O, ops::ArgMax>;
-  float m = max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
-  for (int64_t k = 0; k < len; ++k) m = max ? (row[k] > m ? row[k] : m) : (row[k] < m ? row[k] : m);
+  const float m = row_extreme<std::is_same_v<O, ops::ArgMax>>(row, len);
   if (last) {
     for (int64_t k = len; k-- > 0;)
       if (row[k] == m) return k;
@@ -595,9 +616,16 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::PRelu& op, const std::string& who);
   /// InstanceNormalization: pet's row kernel (two passes in double, as the formula), plain.
   bool lower_op(NodeId n, const ops::InstanceNormalization& op, const std::string& who);
+  /// Log, Softplus and Mish: pet's element-wise kernel on Eigen's vectorised log, log1p and
+  /// exp (within about 1, 4 and 5 ulp of the exact values). oneDNN 2.6's eltwise log is
+  /// off by up to 1.4e-6 absolute near 1 (log(1) = -1.4e-6, 30 % off at 1 + 1e-5), which its
+  /// soft_relu and mish inherit (Softplus(-79) = 7.6e-6 for 4.6e-35).
+  bool lower_op(NodeId n, const ops::Log&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Softplus&, const std::string& who);
+  bool lower_op(NodeId n, const ops::Mish&, const std::string& who);
   /// Element-wise ops with a oneDNN eltwise algorithm (eltwise_of).
   template <class O>
-    requires is_one_of<O, ops::Abs, ops::Log, ops::Reciprocal, ops::Round, ops::Softplus, ops::Mish, ops::HardSwish, ops::Elu>
+    requires is_one_of<O, ops::Abs, ops::Reciprocal, ops::Round, ops::HardSwish, ops::Elu>
   bool lower_op(NodeId n, const O&, const std::string& who) {
     return lower_eltwise(n, who);
   }
@@ -618,9 +646,11 @@ class CpuExecutable final : public Executable {
   bool lower_op(NodeId n, const ops::Sub&, const std::string& who);
   bool lower_op(NodeId n, const ops::Div&, const std::string& who);
   bool lower_op(NodeId n, const ops::Softmax& s, const std::string& who);
-  /// LogSoftmax on oneDNN's logsoftmax primitive (the view Softmax uses).
+  /// LogSoftmax on pet's row or block kernel (the view Softmax uses; not oneDNN's logsoftmax,
+  /// whose log is off near 1).
   bool lower_op(NodeId n, const ops::LogSoftmax& s, const std::string& who);
-  /// Softmax or (log) LogSoftmax of a node's input seen as `view`, over dim `axis` of it.
+  /// Softmax or (log) LogSoftmax of a node's input seen as `view`, over dim `axis` of it:
+  /// Softmax along rows on oneDNN's softmax, the rest on pet's kernels.
   bool lower_softmax(NodeId n, bool log, const Shape& view, int axis, const std::string& who);
   /// LRN on oneDNN's lrn_across_channels (odd sizes: an even window is not centred the same).
   bool lower_op(NodeId n, const ops::LRN& l, const std::string& who);

@@ -165,7 +165,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   // flipped); its zero point's share, (base - z_b) * sum_k (a - z_a), is added per row by the
   // step after the kernel. A's batch dims must be the result's (B's may broadcast).
   const bool runtime_b = !is_conv && !constant(ib);
-  if (!constant(izb)) return false;
+  if (!constant(izb) || (is_conv && !constant(ib))) return false;  // (a run-time conv weight: the reference kernel)
   if (runtime_b) {
     if (izb >= 0 && int_value(g_, node.inputs[size_t(izb)]).size() != 1) return false;
     if (as.size() < 2 || bs.size() < 2 || as.size() != ys.size() || !std::equal(as.begin(), as.end() - 2, ys.begin())) return false;

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -266,6 +267,45 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Erf&, const std::string& who) 
   return true;
 }
 
+namespace {
+/// log x over a block of at most 1024, on Eigen's vectorised log. Eigen's raises subnormal
+/// inputs to the smallest normal (log 1e-40 would be -87.3 for -92.1): those are scaled by
+/// 2^24 first and 24 ln 2 taken off after (within about 1 ulp).
+void log_block(const float* a, float* o, int64_t len) {
+  alignas(64) float t[1024], c[1024];
+  for (int64_t i = 0; i < len; ++i) {
+    const bool sub = a[i] < FLT_MIN;  // (0 and negative x too: -inf and NaN either way)
+    t[i] = sub ? a[i] * 16777216.f : a[i];
+    c[i] = sub ? 16.6355323f : 0.f;
+  }
+  Eigen::Map<Eigen::ArrayXf>(o, len) = Eigen::Map<const Eigen::ArrayXf>(t, len).log() - Eigen::Map<const Eigen::ArrayXf>(c, len);
+}
+}  // namespace
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Log&, const std::string& who) {
+  return lower_pet_unary(n, cat(who, " (Eigen's log)"), [](const float* a, float* o, int64_t len) {
+    for (int64_t b = 0; b < len; b += 1024) log_block(a + b, o + b, std::min<int64_t>(1024, len - b));
+  });
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Softplus&, const std::string& who) {
+  return lower_pet_unary(n, cat(who, " (Eigen's exp and log1p)"), [](const float* a, float* o, int64_t len) {
+    const Eigen::Map<const Eigen::ArrayXf> x(a, len);  // the op's formula, max(x, 0) + log1p(e^-|x|)
+    Eigen::Map<Eigen::ArrayXf>(o, len) = x.max(0.f) + (-x.abs()).exp().log1p();
+  });
+}
+
+bool CpuExecutable::lower_op(NodeId n, const ops::Mish&, const std::string& who) {
+  // tanh(log(1 + e^x)) = n (n + 2) / (n (n + 2) + 2) with n = e^x: one exp and a quotient,
+  // without the cancellation of ((1 + n)^2 - 1) that oneDNN's mish has for small n; above
+  // x = 20 the quotient is 1 in float (and n (n + 2) would overflow past 44).
+  return lower_pet_unary(n, cat(who, " (Eigen's exp)"), [](const float* a, float* o, int64_t len) {
+    const Eigen::Map<const Eigen::ArrayXf> x(a, len);
+    const Eigen::ArrayXf e = x.min(20.f).exp(), p = e * (e + 2.f);
+    Eigen::Map<Eigen::ArrayXf>(o, len) = x * p / (p + 2.f);
+  });
+}
+
 bool CpuExecutable::lower_op(NodeId n, const ops::Neg&, const std::string& who) { return lower_eltwise(n, who); }
 
 bool CpuExecutable::lower_op(NodeId n, const ops::Clip&, const std::string& who) { return lower_eltwise(n, who); }
@@ -461,21 +501,53 @@ bool CpuExecutable::lower_softmax(NodeId n, bool log, const Shape& view, int axi
         };
     return true;
   }
-  primitive prim;
-  std::string impl;
   if (log) {
-    auto pd = dnnl_call(who, [&] {
-      return logsoftmax_forward::primitive_desc(logsoftmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
-    });
-    prim = logsoftmax_forward(pd), impl = pd.impl_info_str();
-  } else {
-    auto pd = dnnl_call(who, [&] {
-      return softmax_forward::primitive_desc(softmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
-    });
-    prim = softmax_forward(pd), impl = pd.impl_info_str();
+    // Along contiguous rows: pet's rows too. oneDNN 2.6's logsoftmax takes its log from the
+    // eltwise log that is off near 1 (see lower_op(Log)): a dominant class's log-probability,
+    // -2.2e-8, came out -1.4e-6. Per row: the maximum, the sum of e^(x - max) (Eigen's exp),
+    // then x - max - log(sum), rows in parallel.
+    const int y = int(node.outputs[0]);
+    define(node.outputs[0], plain_md(xs));
+    add_step(cat(who, ": pet log-softmax over rows of ", sp.len), {x}, {y}).fn = [this, x, y, sp] {
+      const float* src = ptr(x);
+      float* dst = ptr(y);
+      const int64_t len = sp.len, R = std::max<int64_t>(1, 4096 / std::max<int64_t>(len, 1));  // rows at a time
+      parallel_chunks(sp.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+        // R rows at once, so that short rows' exps run as one vectorised pass: x - max
+        // written out, its e^ into a buffer, each row's sum and log, then - log(sum)
+        std::vector<float> buf(static_cast<size_t>(std::min(R, e - b) * len));
+        for (int64_t o0 = b; o0 < e; o0 += R) {
+          const int64_t r = std::min(R, e - o0);
+          float* d = dst + o0 * len;
+          for (int64_t i = 0; i < r; ++i) {
+            const float* row = src + (o0 + i) * len;
+            const float mx = row_extreme<true>(row, len);  // (NaN never wins, as in the formula)
+            for (int64_t k = 0; k < len; ++k) d[i * len + k] = row[k] - mx;
+          }
+          Eigen::Map<Eigen::ArrayXf>(buf.data(), r * len) = Eigen::Map<const Eigen::ArrayXf>(d, r * len).exp();
+          for (int64_t i = 0; i < r; ++i) {
+            const float* ex = buf.data() + i * len;
+            float lanes[16] = {}, sum = 0;  // (16 running sums: short rows vectorise too)
+            int64_t k = 0;
+            for (; k + 16 <= len; k += 16)
+              for (int j = 0; j < 16; ++j) lanes[j] += ex[k + j];
+            for (; k < len; ++k) sum += ex[k];
+            for (int j = 0; j < 16; ++j) sum += lanes[j];
+            const float l = std::log(sum);
+            for (int64_t k = 0; k < len; ++k) d[i * len + k] -= l;
+          }
+        }
+      });
+    };
+    return true;
   }
+  auto pd = dnnl_call(who, [&] {
+    return softmax_forward::primitive_desc(softmax_forward::desc(prop_kind::forward_inference, plain_md(view), axis), eng_);
+  });
+  primitive prim = softmax_forward(pd);
+  const std::string impl = pd.impl_info_str();
   define(node.outputs[0], plain_md(xs));
-  Step& st = add_step(cat(who, ": oneDNN ", log ? "logsoftmax " : "softmax ", impl), {x}, {int(node.outputs[0])});
+  Step& st = add_step(cat(who, ": oneDNN softmax ", impl), {x}, {int(node.outputs[0])});
   st.prim = prim;
   int xv = reshaped(x, view), ov = reshaped(int(node.outputs[0]), view);
   st.args = {{DNNL_ARG_SRC, xv}, {DNNL_ARG_DST, ov}};

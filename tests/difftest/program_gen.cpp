@@ -251,7 +251,8 @@ class Generator {
   }
 
   /// The ops the cpu backend runs on pet's own element-wise kernels: unary ops without a
-  /// oneDNN eltwise (on blocked layouts where a conv left one without padding), PRelu with
+  /// oneDNN eltwise or with an inaccurate one (Softplus, Mish; on blocked layouts where a conv
+  /// left one without padding), PRelu with
   /// a slope per channel, scalar or full, InstanceNormalization.
   void pet_elementwise() {
     auto x = pick_rank(2, 5);
@@ -260,7 +261,8 @@ class Generator {
     switch (r_.below(4)) {
       case 0: {
         const std::vector<Op> ops = {ops::Floor{}, ops::Ceil{}, ops::Sign{}, ops::Softsign{}, ops::Selu{}, ops::HardSigmoid{}, ops::Celu{.alpha = 0.5f},
-                                     ops::ThresholdedRelu{.alpha = 0.1f}, ops::Shrink{.bias = 0.2f, .lambd = 0.3f}, ops::Sin{}, ops::Atan{}};
+                                     ops::ThresholdedRelu{.alpha = 0.1f}, ops::Shrink{.bias = 0.2f, .lambd = 0.3f}, ops::Sin{}, ops::Atan{},
+                                     ops::Softplus{}, ops::Mish{}};
         add1(one_of(ops), {*x});
         break;
       }
@@ -442,8 +444,8 @@ class Generator {
       case 0:  // exp of a bounded value
         if (auto t = add1(ops::Tanh{}, {x})) add1(ops::Exp{}, {*t});
         return;
-      case 1:  // sqrt of a positive value
-        if (auto t = add1(ops::Sigmoid{}, {x})) add1(ops::Sqrt{}, {*t});
+      case 1:  // sqrt or log of a positive value
+        if (auto t = add1(ops::Sigmoid{}, {x})) add1(chance(0.5) ? Op(ops::Sqrt{}) : Op(ops::Log{}), {*t});
         return;
       case 2:  // SiLU as PyTorch exports it: x * sigmoid(x), either operand order
         if (auto t = add1(ops::Sigmoid{}, {x})) add1(ops::Mul{}, chance(0.5) ? std::vector{x, *t} : std::vector{*t, x});
