@@ -73,6 +73,20 @@ def cases():
                              [("a", F, [1, 64, 128, 128], None), ("b", F, [1, 64, 128, 128], None)], [("y", F, [1, 64, 128, 128])], [])
     c["LogSoftmax, rows of 32000"] = unary("LogSoftmax", [16, 32000], axis=1)
     c["LogSoftmax, rows of 56"] = unary("LogSoftmax", [8, 64, 56, 56], axis=3)
+    kv = [1, 16, 512, 64]  # a KV cache written at 8 positions (ScatterND as exported index_put_)
+    pos = np.stack(np.meshgrid(np.arange(16), np.arange(500, 508), indexing="ij"), -1).reshape(1, 16, 8, 2)
+    pos = np.concatenate([np.zeros([1, 16, 8, 1], np.int64), pos], -1)
+    c["ScatterND, KV cache"] = ([helper.make_node("ScatterND", ["x", "i", "u"], ["y"])],
+                                [("x", F, kv, None), ("i", I64, [1, 16, 8, 3], pos), ("u", F, [1, 16, 8, 64], None)], [("y", F, kv)], [])
+    c["ScatterElements, axis 1"] = ([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1)],
+                                    [("x", F, [64, 1000, 16], None), ("i", I64, [64, 100, 16], rng.integers(0, 1000, [64, 100, 16])),
+                                     ("u", F, [64, 100, 16], None)], [("y", F, [64, 1000, 16])], [])
+    c["Einsum, bilinear"] = ([helper.make_node("Einsum", ["a", "w", "b"], ["y"], equation="bi,oij,bj->bo")],
+                             [("a", F, [64, 128], None), ("w", F, [32, 128, 128], None), ("b", F, [64, 128], None)], [("y", F, [64, 32])], [])
+    c["Einsum, outer product"] = ([helper.make_node("Einsum", ["a", "b"], ["y"], equation="bi,bj->bij")],
+                                  [("a", F, [64, 256], None), ("b", F, [64, 256], None)], [("y", F, [64, 256, 256])], [])
+    c["Einsum, diagonal sum"] = ([helper.make_node("Einsum", ["a"], ["y"], equation="bii->b")],
+                                 [("a", F, [256, 256, 256], None)], [("y", F, [256])], [])
     big = [1, 64, 128, 128]
     c["Log"] = ([helper.make_node("Log", ["x"], ["y"])], [("x", F, big, rng.uniform(0.01, 10, big))], [("y", F, big)], [])
     c["Softplus"] = ([helper.make_node("Softplus", ["x"], ["y"])], [("x", F, big, rng.uniform(-10, 10, big))], [("y", F, big)], [])

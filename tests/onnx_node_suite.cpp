@@ -4,7 +4,7 @@
 // what pet accepts). Prints every in-scope failure with its reason and passes when at least
 // 95 % of the in-scope tests pass. Tolerance as in ONNX's runner: rtol 1e-3, atol 1e-7.
 // Exit: 0 pass, 1 below 95 %, 77 test data not installed (or the backend not built).
-// Usage: onnx_node_suite DIR [--backend reference|cpu] [--only SUBSTRING] [--verbose] (each test's name on stderr)
+// Usage: onnx_node_suite DIR [DIR...] [--backend reference|cpu] [--only SUBSTRING] [--verbose] (each test's name on stderr)
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -129,12 +129,14 @@ int main(int argc, char** argv) {
   }
   std::string backend_name = "reference", only;
   bool verbose = false;
+  std::vector<fs::path> dirs{argv[1]};
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--verbose") verbose = true;
     else if ((a == "--backend" || a == "--only") && i + 1 < argc) (a == "--backend" ? backend_name : only) = argv[++i];
+    else if (a.rfind("--", 0) != 0 && fs::is_directory(a)) dirs.push_back(a);
     else {
-      std::printf("unknown argument '%s' (usage: onnx_node_suite DIR [--backend reference|cpu] [--only SUBSTRING] [--verbose])\n", a.c_str());
+      std::printf("unknown argument '%s' (usage: onnx_node_suite DIR [DIR...] [--backend reference|cpu] [--only SUBSTRING] [--verbose])\n", a.c_str());
       return 2;
     }
   }
@@ -148,9 +150,10 @@ int main(int argc, char** argv) {
     backend = pet::backend::make_backend(backend_name);
   }
   std::vector<fs::path> tests;
-  for (const auto& e : fs::directory_iterator(argv[1]))
-    if (fs::exists(e.path() / "model.onnx") && e.path().filename().string().find(only) != std::string::npos)
-      tests.push_back(e.path());
+  for (const auto& dir : dirs)
+    for (const auto& e : fs::directory_iterator(dir))
+      if (fs::exists(e.path() / "model.onnx") && e.path().filename().string().find(only) != std::string::npos)
+        tests.push_back(e.path());
   std::sort(tests.begin(), tests.end());
   int scoped = 0, passed = 0;
   std::vector<std::pair<std::string, std::string>> failures;

@@ -404,8 +404,8 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
   same_as_reference(one_op(ops::Celu{.alpha = 0.5f}, {f32({3, 4})}), 47, "Celu");
   same_as_reference(one_op(ops::GridSample{.mode = ops::GridSample::Mode::Cubic, .padding = ops::GridSample::Padding::Reflection},
                            {f32({2, 3, 5, 6}), f32({2, 4, 7, 2})}), 48, "GridSample");
-  // Einsum: lowered to ReduceSum / Transpose / Reshape / MatMul (einsum-lowering) or, for a
-  // diagonal or a broadcast summed label, the reference kernel.
+  // Einsum: lowered to ReduceSum / Transpose / Reshape / MatMul and strided Slices for
+  // diagonals (einsum-lowering) or, for a broadcast summed label, the reference kernel.
   struct E {
     const char* eq;
     Types in;
@@ -418,7 +418,10 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
                                    {"i,i", {f32({9}), f32({9})}, "oneDNN matmul"},
                                    {"ijk->kj", {f32({3, 4, 5})}, "pet reduction"},
                                    {"ji", {f32({3, 4})}, "pet strided copy"},
-                                   {"ii->i", {f32({4, 4})}, "reference kernel"}})
+                                   {"ii->i", {f32({4, 4})}, "Slice"},
+                                   {"bii->b", {f32({3, 6, 6})}, "Slice"},
+                                   {"ibi,bi->b", {f32({5, 3, 5}), f32({3, 5})}, "Slice"},
+                                   {"...i,...i->i", {f32({2, 1, 4}), f32({3, 4})}, "reference kernel"}})
     same_as_reference(one_op(ops::Einsum{.equation = e.eq}, e.in), seed++, cat("Einsum ", e.eq), {}, e.plan);
   using R = ops::Resize;
   struct Rs {
@@ -648,6 +651,59 @@ TEST_CASE("cpu: Gather and GatherElements on pet's kernels, indices constant or 
     b.output(b.add(ops::Gather{.axis = 1}, {b.input("x", {2, 3}), b.ints("idx", {0, 3})}));
   }
   CHECK_THROWS_WITH_AS(backend::make_backend("cpu")->compile(bad), doctest::Contains("index 3 is out of range for axis 1 of size 3"), InvalidInput);
+}
+
+TEST_CASE("cpu: ScatterND and ScatterElements on pet's kernel: every reduction, duplicate indices in order, negative ones, constant or run-time indices") {
+  using R = ops::ScatterReduction;
+  const Shape xs{4, 5, 6};
+  struct Nd {
+    Shape is;
+    std::vector<int64_t> idx;  // (a duplicate tuple: the later update wins, or combines)
+  };
+  for (const Nd& c : std::vector<Nd>{{{3, 2}, {0, 1, -1, 2, 0, 1}}, {{2, 3}, {1, 2, 3, -4, -5, -6}}, {{2, 1}, {3, -4}}, {{2, 2, 1}, {1, 1, 0, 1}}})
+    for (R r : {R::None, R::Add, R::Mul, R::Max, R::Min})
+      for (bool constant : {true, false}) {
+        Shape us(c.is.begin(), c.is.end() - 1);
+        us.insert(us.end(), xs.begin() + c.is.back(), xs.end());
+        Graph g;
+        Builder b(g);
+        const Tensor<int64_t> idx(c.is, c.idx);
+        const TensorId x = b.input("x", xs);
+        const TensorId i = constant ? g.add_constant("idx", DType::Int64, idx) : b.input("idx", c.is, DType::Int64);
+        b.output(b.add(ops::ScatterND{.reduction = r}, {x, i, b.input("u", us)}));
+        std::vector<Value<float>> in{counting(xs)};
+        if (!constant) in.push_back(idx);
+        Tensor<float> u = counting(us);
+        for (int64_t k = 0; k < u.size(); ++k) u[k] = u[k] * 0.25f + 1.f;
+        in.push_back(u);
+        moves_exactly(g, in, cat("ScatterND indices ", c.is, " reduction ", int(r), constant ? " constant" : " input"), "pet scatter");
+      }
+  for (int64_t axis : {0, 1, -1})
+    for (R r : {R::None, R::Add, R::Max})
+      for (bool constant : {true, false}) {
+        const Shape is{3, 4, 5};
+        const int64_t n = xs[size_t(axis < 0 ? axis + 3 : axis)];
+        Tensor<int64_t> idx(is);
+        for (int64_t k = 0; k < idx.size(); ++k) idx[k] = (k * 7) % (2 * n) - n;  // negative ones and duplicates
+        Graph g;
+        Builder b(g);
+        const TensorId x = b.input("x", xs);
+        const TensorId i = constant ? g.add_constant("idx", DType::Int64, idx) : b.input("idx", is, DType::Int64);
+        b.output(b.add(ops::ScatterElements{.axis = axis, .reduction = r}, {x, i, b.input("u", is)}));
+        std::vector<Value<float>> in{counting(xs)};
+        if (!constant) in.push_back(idx);
+        in.push_back(counting(is));
+        moves_exactly(g, in, cat("ScatterElements axis ", axis, " reduction ", int(r), constant ? " constant" : " input"), "pet scatter");
+      }
+  // an index out of range names the node, at compile time (constant) or when it runs
+  Graph g;
+  Builder b(g);
+  b.output(b.add(ops::ScatterND{}, {b.input("x", {4, 3}), b.input("idx", {1, 1}, DType::Int64), b.input("u", {1, 3})}, "kv_update"));
+  auto exe = backend::make_backend("cpu")->compile(g);
+  CHECK_THROWS_WITH_AS(exe->run(std::vector<Value<float>>{counting({4, 3}), Tensor<int64_t>(Shape{1, 1}, std::vector<int64_t>{4}), counting({1, 3})}),
+                       doctest::Contains("'kv_update'"), InvalidInput);
+  CHECK_THROWS_WITH_AS(exe->run(std::vector<Value<float>>{counting({4, 3}), Tensor<int64_t>(Shape{1, 1}, std::vector<int64_t>{-5}), counting({1, 3})}),
+                       doctest::Contains("index -5 is out of range"), InvalidInput);
 }
 
 TEST_CASE("cpu: Where on pet's broadcasting select, every operand broadcast or not, constant or not") {
@@ -1982,7 +2038,7 @@ TEST_CASE("cpu QDQ pairs: one quantize-and-dequantize step per DequantizeLinear 
     CHECK(compare(a, b, 1e-4, 0.005, Tolerance::WholeTensor, true).pass);        // 1 <= 1.275
     CHECK_FALSE(compare(a, b, 1e-4, 0.005).pass);
   }
-  // Scatter ops run the reference kernel.
+  // Scatter ops of float data on pet's kernel (more in their own test case).
   same_as_reference(one_op(ops::ScatterElements{.axis = 1, .reduction = ops::ScatterReduction::Add}, {f32({2, 6}), i64({2, 4}), f32({2, 4})}), 4,
                     "ScatterElements");
   same_as_reference(one_op(ops::ScatterND{}, {f32({4, 3}), i64({1, 1}), f32({1, 3})}), 5, "ScatterND");

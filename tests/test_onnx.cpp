@@ -144,6 +144,51 @@ TEST_CASE("import errors name the file, node, op and problem") {
     c.input("x", {"2"}).output("x");
     CHECK_THROWS_WITH_AS(c.import(), "m.onnx: opset 22 is newer than pet supports (up to 21)", Unsupported);
   }
+  SUBCASE("opsets before broadcasting: Max, Min, Sum of one shape and Gemm with C [M, N] import, other shapes are named") {
+    // (ONNX's pytorch-operator tests at opset 6; ONNX Runtime runs their Max and Sum too)
+    auto variadic = [](const char* op, const std::vector<std::string>& b_dims) {
+      OnnxBuilder b(6);
+      b.input("a", {"3", "4"}).input("b", b_dims);
+      b.node(op, {"a", "b"}, {"y"}, "n");
+      b.output("y");
+      return b;
+    };
+    for (const char* op : {"Max", "Min", "Sum"}) {
+      CAPTURE(op);
+      const auto m = variadic(op, {"3", "4"}).import();
+      const std::vector<Value<float>> in{Tensor<float>({3, 4}, -1.f), Tensor<float>({3, 4}, 2.f)};
+      const float want = std::string(op) == "Max" ? 2.f : std::string(op) == "Min" ? -1.f : 1.f;
+      CHECK(std::get<Tensor<float>>(Interpreter<float>(m.graph).run(in)[0])[5] == want);
+      CHECK_THROWS_WITH_AS(variadic(op, {"4"}).import(),
+                           doctest::Contains(cat("node 'n' (", op, ", opset 6): ", op, " before opset 8 takes inputs of one shape (no broadcasting): input 1 is [4], input 0 [3,4]").c_str()),
+                           InvalidInput);
+    }
+    auto gemm = [](int64_t broadcast, const std::vector<std::string>& c_dims) {
+      OnnxBuilder b(6);
+      b.input("a", {"2", "3"}).input("b", {"3", "4"}).input("c", c_dims);
+      auto* n = b.node("Gemm", {"a", "b", "c"}, {"y"}, "g");
+      b.attr(n, "broadcast", broadcast);
+      b.output("y");
+      return b;
+    };
+    CHECK(gemm(0, {"2", "4"}).import().graph.type(3).shape == Shape{2, 4});
+    CHECK(gemm(1, {"4"}).import().graph.type(3).shape == Shape{2, 4});
+    CHECK_THROWS_WITH_AS(gemm(0, {"4"}).import(), doctest::Contains("node 'g' (Gemm, opset 6): Gemm before opset 7 without broadcast needs C of shape [2,4] (M, N), got [4]"),
+                         InvalidInput);
+    // PRelu: a 1-D slope of the channel count is per channel before opset 7, along the last dim from 7
+    for (int64_t opset : {6, 7}) {
+      OnnxBuilder b(opset);
+      b.input("x", {"1", "3", "2"}).input("s", {"3"}).output("y");
+      b.node("PRelu", {"x", "s"}, {"y"}, "p");
+      if (opset == 7) {
+        CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("cannot be broadcast"), InvalidInput);
+        continue;
+      }
+      const auto m = b.import();
+      const std::vector<Value<float>> in{Tensor<float>({1, 3, 2}, -1.f), Tensor<float>({3}, std::vector<float>{1, 2, 3})};
+      CHECK(std::get<Tensor<float>>(Interpreter<float>(m.graph).run(in)[0]).vec() == std::vector<float>{-1, -1, -2, -2, -3, -3});
+    }
+  }
   SUBCASE("Resize and Einsum: what pet refuses, and why") {
     auto resize = [](int64_t opset, const char* attr, const char* value, bool scales, bool sizes) {
       OnnxBuilder b(opset);

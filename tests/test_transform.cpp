@@ -2,6 +2,8 @@
 // disabling, printing, errors) and every built-in pass: what it rewrites, what it must leave
 // alone, and that the rewritten program computes what the original computes.
 #include "op_testing.hpp"
+#include <map>
+
 #include "pet/transform/pass.hpp"
 
 using namespace pet;
@@ -123,31 +125,48 @@ TEST_CASE("pipeline: passes in order, left out by name, graphs printed after a p
   CHECK(transform::pass_list("a,b,,c") == std::set<std::string, std::less<>>{"a", "b", "c"});
 }
 
-TEST_CASE("einsum-lowering: MatMul forms become ReduceSum / Transpose / Reshape / MatMul, a diagonal stays an Einsum") {
+TEST_CASE("einsum-lowering: MatMul forms become ReduceSum / Transpose / Reshape / MatMul, diagonals strided Slices, a broadcast summed label stays an Einsum") {
   auto count = [](const Graph& g, auto pred) {
     int n = 0;
     for (const Node& node : g.nodes()) n += pred(node.op);
     return n;
   };
-  for (const char* eq : {"bhid,bhjd->bhij", "ij,jk", "bn,anm,bm->ba", "ijk->kj", "i,i", "ii->i"}) {
+  const std::map<std::string, std::vector<Shape>> cases = {
+      {"bhid,bhjd->bhij", {{2, 3, 4, 8}, {2, 3, 5, 8}}},
+      {"ij,jk", {{3, 4}, {4, 2}}},
+      {"bn,anm,bm->ba", {{2, 3}, {4, 3, 5}, {2, 5}}},
+      {"ijk->kj", {{2, 3, 4}}},
+      {"i,i", {{5}, {5}}},
+      // diagonals: a trace, a batched trace, a diagonal kept, dims apart, three of one label,
+      // two repeated labels, a diagonal then a contraction, extent 1
+      {"ii->i", {{4, 4}}},
+      {"ii", {{4, 4}}},
+      {"bii->b", {{3, 5, 5}}},
+      {"ibi->bi", {{4, 3, 4}}},
+      {"iii->i", {{3, 3, 3}}},
+      {"iijj->ij", {{2, 2, 3, 3}}},
+      {"bii,bi->b", {{2, 4, 4}, {2, 4}}},
+      {"ii->i ", {{1, 1}}},
+      {"...i,...i->...", {{2, 1, 4}, {3, 4}}},  // broadcast batch dims kept: maps
+      {"...i,...i->i", {{2, 1, 4}, {3, 4}}},     // a summed (ellipsis) label of extents 1 and 3: left to the reference kernel
+  };
+  for (const auto& [eq, shapes] : cases) {
     CAPTURE(eq);
     Graph g;
     Builder b(g);
-    const std::string e(eq);
     std::vector<TensorId> in;
-    if (e == "bhid,bhjd->bhij") in = {b.input("q", {2, 3, 4, 8}), b.input("k", {2, 3, 5, 8})};
-    else if (e == "ij,jk") in = {b.input("a", {3, 4}), b.input("b", {4, 2})};
-    else if (e == "bn,anm,bm->ba") in = {b.input("x", {2, 3}), b.input("w", {4, 3, 5}), b.input("y", {2, 5})};
-    else if (e == "ijk->kj") in = {b.input("x", {2, 3, 4})};
-    else if (e == "i,i") in = {b.input("x", {5}), b.input("y", {5})};
-    else in = {b.input("x", {4, 4})};
-    b.output(b.add(ops::Einsum{.equation = eq}, in, "einsum"));
+    for (size_t k = 0; k < shapes.size(); ++k) in.push_back(b.input(cat("x", k), shapes[k]));
+    std::string e = eq;
+    if (e.back() == ' ') e.pop_back();
+    b.output(b.add(ops::Einsum{.equation = e}, in, "einsum"));
     const Graph orig = g;
     auto rec = transform::Pipeline({"einsum-lowering", "dead-code"}).run(g);
-    const bool diagonal = e == "ii->i";
-    CHECK(rec[0].stats.changed == (diagonal ? 0 : 1));
-    CHECK(count(g, [](const Op& op) { return std::holds_alternative<ops::Einsum>(op); }) == (diagonal ? 1 : 0));
-    if (!diagonal && e != "ijk->kj")
+    const bool left = e == "...i,...i->i";
+    CHECK(rec[0].stats.changed == (left ? 0 : 1));
+    CHECK(count(g, [](const Op& op) { return std::holds_alternative<ops::Einsum>(op); }) == (left ? 1 : 0));
+    if (e.find("ii") != std::string::npos)
+      CHECK(count(g, [](const Op& op) { return std::holds_alternative<ops::Slice>(op); }) >= 1);
+    if (e == "bhid,bhjd->bhij" || e == "ij,jk" || e == "bn,anm,bm->ba" || e == "bii,bi->b")
       CHECK(count(g, [](const Op& op) { return std::holds_alternative<ops::MatMul>(op); }) == int(in.size()) - 1);
     CHECK(g.tensor(g.outputs()[0]).name == orig.tensor(orig.outputs()[0]).name);
     same_results(orig, g, 3);

@@ -772,6 +772,10 @@ class CpuExecutable final : public Executable {
   /// GatherND of float data: each index tuple checked (constant indices once, here) and its
   /// slice copied (ops::GatherND).
   bool lower_gather_nd(NodeId n, const ops::GatherND& op, const std::string& who);
+  /// ScatterND (no axis) or ScatterElements along `elements_axis`, float data and updates: data
+  /// copied, then the updates written (or combined by `reduction`) at offsets from the
+  /// indices, checked as the ops say (constant indices once, here), in the indices' order.
+  bool lower_scatter(NodeId n, ops::ScatterReduction reduction, std::optional<int64_t> elements_axis, const std::string& who);
   /// Ops from integer tensors to an integer tensor, on host values: And, Or, Xor, Not,
   /// comparisons of integers and Cast between integer types, with broadcasting (the ops'
   /// own element rules); false for any other op.

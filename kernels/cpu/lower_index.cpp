@@ -1,6 +1,6 @@
 // Ops with integer tensors on the cpu backend. Gather, GatherND (embedding lookups),
-// GatherElements, Where (attention masks) and OneHot read an integer tensor into a float
-// result; comparisons, ArgMax / ArgMin, TopK's indices, IsNaN, IsInf and Cast to an integer
+// GatherElements, Where (attention masks), OneHot, ScatterND and ScatterElements (a KV
+// cache's update) read an integer tensor into a float result; comparisons, ArgMax / ArgMin, TopK's indices, IsNaN, IsInf and Cast to an integer
 // type write one from float buffers; Cast from an integer type writes a float buffer; the
 // logical ops, integer comparisons and casts between integer types go from integer tensors
 // to one. Integer tensors live as host values (Slot::host): read when the step runs (a
@@ -50,6 +50,26 @@ std::vector<int64_t> gather_nd_offsets(const Tensor<int64_t>& ix, const Shape& x
     }
     off[size_t(t)] = o;
   }
+  return off;
+}
+
+/// ScatterElements' destination offset, in elements of data, for each position of `ix` (in
+/// its row-major order): the position with dim `a` replaced by its index, checked and made
+/// non-negative as ops::ScatterElements says.
+std::vector<int64_t> scatter_elements_offsets(const Tensor<int64_t>& ix, const Shape& xs, int64_t a, const std::string& who) {
+  std::vector<int64_t> off(static_cast<size_t>(ix.size()));
+  if (ix.size() == 0) return off;
+  const std::vector<int64_t> st = strides_of(xs);
+  const int64_t n = xs[size_t(a)];
+  Index j(int(xs.size()));
+  int64_t k = 0;
+  do {
+    const int64_t v = ix[k];
+    if (v < -n || v >= n) throw InvalidInput(cat(who, ": index ", v, " is out of range for axis ", a, " of size ", n));
+    int64_t o = 0;
+    for (int d = 0; d < j.rank; ++d) o += (d == a ? (v < 0 ? v + n : v) : j[d]) * st[size_t(d)];
+    off[size_t(k++)] = o;
+  } while (next_index(j, ix.shape()));
   return off;
 }
 
@@ -186,6 +206,8 @@ bool CpuExecutable::lower_mixed(NodeId n, const std::string& who) {
   const bool float_out = slots_[size_t(yt)].is_float();
   if (lower_integer_elementwise(n, who)) return true;
   if (const auto* g = std::get_if<ops::GatherND>(&node.op); g && float_out) return lower_gather_nd(n, *g, who);
+  if (const auto* sc = std::get_if<ops::ScatterND>(&node.op); sc && float_out) return lower_scatter(n, sc->reduction, std::nullopt, who);
+  if (const auto* sc = std::get_if<ops::ScatterElements>(&node.op); sc && float_out) return lower_scatter(n, sc->reduction, sc->axis, who);  // (axis < 0 counted from the end below)
   if (const auto* o = std::get_if<ops::OneHot>(&node.op)) return lower_one_hot(n, *o, who);
   if (const auto* gt = std::get_if<ops::Gather>(&node.op); gt && float_out) return lower_gather(n, *gt, who);
   if (const auto* ge = std::get_if<ops::GatherElements>(&node.op); ge && float_out) return lower_gather_elements(n, *ge, who);
@@ -310,6 +332,46 @@ bool CpuExecutable::lower_gather_nd(NodeId n, const ops::GatherND& op, const std
     parallel_chunks(tuples, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(slice, 1)), [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) std::memcpy(dst + t * slice, src + off[t], bytes);
     });
+  };
+  return true;
+}
+
+bool CpuExecutable::lower_scatter(NodeId n, ops::ScatterReduction reduction, std::optional<int64_t> elements_axis, const std::string& who) {
+  const Node& node = g_.node(n);
+  const TensorId xt = node.inputs[0], it = node.inputs[1], ut = node.inputs[2], yt = node.outputs[0];
+  if (!slots_[size_t(xt)].is_float() || !slots_[size_t(ut)].is_float()) return false;
+  const Shape &xs = g_.type(xt).shape, &is = g_.type(it).shape;
+  const bool nd = !elements_axis;
+  const int64_t axis = nd ? 0 : *elements_axis < 0 ? *elements_axis + int64_t(xs.size()) : *elements_axis;
+  // ScatterND: each index tuple's slice of `slice` elements; ScatterElements: one element
+  const int64_t slice = nd ? numel(xs) / std::max<int64_t>(1, numel(Shape(xs.begin(), xs.begin() + is.back()))) : 1;
+  auto offsets = [xs, is, nd, axis, slice, who](const Tensor<int64_t>& ix) {
+    return nd ? gather_nd_offsets(ix, xs, 0, slice, who) : scatter_elements_offsets(ix, xs, axis, who);
+  };
+  std::shared_ptr<const std::vector<int64_t>> fixed;
+  if (is_const(int(it))) fixed = std::make_shared<const std::vector<int64_t>>(offsets(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host)));
+  const int x = plain_slot(int(xt)), u = plain_slot(int(ut)), y = int(yt);
+  define(yt, plain_md(xs));
+  const int64_t total = numel(xs);
+  Step& st = add_step(cat(who, ": pet scatter (data copied, then ", nd ? cat("slices of ", slice) : std::string("elements"),
+                          reduction == ops::ScatterReduction::None ? " written" : " combined", " in the indices' order",
+                          fixed ? ", constant indices" : "", ")"),
+                      {x, int(it), u}, {y});
+  st.fn = [this, x, u, y, it, fixed, offsets, slice, total, reduction] {
+    std::vector<int64_t> now;
+    if (!fixed) now = offsets(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host));
+    const std::vector<int64_t>& off = fixed ? *fixed : now;
+    const float* src = ptr(x);
+    const float* up = ptr(u);
+    float* dst = ptr(y);
+    parallel_chunks(total, int64_t(1) << 16, [&](int64_t b, int64_t e) { std::memcpy(dst + b, src + b, size_t(e - b) * sizeof(float)); });
+    // in order: a later duplicate index overwrites (or combines with) an earlier one, as the formula
+    if (reduction == ops::ScatterReduction::None) {
+      for (size_t t = 0; t < off.size(); ++t) std::memcpy(dst + off[t], up + int64_t(t) * slice, size_t(slice) * sizeof(float));
+    } else {
+      for (size_t t = 0; t < off.size(); ++t)
+        for (int64_t k = 0; k < slice; ++k) dst[off[t] + k] = ops::detail::scatter_combine(reduction, dst[off[t] + k], up[int64_t(t) * slice + k]);
+    }
   };
   return true;
 }

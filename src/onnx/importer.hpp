@@ -310,6 +310,17 @@ struct Importer {
         inputs = {s, n};
         mp.op = ops::Div{};
       }
+      // PRelu before opset 7 (no broadcasting then): a 1-D slope of x's channel count holds
+      // one value per channel, as PyTorch's old exports mean it; viewed as [C, 1, ...].
+      if (node.op_type() == "PRelu" && opset < 7 && inputs.size() == 2) {
+        const Shape xs = m.graph.type(inputs[0]).shape, ss = m.graph.type(inputs[1]).shape;
+        if (xs.size() >= 3 && ss.size() == 1 && ss[0] == xs[1] && ss[0] > 1) {
+          std::vector<int64_t> to(xs.size() - 1, 1);
+          to[0] = ss[0];
+          inputs[1] = m.graph.add_node(m.graph.unique_name(cat(name, "_slope")), ops::Reshape{.shape = to}, {inputs[1]},
+                                       {m.graph.unique_name(cat(name, ":slope"))})[0];
+        }
+      }
       Types in_types;
       for (TensorId t : inputs) in_types.push_back(m.graph.type(t));
       Types out_types = infer_types(mp.op, in_types);  // errors get the node prefix below

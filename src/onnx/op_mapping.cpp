@@ -223,7 +223,12 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     o.beta = c.f("beta", 1.0f);
     o.trans_a = c.i("transA", 0) != 0;
     o.trans_b = c.i("transB", 0) != 0;
-    if (c.opset < 7 && c.i("broadcast", 0) == 0) throw Unsupported("Gemm before opset 7 without broadcast");
+    if (c.opset < 7 && c.i("broadcast", 0) == 0 && c.present(2)) {  // no broadcasting then: C is [M, N]
+      const auto a = c.type(0), b = c.type(1), cc = c.type(2);
+      if (!a || !b || !cc || a->shape.size() != 2 || b->shape.size() != 2) throw Unsupported("Gemm before opset 7 without broadcast, operands of unknown shape");
+      const Shape mn{a->shape[o.trans_a ? 1 : 0], b->shape[o.trans_b ? 0 : 1]};
+      if (cc->shape != mn) throw InvalidInput(cat("Gemm before opset 7 without broadcast needs C of shape ", mn, " (M, N), got ", cc->shape));
+    }
     return Mapped{o, first_inputs(c, 3)};
   };
   auto binary = [](Op op) {
@@ -489,8 +494,14 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   // Variadic Max, Min, Sum (and Mean): one input is the identity; more are a chain of binary ops.
   auto variadic = [](Op two, const char* type) {
     return [two, type](const NodeCtx& c) {
-      if (c.opset < 8) throw Unsupported(cat(type, " before opset 8 (no broadcasting)"));
       auto ins = all_inputs(c);
+      if (c.opset < 8)  // no broadcasting then: inputs of one shape, which the ops here take as they are
+        for (int i : ins) {
+          const auto t0 = c.type(ins[0]), ti = c.type(i);
+          if (!t0 || !ti) throw Unsupported(cat(type, " before opset 8 with an input of unknown shape"));
+          if (ti->shape != t0->shape)
+            throw InvalidInput(cat(type, " before opset 8 takes inputs of one shape (no broadcasting): input ", i, " is ", ti->shape, ", input ", ins[0], " ", t0->shape));
+        }
       if (ins.empty()) throw InvalidInput("needs at least one input");
       Mapped m{ins.size() == 1 ? Op(ops::Identity{}) : two, ins};
       return m;

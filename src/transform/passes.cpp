@@ -594,8 +594,10 @@ class ConvMerging final : public Pass {
 /// Einsum as ReduceSum, Transpose, Reshape and MatMul: a summed label held by one operand is
 /// reduced first; two operands are contracted as batch x M x K by batch x K x N (labels in
 /// both and kept are the batch, in both and not kept the K); more operands pairwise, left
-/// to right. Left as it is (the reference kernel runs it): a label repeated in one term (a
-/// diagonal) or a summed label whose extents differ between operands (broadcast ellipsis).
+/// to right. A label repeated in one term (a diagonal, "bii->b") is taken first: its r dims
+/// moved last (Transpose), merged (Reshape to N^r) and read every 1 + N + ... + N^(r-1)
+/// elements (a strided Slice), N of them. Left as it is (the reference kernel runs it): a
+/// summed label whose extents differ between operands (broadcast ellipsis).
 class EinsumLowering final : public Pass {
  public:
   std::string_view name() const override { return "einsum-lowering"; }
@@ -620,12 +622,52 @@ class EinsumLowering final : public Pass {
     std::map<int, std::set<int64_t>> sizes;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const Labels& l = e.in_labels[k];
-      if (std::set<int>(l.begin(), l.end()).size() != l.size()) return false;
       for (size_t d = 0; d < l.size(); ++d) sizes[l[d]].insert(g.type(node.inputs[k]).shape[d]);
+      for (int x : l) {  // a diagonal: its dims equal (the op checks), and N^r not beyond 2^40
+        const int64_t r = std::count(l.begin(), l.end(), x), n = g.type(node.inputs[k]).shape[size_t(std::find(l.begin(), l.end(), x) - l.begin())];
+        double merged = 1;
+        for (int64_t i = 0; i < r; ++i) merged *= double(n);
+        if (r > 1 && merged > double(int64_t(1) << 40)) return false;
+      }
     }
     for (int l : e.summed)
       if (sizes[l].size() > 1) return false;
     return true;
+  }
+
+  /// x with every label it repeats taken once, along the diagonal.
+  static Term diagonal(Builder& b, const Graph& g, Term x, const std::string& base) {
+    for (size_t d = 0; d < x.labels.size(); ++d) {
+      const int l = x.labels[d];
+      if (std::count(x.labels.begin(), x.labels.end(), l) < 2) continue;
+      std::vector<int64_t> perm, rep;
+      Labels rest;
+      Shape to;
+      const Shape& xs = g.type(x.t).shape;
+      for (size_t i = 0; i < x.labels.size(); ++i) {
+        if (x.labels[i] == l) {
+          rep.push_back(int64_t(i));
+        } else {
+          perm.push_back(int64_t(i));
+          rest.push_back(x.labels[i]);
+          to.push_back(xs[i]);
+        }
+      }
+      perm.insert(perm.end(), rep.begin(), rep.end());
+      const int64_t n = xs[d];
+      int64_t merged = 1, step = 0;
+      for (size_t i = 0; i < rep.size(); ++i) step += merged, merged *= n;  // step = 1 + n + ... + n^(r-1)
+      TensorId t = x.t;
+      bool identity = true;
+      for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == int64_t(i);
+      if (!identity) t = b.add(ops::Transpose{.perm = perm}, {t}, base + "_diag_t");
+      to.push_back(merged);
+      t = reshape(b, g, t, to, base + "_diag");
+      t = b.add(ops::Slice{.starts = {0}, .ends = {merged}, .axes = {int64_t(to.size()) - 1}, .steps = {step}}, {t}, base + "_diag_slice");
+      rest.push_back(l);
+      return diagonal(b, g, {t, rest}, base);  // (the next repeated label, if any)
+    }
+    return x;
   }
 
   /// Sums away the labels of x that `needed` lacks.
@@ -700,11 +742,11 @@ class EinsumLowering final : public Pass {
     if (!mappable(g, node, e)) return false;
     Builder b(g);
     const std::string base = g.unique_name(node.name);
-    Term acc{node.inputs[0], e.in_labels[0]};
+    Term acc = diagonal(b, g, {node.inputs[0], e.in_labels[0]}, base);
     for (size_t k = 1; k < node.inputs.size(); ++k) {
       Labels keep = e.out_labels;
       for (size_t j = k + 1; j < node.inputs.size(); ++j) keep.insert(keep.end(), e.in_labels[j].begin(), e.in_labels[j].end());
-      acc = contract(b, g, acc, {node.inputs[k], e.in_labels[k]}, keep, cat(base, "_", k));
+      acc = contract(b, g, acc, diagonal(b, g, {node.inputs[k], e.in_labels[k]}, cat(base, "_", k)), keep, cat(base, "_", k));
     }
     acc = reduce(b, acc, e.out_labels, base);
     acc = transpose(b, acc, e.out_labels, base);

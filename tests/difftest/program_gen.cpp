@@ -1036,8 +1036,8 @@ class Generator {
   /// (a maximum's position, a remainder's wrap, a threshold, a truncation) read a graph input,
   /// as in float_int.
   void masks_and_indices() {
-    const int kind = int(r_.below(8));
-    TensorId x = kind == 0 || kind == 2 || kind >= 4 ? one_of(g_.inputs()) : pick();
+    const int kind = int(r_.below(10));
+    TensorId x = kind == 0 || kind == 2 || (kind >= 4 && kind <= 7) ? one_of(g_.inputs()) : pick();
     const int64_t r = rank(x);
     if (r == 0) return;  // a scalar graph input (a weight made an input)
     switch (kind) {
@@ -1079,6 +1079,35 @@ class Generator {
         auto scaled = add1(ops::Mul{}, {x, constant(values({}, 2, 4))});
         auto idx = scaled ? add1(ops::Cast{.to = DType::Int64}, {*scaled}) : std::nullopt;
         if (idx) add1(ops::OneHot{.depth = r_.range(2, 5), .axis = r_.range(-1, r)}, {*idx, constant(values({2}, -2, 2))});
+        break;
+      }
+      case 8: {  // ScatterND into a pool tensor: constant tuples (duplicates, negative ones), constant updates
+        const int64_t m = r_.range(1, r);
+        Shape is;
+        if (chance(0.5)) is.push_back(r_.range(1, 2));
+        is.push_back(r_.range(1, 3));
+        is.push_back(m);
+        std::vector<int64_t> idx;
+        for (int64_t i = 0; i < numel(is); ++i) {
+          const int64_t n = shape(x)[size_t(i % m)];
+          idx.push_back(r_.range(-n, n - 1));
+        }
+        Shape us(is.begin(), is.end() - 1);
+        us.insert(us.end(), shape(x).begin() + m, shape(x).end());
+        // (none, add or mul: max and min need opset 18, and pet writes 17; test_cpu has them)
+        const auto red = static_cast<ops::ScatterReduction>(r_.below(3));
+        add1(ops::ScatterND{.reduction = red}, {x, ints(idx, is), constant(values(us, -1, 1))});
+        break;
+      }
+      case 9: {  // ScatterElements along one axis: indices no larger than the data elsewhere
+        const int64_t a = r_.range(0, r - 1);
+        Shape is = shape(x);
+        for (int64_t d = 0; d < r; ++d) is[size_t(d)] = d == a ? r_.range(1, 4) : r_.range(1, is[size_t(d)]);
+        std::vector<int64_t> idx;
+        const int64_t n = shape(x)[size_t(a)];
+        for (int64_t i = 0; i < numel(is); ++i) idx.push_back(r_.range(-n, n - 1));
+        const auto red = static_cast<ops::ScatterReduction>(r_.below(3));
+        add1(ops::ScatterElements{.axis = chance(0.3) ? a - r : a, .reduction = red}, {x, ints(idx, is), constant(values(is, -1, 1))});
         break;
       }
       default: {  // GatherND of a pool tensor with constant tuples
