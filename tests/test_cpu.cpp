@@ -394,7 +394,9 @@ TEST_CASE("cpu pools, element-wise, binary, softmax, norms, reductions") {
     CHECK(std::fabs(y[1007]) < 5e-8);
   }
   same_as_reference(one_op(ops::LRN{.size = 5, .alpha = 1e-3f}, {f32({2, 7, 4, 4})}), 39, "LRN", {}, "oneDNN lrn");
-  same_as_reference(one_op(ops::LRN{.size = 4, .alpha = 1e-3f}, {f32({2, 7, 4, 4})}), 40, "LRN, even size", {}, "reference kernel");
+  same_as_reference(one_op(ops::LRN{.size = 4, .alpha = 1e-3f}, {f32({2, 7, 4, 4})}), 40, "LRN, even size", {}, "pet LRN (window 4)");
+  same_as_reference(one_op(ops::LRN{.size = 2, .alpha = 0.5f, .beta = 0.6f, .bias = 2.f}, {f32({3, 9, 300})}), 140, "LRN, size 2, rows of 300", {}, "pet LRN");
+  same_as_reference(one_op(ops::LRN{.size = 3, .alpha = 0.1f}, {f32({5, 6})}), 141, "LRN of rank 2", {}, "pet LRN");
   same_as_reference(one_op(ops::Hardmax{{.axis = -1}}, {f32({2, 3, 4})}), 41, "Hardmax");
   same_as_reference(one_op(ops::CumSum{.axis = 1, .reverse = true}, {f32({2, 3, 4})}), 42, "CumSum");
   same_as_reference(one_op(ops::TopK{.k = 2, .axis = 1}, {f32({2, 5, 3})}), 43, "TopK");
@@ -917,9 +919,15 @@ TEST_CASE("cpu: CumSum and ReduceLogSumExp on pet's kernels") {
       x[60] = INFINITY;
       moves_exactly(g, {x}, cat("ReduceLogSumExp axes ", axes, keep ? " keepdims" : ""), "pet log-sum-exp");
     }
-  Graph g = one_op(ops::ReduceLogSumExp{{.axes = {0, 2}}}, {f32({4, 6, 5})});
-  Rng rng(710);
-  moves_exactly(g, {lab::random_weight({4, 6, 5}, rng)}, "ReduceLogSumExp over dims apart", "reference kernel", 1e-6);
+  // over dims apart: by offset, the formula's order, so exactly its result
+  for (const auto& axes : std::vector<std::vector<int64_t>>{{0, 2}, {0, 2, 3}, {1, 3}})
+    for (bool keep : {true, false}) {
+      Graph g = one_op(ops::ReduceLogSumExp{{.axes = axes, .keepdims = keep}}, {f32({4, 6, 5, 7})});
+      Rng rng(710);
+      Tensor<float> x = lab::random_weight({4, 6, 5, 7}, rng);
+      x[3] = 90.f, x[40] = -INFINITY, x[77] = INFINITY;
+      moves_exactly(g, {x}, cat("ReduceLogSumExp over dims apart ", axes, keep ? " keepdims" : ""), "pet log-sum-exp over");
+    }
 }
 
 TEST_CASE("cpu: Hardmax, Trilu, Mod, ReduceLogSum, OneHot, GatherND and the integer ops on pet's kernels, as their formulas say") {
@@ -1089,6 +1097,30 @@ TEST_CASE("cpu: Hardmax, Trilu, Mod, ReduceLogSum, OneHot, GatherND and the inte
   {
     Graph g = one_op(ops::Not{}, {TensorType{DType::Bool, {5, 3}}});
     moves_exactly(g, {ints({5, 3}, 984, true)}, "Not", "pet logical op");
+  }
+  // Div and Mod of integers: signs, the lowest value by -1 (the machine's division traps: pet
+  // run died of SIGFPE on it), division by zero named
+  {
+    const int64_t lo = std::numeric_limits<int64_t>::min();
+    const Tensor<int64_t> a(Shape{8}, std::vector<int64_t>{lo, 7, -7, 7, -7, lo, 0, std::numeric_limits<int64_t>::max()});
+    const Tensor<int64_t> b(Shape{8}, std::vector<int64_t>{-1, 3, 3, -3, -3, 3, -5, -1});
+    for (const Op& op : std::vector<Op>{ops::Div{}, ops::Mod{}, ops::Mod{.fmod = 1}}) {
+      Graph g = one_op(op, {i64({8}), i64({8})});
+      moves_exactly(g, {a, b}, cat(op_name(op), " of int64"), std::holds_alternative<ops::Div>(op) ? "pet integer division" : "pet integer remainder");
+    }
+    auto y = [&](Op op) { return std::get<Tensor<int64_t>>(backend::make_backend("cpu")->compile(one_op(op, {i64({8}), i64({8})}))->run(std::vector<Value<float>>{a, b})[0]).vec(); };
+    CHECK(y(ops::Div{}) == std::vector<int64_t>{lo, 2, -2, -2, 2, lo / 3, 0, -std::numeric_limits<int64_t>::max()});
+    CHECK(y(ops::Mod{}) == std::vector<int64_t>{0, 1, 2, -2, -1, 1, 0, 0});
+    CHECK(y(ops::Mod{.fmod = 1}) == std::vector<int64_t>{0, 1, -1, 1, -1, lo % 3, 0, 0});
+    Graph g;
+    Builder bb(g);
+    bb.output(bb.add(ops::Div{}, {bb.input("a", {8}, DType::Int64), bb.input("b", {8}, DType::Int64)}, "ratio"));
+    Tensor<int64_t> z = b;
+    z[3] = 0;
+    CHECK_THROWS_WITH_AS(backend::make_backend("cpu")->compile(g)->run(std::vector<Value<float>>{a, z}), doctest::Contains("'ratio': integer division by zero"),
+                         InvalidInput);
+    CHECK_THROWS_WITH_AS(backend::make_backend("reference")->compile(g)->run(std::vector<Value<float>>{a, z}), doctest::Contains("integer division by zero"),
+                         InvalidInput);
   }
   for (DType from : {DType::Int64, DType::Int32, DType::Bool})
     for (DType to : {DType::Int64, DType::Int32, DType::Int8, DType::UInt8, DType::Bool}) {

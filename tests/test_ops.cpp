@@ -842,6 +842,14 @@ TEST_CASE("comparisons, logical ops and Mod: exact values, broadcasting, errors,
         std::vector<float>{1.5f, -1.5f});
   CHECK_THROWS_WITH_AS(run1(ops::Mod{}, {Tensor<int64_t>({1}, std::vector<int64_t>{1}), Tensor<int64_t>({1}, std::vector<int64_t>{0})}),
                        doctest::Contains("integer division by zero"), InvalidInput);
+  // the lowest int64 by -1: the machine's division and remainder trap (SIGFPE); Div wraps to
+  // itself, Mod gives 0
+  const int64_t lo = std::numeric_limits<int64_t>::min();
+  const Tensor<int64_t> lows({2}, {lo, 5}), minus1({2}, {-1, -1});
+  CHECK(ints(run1(ops::Mod{}, {lows, minus1}).first) == std::vector<int64_t>{0, 0});
+  CHECK(ints(run1(ops::Mod{.fmod = 1}, {lows, minus1}).first) == std::vector<int64_t>{0, 0});
+  CHECK(ints(run1(ops::Div{}, {lows, minus1}).first) == std::vector<int64_t>{lo, -5});
+  CHECK_THROWS_WITH_AS(run1(ops::Div{}, {lows, Tensor<int64_t>({2}, {1, 0})}), doctest::Contains("integer division by zero"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(ops::Mod{}, {f32({2}), f32({2})}), "Mod 'n': fmod must be 1 for float inputs (ONNX)", InvalidInput);
   CHECK_THROWS_WITH_AS(infer(ops::Mod{.fmod = 2}, {i64({2}), i64({2})}), "Mod 'n': fmod must be 0 or 1, got 2", InvalidInput);
   // shape and type errors

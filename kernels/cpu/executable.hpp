@@ -652,7 +652,8 @@ class CpuExecutable final : public Executable {
   /// Softmax or (log) LogSoftmax of a node's input seen as `view`, over dim `axis` of it:
   /// Softmax along rows on oneDNN's softmax, the rest on pet's kernels.
   bool lower_softmax(NodeId n, bool log, const Shape& view, int axis, const std::string& who);
-  /// LRN on oneDNN's lrn_across_channels (odd sizes: an even window is not centred the same).
+  /// LRN on oneDNN's lrn_across_channels for odd sizes and ranks 3 to 5; pet's kernel for the
+  /// rest (an even window is not centred as oneDNN's).
   bool lower_op(NodeId n, const ops::LRN& l, const std::string& who);
   /// A plain view of slot s with another shape (same bytes).
   int reshaped(int s, const Shape& shape);
@@ -691,8 +692,8 @@ class CpuExecutable final : public Executable {
     return true;
   }
   bool lower_op(NodeId n, const ops::ReduceSum& r, const std::string& who);
-  /// ReduceLogSumExp over a block of neighbouring dims: pet's kernel (the formula: the
-  /// maximum, then the sum of e^(x - max) in its order), plain layout.
+  /// ReduceLogSumExp: pet's kernel (the formula: the maximum, then the sum of e^(x - max) in
+  /// its order), plain layout; over a block of neighbouring dims or over dims apart by offset.
   bool lower_op(NodeId n, const ops::ReduceLogSumExp& r, const std::string& who);
   /// CumSum: one running sum per position along the axis (forward, or from the end when
   /// reversed), plain layout.
@@ -777,8 +778,8 @@ class CpuExecutable final : public Executable {
   /// indices, checked as the ops say (constant indices once, here), in the indices' order.
   bool lower_scatter(NodeId n, ops::ScatterReduction reduction, std::optional<int64_t> elements_axis, const std::string& who);
   /// Ops from integer tensors to an integer tensor, on host values: And, Or, Xor, Not,
-  /// comparisons of integers and Cast between integer types, with broadcasting (the ops'
-  /// own element rules); false for any other op.
+  /// comparisons of integers, Div, Mod and Cast between integer types, with broadcasting (the
+  /// ops' own element rules); false for any other op.
   bool lower_integer_elementwise(NodeId n, const std::string& who);
   /// A step giving integer tensor t its host value each run, filled by `fill`.
   void host_result_step(std::string text, std::vector<int> reads, TensorId t, std::function<void(int64_t*)> fill);

@@ -2,8 +2,8 @@
 // GatherElements, Where (attention masks), OneHot, ScatterND and ScatterElements (a KV
 // cache's update) read an integer tensor into a float result; comparisons, ArgMax / ArgMin, TopK's indices, IsNaN, IsInf and Cast to an integer
 // type write one from float buffers; Cast from an integer type writes a float buffer; the
-// logical ops, integer comparisons and casts between integer types go from integer tensors
-// to one. Integer tensors live as host values (Slot::host): read when the step runs (a
+// logical ops, integer comparisons, Div, Mod and casts between integer types go from integer
+// tensors to one. Integer tensors live as host values (Slot::host): read when the step runs (a
 // constant's checked once, here); a result is written into last run's storage when nothing
 // else holds it (host_result), else into a fresh tensor (callers keep the outputs they were
 // given).
@@ -453,6 +453,13 @@ bool CpuExecutable::lower_integer_elementwise(NodeId n, const std::string& who) 
     } else if constexpr (is_one_of<O, ops::Equal, ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual>) {
       // integers compare exactly (ops::detail::Compare)
       return binary("pet integer comparison", [](int64_t a, int64_t b) -> int64_t { return O::holds(a < b ? -1 : a > b ? 1 : 0) ? 1 : 0; });
+    } else if constexpr (std::is_same_v<O, ops::Div> || std::is_same_v<O, ops::Mod>) {
+      // the ops' integer rules (ops::Div::integer, ops::Mod::integer); a zero divisor names the node
+      return binary(std::is_same_v<O, ops::Div> ? "pet integer division" : "pet integer remainder", [op, who](int64_t a, int64_t b) -> int64_t {
+        if (b == 0) throw InvalidInput(cat(who, ": integer division by zero"));
+        if constexpr (std::is_same_v<O, ops::Div>) return ops::Div::integer(a, b);
+        else return op.integer(a, b);
+      });
     } else if constexpr (std::is_same_v<O, ops::Not>) {
       return unary("pet logical op", [](int64_t a) -> int64_t { return a != 0 ? 0 : 1; });
     } else if constexpr (std::is_same_v<O, ops::Cast>) {

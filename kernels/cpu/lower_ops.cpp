@@ -557,8 +557,38 @@ bool CpuExecutable::lower_softmax(NodeId n, bool log, const Shape& view, int axi
 bool CpuExecutable::lower_op(NodeId n, const ops::LRN& l, const std::string& who) {
   const Node& node = g_.node(n);
   const Shape& xs = g_.type(node.inputs[0]).shape;
-  if (l.size % 2 == 0 || xs.size() < 3 || xs.size() > 5) return false;
   int x = plain_slot(int(node.inputs[0]));
+  if (l.size % 2 == 0 || xs.size() < 3 || xs.size() > 5) {
+    // an even window (not centred as oneDNN's), or a rank oneDNN does not take: pet's kernel,
+    // the op's window and formula (ops::LRN::window, scaled), the squares summed in double in
+    // channel order for 256 positions at a time
+    const AxisSplit sp(xs, 1);  // [N, C, positions]
+    const int y = int(node.outputs[0]);
+    define(node.outputs[0], plain_md(xs));
+    add_step(cat(who, ": pet LRN (window ", l.size, ")"), {x}, {y}).fn = [this, x, y, sp, l] {
+      const float* src = ptr(x);
+      float* dst = ptr(y);
+      const int64_t C = sp.len;
+      parallel_chunks(sp.outer * C, std::max<int64_t>(1, 4096 / std::max<int64_t>(sp.inner * l.size, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+          const int64_t nb = p / C, c = p % C;
+          const auto [lo, hi] = l.window(c, C);
+          for (int64_t i0 = 0; i0 < sp.inner; i0 += 256) {
+            const int64_t w = std::min<int64_t>(256, sp.inner - i0);
+            double sq[256] = {};
+            for (int64_t k = lo; k <= hi; ++k) {
+              const float* row = src + (nb * C + k) * sp.inner + i0;
+              for (int64_t i = 0; i < w; ++i) sq[i] += double(row[i]) * double(row[i]);
+            }
+            const float* xr = src + p * sp.inner + i0;
+            float* yr = dst + p * sp.inner + i0;
+            for (int64_t i = 0; i < w; ++i) yr[i] = float(l.scaled(double(xr[i]), sq[i]));
+          }
+        }
+      });
+    };
+    return true;
+  }
   auto pd = dnnl_call(who, [&] {
     return lrn_forward::primitive_desc(lrn_forward::desc(prop_kind::forward_inference, algorithm::lrn_across_channels, plain_md(xs), l.size,
                                                          l.alpha, l.beta, l.bias), eng_);
@@ -704,14 +734,52 @@ bool CpuExecutable::lower_op(NodeId n, const ops::ReduceSum& r, const std::strin
 
 bool CpuExecutable::lower_op(NodeId n, const ops::ReduceMax& r, const std::string& who) { return lower_reduce(n, r, algorithm::reduction_max, who); }
 
+namespace {
+std::vector<int64_t> offsets_over(const Shape& shape, const std::vector<int64_t>& dims);
+/// ReduceLogSumExp of the elements at base + offs[k] (the formula, in its order).
+inline float log_sum_exp_at(const float* base, const std::vector<int64_t>& offs) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t o : offs) m = std::max(m, base[o]);
+  if (!std::isfinite(m)) return m;
+  float acc = 0;
+  for (int64_t o : offs) acc += std::exp(base[o] - m);
+  return m + std::log(acc);
+}
+}  // namespace
+
 bool CpuExecutable::lower_op(NodeId n, const ops::ReduceLogSumExp& r, const std::string& who) {
   const Node& node = g_.node(n);
   const Shape& xs = g_.type(node.inputs[0]).shape;
   if (r.axes.empty()) return lower_view(n);
-  for (size_t i = 1; i < r.axes.size(); ++i)
-    if (r.axes[i] != r.axes[i - 1] + 1) return false;  // not one block of dims: the reference kernel
+  bool one_block = true;
+  for (size_t i = 1; i < r.axes.size(); ++i) one_block = one_block && r.axes[i] == r.axes[i - 1] + 1;
+  const int y = int(node.outputs[0]);
+  if (!one_block) {  // dims apart: each output position's elements by offset, in the formula's order
+    std::vector<int64_t> kept_dims, axes = r.axes;
+    for (int64_t& a : axes) a = a < 0 ? a + int64_t(xs.size()) : a;
+    std::sort(axes.begin(), axes.end());
+    for (int64_t d = 0; d < int64_t(xs.size()); ++d)
+      if (!std::binary_search(axes.begin(), axes.end(), d)) kept_dims.push_back(d);
+    int64_t kept_count = 1, reduced_count = 1;
+    for (int64_t d : kept_dims) kept_count *= xs[size_t(d)];
+    for (int64_t d : axes) reduced_count *= xs[size_t(d)];
+    if (kept_count > (int64_t(1) << 22) || reduced_count > (int64_t(1) << 22)) return false;
+    auto kept = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, kept_dims));
+    auto reduced = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, axes));
+    const int x = plain_slot(int(node.inputs[0]));
+    define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
+    add_step(cat(who, ": pet log-sum-exp over ", reduced_count, " elements apart for each of ", kept_count, " positions"), {x}, {y}).fn =
+        [this, x, y, kept, reduced] {
+          const float* src = ptr(x);
+          float* dst = ptr(y);
+          parallel_chunks(int64_t(kept->size()), std::max<int64_t>(1, 4096 / std::max<int64_t>(int64_t(reduced->size()), 1)), [&](int64_t b, int64_t e) {
+            for (int64_t p = b; p < e; ++p) dst[p] = log_sum_exp_at(src + (*kept)[size_t(p)], *reduced);
+          });
+        };
+    return true;
+  }
   const auto [outer, len, inner] = AxisSplit(xs, r.axes.front(), r.axes.back());
-  const int x = plain_slot(int(node.inputs[0])), y = int(node.outputs[0]);
+  const int x = plain_slot(int(node.inputs[0]));
   define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
   add_step(cat(who, ": pet log-sum-exp"), {x}, {y}).fn = [this, x, y, outer, len, inner] {
     const float* src = ptr(x);

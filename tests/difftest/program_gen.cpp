@@ -1026,6 +1026,7 @@ class Generator {
         const int64_t a = r_.range(0, r - 1), b = r_.range(a, r - 1);
         std::vector<int64_t> axes;
         for (int64_t k = a; k <= b; ++k) axes.push_back(k);
+        if (r >= 3 && chance(0.3)) axes = {0, r - 1};  // dims apart
         add1(ops::ReduceLogSumExp{{.axes = axes, .keepdims = chance(0.6)}}, {x});
       }
     }
@@ -1070,6 +1071,11 @@ class Generator {
         auto c = b ? add1(one_of(cmps), {*b, add1(ops::Cast{.to = DType::Int32}, {ints({r_.range(-2, 2)})}).value_or(*b)}) : std::nullopt;
         auto d = c ? add1(ops::Cast{.to = chance(0.5) ? DType::Int8 : DType::Int64}, {*c}) : std::nullopt;
         if (d) add1(ops::Cast{.to = DType::Float32}, {*d});
+        if (b && chance(0.4)) {  // integer Div or Mod by a constant (never 0; -1 included)
+          auto k = add1(ops::Cast{.to = DType::Int32}, {ints({one_of<int64_t>({-3, -1, 2, 5})})});
+          auto q = k ? add1(chance(0.5) ? Op(ops::Div{}) : Op(ops::Mod{.fmod = int64_t(r_.below(2))}), {*b, *k}) : std::nullopt;
+          if (q) add1(ops::Cast{.to = DType::Float32}, {*q});
+        }
         if (b && chance(0.5))
           if (auto w = add1(ops::Cast{.to = DType::UInt8}, {*b})) add1(ops::Cast{.to = DType::Float32}, {*w});
         break;

@@ -450,3 +450,15 @@ save_ms("qaddmul13", [
     helper.make_node("QLinearAdd", ["xq", "xs", "xz", "yq", "ys", "yz", "as", "az"], ["add"], name="qadd", domain=MS),
     helper.make_node("QLinearMul", ["xq", "xs", "xz", "yq", "ys", "yz", "ms", "mz"], ["mul"], name="qmul", domain=MS),
 ], [vi("add", [2, 4, 6, 6], U8), vi("mul", [2, 4, 6, 6], U8)])
+
+# Integer Div and Mod of the lowest int64 by -1 (the machine's division traps: pet died of
+# SIGFPE folding them at import and running them), folded from constants and at run time.
+I64 = TensorProto.INT64
+save("int_edges13", [
+    helper.make_node("Div", ["lo", "m1"], ["q"], name="div_folded"),
+    helper.make_node("Mod", ["lo", "m1"], ["r"], name="mod_folded", fmod=1),
+    helper.make_node("Div", ["a", "m1"], ["qa"], name="div_run"),
+    helper.make_node("Mod", ["a", "m1"], ["ra"], name="mod_run"),
+    helper.make_node("Add", ["q", "r"], ["qr"], name="add"),
+], [vi("a", [4], I64)], [vi("qr", [1], I64), vi("qa", [4], I64), vi("ra", [4], I64)],
+    [const("lo", np.array([np.iinfo(np.int64).min], np.int64)), const("m1", np.array([-1], np.int64))])

@@ -112,10 +112,14 @@ struct Div : detail::Binary<Div> {
   template <class E, class R>
   E apply(const Index& o, const R& r) const {
     auto [a, b] = detail::operands<E>(o, r);
-    if constexpr (std::is_integral_v<E>) {
-      if (b == 0) throw InvalidInput("Div: integer division by zero");
-    }
-    return a / b;
+    if constexpr (std::is_integral_v<E>) return E(integer(int64_t(a), int64_t(b)));
+    else return a / b;
+  }
+  /// Integer division, truncating; the lowest value by -1 wraps to itself (as two's
+  /// complement does; the machine's division would trap).
+  static int64_t integer(int64_t a, int64_t b) {
+    if (b == 0) throw InvalidInput("Div: integer division by zero");
+    return b == -1 ? int64_t(uint64_t(0) - uint64_t(a)) : a / b;
   }
 };
 /// out = a ^ b; the exponent may have another numeric type; the result has a's type.
@@ -608,11 +612,7 @@ struct Mod : detail::Binary<Mod> {
   E apply(const Index& o, const R& r) const {
     pet::detail::require_ordered<E>(name);
     if constexpr (std::is_integral_v<E>) {
-      const int64_t a = r.ints(0, broadcast_index(o, r.shape(0))), b = r.ints(1, broadcast_index(o, r.shape(1)));
-      if (b == 0) throw InvalidInput("Mod: integer division by zero");
-      int64_t m = a % b;
-      if (!fmod && m != 0 && ((m < 0) != (b < 0))) m += b;
-      return E(m);
+      return E(integer(r.ints(0, broadcast_index(o, r.shape(0))), r.ints(1, broadcast_index(o, r.shape(1)))));
     } else {
       auto [a, b] = detail::operands<E>(o, r);
       if constexpr (is_field_v<E>) {
@@ -621,6 +621,14 @@ struct Mod : detail::Binary<Mod> {
         return E(std::fmod(a, b));
       }
     }
+  }
+  /// The integer remainder: C's (sign of a) with fmod = 1, Python's (sign of b) with fmod = 0;
+  /// anything by -1 is 0 (the machine's remainder of the lowest value by -1 would trap).
+  int64_t integer(int64_t a, int64_t b) const {
+    if (b == 0) throw InvalidInput("Mod: integer division by zero");
+    int64_t m = b == -1 ? 0 : a % b;
+    if (!fmod && m != 0 && ((m < 0) != (b < 0))) m += b;
+    return m;
   }
   bool operator==(const Mod&) const = default;
 };

@@ -285,8 +285,7 @@ struct LRN {
   template <class E, class R>
   E at(const Index& o, const R& read) const {
     pet::detail::require_ordered<E>(name);
-    const int64_t C = read.shape(0)[1];
-    const int64_t lo = std::max<int64_t>(0, o[1] - (size - 1) / 2), hi = std::min<int64_t>(C - 1, o[1] + size / 2);
+    const auto [lo, hi] = window(o[1], read.shape(0)[1]);
     Index xi = o;
     double sq = 0;
     for (int64_t c = lo; c <= hi; ++c) {
@@ -294,8 +293,15 @@ struct LRN {
       const double v = read.real(0, xi);
       sq += v * v;
     }
-    return E(read.real(0, o) / std::pow(double(bias) + double(alpha) / double(size) * sq, double(beta)));
+    return E(scaled(read.real(0, o), sq));
   }
+  /// The channels [lo, hi] whose squares channel c sums (of C): (size - 1) / 2 before it,
+  /// size / 2 after it (an even size reaches one further after).
+  std::pair<int64_t, int64_t> window(int64_t c, int64_t C) const {
+    return {std::max<int64_t>(0, c - (size - 1) / 2), std::min<int64_t>(C - 1, c + size / 2)};
+  }
+  /// x scaled by its window's sum of squares sq (summed in double, in channel order).
+  double scaled(double x, double sq) const { return x / std::pow(double(bias) + double(alpha) / double(size) * sq, double(beta)); }
   int64_t flops(InTypes in, InTypes) const { return (2 * size + 4) * numel(in[0].shape); }
   bool operator==(const LRN&) const = default;
 };
