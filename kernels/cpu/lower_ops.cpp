@@ -736,6 +736,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::ReduceMax& r, const std::strin
 
 namespace {
 std::vector<int64_t> offsets_over(const Shape& shape, const std::vector<int64_t>& dims);
+std::optional<std::vector<int64_t>> kept_dims_within(const Shape& shape, const std::vector<int64_t>& axes);
 /// ReduceLogSumExp of the elements at base + offs[k] (the formula, in its order).
 inline float log_sum_exp_at(const float* base, const std::vector<int64_t>& offs) {
   float m = -std::numeric_limits<float>::infinity();
@@ -755,17 +756,14 @@ bool CpuExecutable::lower_op(NodeId n, const ops::ReduceLogSumExp& r, const std:
   for (size_t i = 1; i < r.axes.size(); ++i) one_block = one_block && r.axes[i] == r.axes[i - 1] + 1;
   const int y = int(node.outputs[0]);
   if (!one_block) {  // dims apart: each output position's elements by offset, in the formula's order
-    std::vector<int64_t> kept_dims, axes = r.axes;
+    std::vector<int64_t> axes = r.axes;
     for (int64_t& a : axes) a = a < 0 ? a + int64_t(xs.size()) : a;
     std::sort(axes.begin(), axes.end());
-    for (int64_t d = 0; d < int64_t(xs.size()); ++d)
-      if (!std::binary_search(axes.begin(), axes.end(), d)) kept_dims.push_back(d);
-    int64_t kept_count = 1, reduced_count = 1;
-    for (int64_t d : kept_dims) kept_count *= xs[size_t(d)];
-    for (int64_t d : axes) reduced_count *= xs[size_t(d)];
-    if (kept_count > (int64_t(1) << 22) || reduced_count > (int64_t(1) << 22)) return false;
-    auto kept = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, kept_dims));
+    const auto kept_dims = kept_dims_within(xs, axes);
+    if (!kept_dims) return false;
+    auto kept = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, *kept_dims));
     auto reduced = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, axes));
+    const int64_t reduced_count = int64_t(reduced->size()), kept_count = int64_t(kept->size());
     const int x = plain_slot(int(node.inputs[0]));
     define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
     add_step(cat(who, ": pet log-sum-exp over ", reduced_count, " elements apart for each of ", kept_count, " positions"), {x}, {y}).fn =
@@ -930,6 +928,20 @@ std::vector<int64_t> offsets_over(const Shape& shape, const std::vector<int64_t>
   return out;
 }
 
+/// The dims of `shape` not in `axes` (sorted), when both they and the axes hold at most 2^22
+/// positions (the reductions over dims apart keep a list of offsets for each); nullopt otherwise.
+std::optional<std::vector<int64_t>> kept_dims_within(const Shape& shape, const std::vector<int64_t>& axes) {
+  std::vector<int64_t> kept;
+  int64_t kept_count = 1, reduced_count = 1;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+    const bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    (reduced ? reduced_count : kept_count) *= shape[size_t(d)];
+    if (!reduced) kept.push_back(d);
+  }
+  if (kept_count > (int64_t(1) << 22) || reduced_count > (int64_t(1) << 22)) return std::nullopt;
+  return kept;
+}
+
 template <template <ReduceKind> class Kernel, class F>
 F* reduce_kernel(algorithm alg, float p, bool log_of_sum, const char*& what) {
   switch (alg) {
@@ -978,20 +990,18 @@ bool CpuExecutable::lower_pet_reduce(NodeId n, const std::vector<int64_t>& axes,
     return true;
   }
   // dims apart: each output position's elements by offset (both lists held; kept small)
-  std::vector<int64_t> kept_dims;
-  for (int64_t d = 0; d < int64_t(xs.size()); ++d)
-    if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept_dims.push_back(d);
+  const auto kept_dims = kept_dims_within(xs, axes);
+  if (!kept_dims) return false;
   int64_t kept_count = 1, reduced_count = 1;
-  for (int64_t d : kept_dims) kept_count *= xs[size_t(d)];
+  for (int64_t d : *kept_dims) kept_count *= xs[size_t(d)];
   for (int64_t d : axes) reduced_count *= xs[size_t(d)];
-  if (kept_count > (int64_t(1) << 22) || reduced_count > (int64_t(1) << 22)) return false;
   auto* kernel = reduce_kernel<OffsetKernel, void(const std::vector<int64_t>&, const std::vector<int64_t>&, int64_t, const float*, float*)>(alg, p, log_of_sum, what);
   if (!kernel) return false;
   // the reduced dims at the end are one contiguous run at each offset
   std::vector<int64_t> outer_axes = axes;
   int64_t run = 1;
   for (int64_t d = int64_t(xs.size()) - 1; d >= 0 && !outer_axes.empty() && outer_axes.back() == d; --d) run *= xs[size_t(d)], outer_axes.pop_back();
-  auto kept = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, kept_dims));
+  auto kept = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, *kept_dims));
   auto reduced = std::make_shared<const std::vector<int64_t>>(offsets_over(xs, outer_axes));
   define(node.outputs[0], plain_md(g_.type(node.outputs[0]).shape));
   add_step(cat(who, ": pet reduction (", what, " over ", reduced_count, " elements apart for each of ", kept_count, " positions)"), {x}, {y}).fn =

@@ -657,10 +657,7 @@ class EinsumLowering final : public Pass {
       const int64_t n = xs[d];
       int64_t merged = 1, step = 0;
       for (size_t i = 0; i < rep.size(); ++i) step += merged, merged *= n;  // step = 1 + n + ... + n^(r-1)
-      TensorId t = x.t;
-      bool identity = true;
-      for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == int64_t(i);
-      if (!identity) t = b.add(ops::Transpose{.perm = perm}, {t}, base + "_diag_t");
+      TensorId t = permute(b, x.t, perm, base + "_diag_t");
       to.push_back(merged);
       t = reshape(b, g, t, to, base + "_diag");
       t = b.add(ops::Slice{.starts = {0}, .ends = {merged}, .axes = {int64_t(to.size()) - 1}, .steps = {step}}, {t}, base + "_diag_slice");
@@ -678,13 +675,16 @@ class EinsumLowering final : public Pass {
     if (axes.empty()) return x;
     return {b.add(ops::ReduceSum{{.axes = axes, .keepdims = false}}, {x.t}, base + "_sum"), rest};
   }
+  /// x's dims in the order `perm` (x itself where that is the identity).
+  static TensorId permute(Builder& b, TensorId x, const std::vector<int64_t>& perm, const std::string& name) {
+    for (size_t i = 0; i < perm.size(); ++i)
+      if (perm[i] != int64_t(i)) return b.add(ops::Transpose{.perm = perm}, {x}, name);
+    return x;
+  }
   static Term transpose(Builder& b, Term x, const Labels& order, const std::string& base) {
     std::vector<int64_t> perm;
     for (int l : order) perm.push_back(int64_t(std::find(x.labels.begin(), x.labels.end(), l) - x.labels.begin()));
-    bool identity = true;
-    for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == int64_t(i);
-    if (identity) return {x.t, order};
-    return {b.add(ops::Transpose{.perm = perm}, {x.t}, base + "_t"), order};
+    return {permute(b, x.t, perm, base + "_t"), order};
   }
   static TensorId reshape(Builder& b, const Graph& g, TensorId x, Shape to, const std::string& base) {
     if (g.type(x).shape == to) return x;
