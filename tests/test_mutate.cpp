@@ -236,6 +236,27 @@ TEST_CASE("correction kernels restrict the original to a box exactly") {
   CHECK(checked > 100);
 }
 
+TEST_CASE("a correction box that reads only padding restricts to an empty constant, which the verifier takes") {
+  // Rows 0-2 of the Pad's output are padding: the restriction to them reads an empty region
+  // of x. It was a Constant node, which is not multilinear, so the verifier refused every
+  // corrected mutant holding it (pet optimize stopped with that error on such programs).
+  Graph lin;
+  Builder bl(lin);
+  TensorId xl = bl.input("x", {1, 2, 4, 4});
+  bl.output(bl.add(ops::Pad{.pads = {0, 0, 3, 0, 0, 0, 0, 0}}, {xl}, "pad"));
+  Box box{{{0, 1, 1}, {0, 2, 1}, {0, 3, 1}, {0, 4, 1}}};
+  Graph r;
+  Builder br(r);
+  br.input("x", {1, 2, 4, 4});
+  TensorId c = mutate::restrict_program(lin, lin.outputs()[0], box, br);
+  br.output(c);
+  for (const auto& n : r.nodes()) CHECK_MESSAGE(!std::holds_alternative<ops::Constant>(n.op), "node ", n.name);
+  CHECK_NOTHROW(verify::require_multilinear(r, "restricted"));
+  const auto y = std::get<Tensor<float>>(run(r, 1)[0]);
+  CHECK(y.shape() == Shape{1, 2, 3, 4});
+  for (int64_t i = 0; i < y.size(); ++i) CHECK(y[i] == 0.f);
+}
+
 TEST_CASE("correction fusion merges a correction conv into the main conv (paper Fig. 6)") {
   Graph g = conv_program({2, 3, 6, 6}, {4, 3, 3, 3}, ops::Conv{.pads = {1, 1, 1, 1}}, true);
   auto m = std::get<Graph>(builtin_rules().find("conv-batch-to-width")->apply_at(g, 0));

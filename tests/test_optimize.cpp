@@ -9,6 +9,7 @@
 #include <set>
 
 #include "op_testing.hpp"
+#include "pet/onnx/onnx.hpp"
 #include "pet/optimize/optimize.hpp"
 #include "pet/optimize/serialize.hpp"
 #include "pet/verify/verifier.hpp"
@@ -239,6 +240,36 @@ TEST_CASE("post-optimisations: R/T through activations, inverse R/T pairs remove
   int transposes = 0;
   for (NodeId n : g.topo_order()) transposes += std::holds_alternative<ops::Transpose>(g.node(n).op) || std::holds_alternative<ops::RT>(g.node(n).op);
   CHECK(transposes >= 1);  // the second chain stays (folded into one R/T)
+}
+
+TEST_CASE("optimize keeps the model's output names and order when passes remove or merge the ops computing them") {
+  // An inverse R/T pair removed leaves an output that is the graph input, or another output,
+  // under that tensor's name: the written file lost its output names ('Transpose' became 'x')
+  // or named one output twice. The optimized program keeps the model's names and order.
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {2, 3, 4, 5});
+  TensorId relu = b.add(ops::Relu{}, {x}, "relu");
+  b.output(b.add(ops::Reshape{.shape = {2, 3, 4, 5}}, {b.add(ops::Reshape{.shape = {120}}, {x}, "flat")}, "back"));
+  b.output(relu);
+  b.output(b.add(ops::Transpose{.perm = {0, 2, 1, 3}}, {b.add(ops::Transpose{.perm = {0, 2, 1, 3}}, {relu}, "t1")}, "relu_back"));
+  b.output(b.add(ops::Transpose{.perm = {0, 1, 2, 3}}, {x}, "same"));
+  optimize::Options opt = quick();
+  opt.keep_if_slower = true;  // the rewritten program, however it times
+  opt.budget_s = 5;
+  const optimize::Result r = optimize::optimize(g, opt);
+  const std::vector<std::string> want{"back", "relu", "relu_back", "same"};
+  auto names = [](const Graph& h) {
+    std::vector<std::string> n;
+    for (TensorId t : h.outputs()) n.push_back(h.tensor(t).name);
+    return n;
+  };
+  CHECK(names(r.graph) == want);
+  CHECK(r.graph.tensor(r.graph.inputs()[0]).name == "x");
+  CHECK(max_diff(g, r.graph) == 0);
+  const onnx::Model back = onnx::import_bytes(onnx::export_bytes(r.graph), "optimized");
+  CHECK(names(back.graph) == want);
+  CHECK(max_diff(g, back.graph) == 0);
 }
 
 TEST_CASE("optimize end to end: dilated convs become dense ones, identical windows reused, output checked") {

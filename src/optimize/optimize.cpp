@@ -255,7 +255,7 @@ std::string search_settings(const Options& opt, const backend::Backend& be) {
   rules += "|";
   for (const auto& r : opt.disable_rules) rules += r + ",";
   return cat(be.version(), "|", num_threads(), "|", opt.depth, ",", opt.rounds, ",", opt.top_k, ",", opt.window, ",", policy_name(opt.policy),
-             ",", opt.budget_s, ",", opt.window_budget_s, ",", opt.measure_best, ",", rules);
+             ",", opt.budget_s, ",", opt.window_budget_s, ",", opt.measure_best, ",", rules, opt.apply_candidates ? "|apply" : "");
 }
 
 /// A window's search result as a search-cache entry.
@@ -307,6 +307,55 @@ bool load_search(const nlohmann::json& e, const std::string& key, const Graph& p
   } catch (const std::exception&) {
     return false;
   }
+}
+/// The optimized program g with the model's interface: its outputs under the model's names,
+/// in the model's order. A pass that removed the node computing an output (an identity
+/// Transpose) leaves that output under another tensor's name (the graph input's), and outputs
+/// computed alike are merged into one tensor; the written file must keep the names its users
+/// run it by. An output under another name is renamed where a node computes it, it is no
+/// other output and its name is no output's; else an Identity gives it the model's name.
+Graph with_model_interface(const Graph& g, const Graph& model) {
+  PET_CHECK(g.inputs().size() == model.inputs().size() && g.outputs().size() == model.outputs().size(), "optimize: the optimized program has ",
+            g.inputs().size(), " inputs and ", g.outputs().size(), " outputs, the model ", model.inputs().size(), " and ", model.outputs().size());
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    PET_CHECK(g.tensor(g.inputs()[i]).name == model.tensor(model.inputs()[i]).name, "optimize: input ", i, " is '", g.tensor(g.inputs()[i]).name,
+              "' in the optimized program, '", model.tensor(model.inputs()[i]).name, "' in the model");
+  std::set<std::string> names;
+  bool same = true;
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    names.insert(model.tensor(model.outputs()[k]).name);
+    same = same && g.tensor(g.outputs()[k]).name == model.tensor(model.outputs()[k]).name;
+  }
+  if (same && std::set<TensorId>(g.outputs().begin(), g.outputs().end()).size() == g.outputs().size()) return g;
+  Graph h;
+  h.name = g.name;
+  GraphCopy c(g, h);
+  c.leaves();
+  for (NodeId n : g.topo_order()) c.node(n);
+  std::vector<TensorId> outs;
+  std::set<TensorId> taken;
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    const std::string& want = model.tensor(model.outputs()[k]).name;
+    const TensorId t = c[g.outputs()[k]];
+    if (h.tensor(t).name == want && taken.insert(t).second) {
+      outs.push_back(t);
+      continue;
+    }
+    if (auto u = h.find(want); u && *u != t) {  // a tensor of the optimizer's under this output's name
+      PET_CHECK(std::find(h.inputs().begin(), h.inputs().end(), *u) == h.inputs().end(), "optimize: output '", want, "' is an input's name");
+      h.rename(*u, h.unique_name(want));
+    }
+    const auto copies = std::count(g.outputs().begin(), g.outputs().end(), g.outputs()[k]);
+    if (h.tensor(t).producer >= 0 && !names.count(h.tensor(t).name) && copies == 1 && !taken.count(t)) {
+      h.rename(t, want);
+      taken.insert(t);
+      outs.push_back(t);
+      continue;
+    }
+    outs.push_back(h.add_node(h.unique_name(want + "_output"), ops::Identity{}, {t}, {want})[0]);
+  }
+  for (TensorId t : outs) h.add_output(t);
+  return h;
 }
 }  // namespace
 
@@ -481,7 +530,7 @@ Result optimize(const Graph& model, const Options& opt) {
     wr.est_original_ms = orig_it->est_ms;
     Searched sr;
     for (const auto& c : cands)
-      if (c.origin != "original" && c.est_ms < orig_it->est_ms && int(sr.best.size()) < opt.measure_best) sr.best.push_back(c);
+      if (c.origin != "original" && (c.est_ms < orig_it->est_ms || opt.apply_candidates) && int(sr.best.size()) < opt.measure_best) sr.best.push_back(c);
     if (sr.best.empty())
       wr.why_kept = cands.size() == 1 ? cat("no verified mutant (", stop, ")")
                                       : cat("no mutant is estimated faster (best ", (cands[0].origin == "original" ? cands[1] : cands[0]).est_ms,
@@ -572,6 +621,22 @@ Result optimize(const Graph& model, const Options& opt) {
     wr.why_kept.clear();
   };
   std::vector<bool> decided(windows.size(), false);
+  /// Window i's candidate c is kept, for the windows js (i and copies of its structure).
+  auto adopt = [&](size_t i, const Candidate& c, const std::vector<size_t>& js) {
+    WindowReport& wr = rep.windows[i];
+    take(wr, c);
+    for (size_t j : js) {
+      chosen.push_back({j, c.graph});
+      decided[j] = true;
+      if (j == i) continue;
+      WindowReport& other = rep.windows[j];
+      const auto keep = std::pair{other.index, other.nodes};
+      other = wr;
+      std::tie(other.index, other.nodes) = keep;
+      other.reused = true;
+    }
+    std::sort(chosen.begin(), chosen.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  };
   // The decisions of an earlier run on this program, when its candidates are found again.
   std::string dkey;
   if (decisions) {
@@ -640,6 +705,20 @@ Result optimize(const Graph& model, const Options& opt) {
     std::vector<size_t> group{i};
     for (size_t j = 0; j < windows.size(); ++j)
       if (j != i && keys[j] == keys[i] && !decided[j]) group.push_back(j);
+    if (opt.apply_candidates) {
+      for (const Candidate& c : sr.best) {
+        auto subs = chosen;
+        for (size_t j : group) subs.push_back({j, c.graph});
+        try {
+          current = post(stitch(subs));
+        } catch (const Error&) {
+          continue;  // does not stitch here
+        }
+        adopt(i, c, group);
+        break;
+      }
+      continue;
+    }
     if (!fits()) {
       wr.why_kept = cat("the search budget left (", std::max(0.0, opt.budget_s - since(t0)), " s) was less than one measurement in place (about ",
                         trial_s, " s)");
@@ -685,18 +764,7 @@ Result optimize(const Graph& model, const Options& opt) {
     wr.measured_chosen_ms = best_ms;
     wr.measure_seconds = since(m0);
     if (win && best_ms < 0.98 * base_ms) {
-      take(wr, *win);
-      for (size_t j : win_group ? group : std::vector<size_t>{i}) {
-        chosen.push_back({j, win->graph});
-        decided[j] = true;
-        if (j == i) continue;
-        WindowReport& other = rep.windows[j];
-        const auto keep = std::pair{other.index, other.nodes};
-        other = wr;
-        std::tie(other.index, other.nodes) = keep;
-        other.reused = true;
-      }
-      std::sort(chosen.begin(), chosen.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      adopt(i, *win, win_group ? group : std::vector<size_t>{i});
       current = std::move(win_graph);
       current_exe = std::move(win_exe);
     } else if (win) {
@@ -757,7 +825,8 @@ Result optimize(const Graph& model, const Options& opt) {
   // Timing end to end; the optimized program is kept only if it is faster.
   // Nothing to time where the program came out as it went in (no window rewritten, no pass
   // changed anything): the original is written (CSRNet at batch 16 timed the pair for 3 min).
-  if (structure_key(g) == structure_key(model) && !opt.keep_if_slower) {
+  const bool keep_anyway = opt.keep_if_slower || opt.apply_candidates;
+  if (structure_key(g) == structure_key(model) && !keep_anyway) {
     rep.kept_original = true;
     rep.why_original = "no rewrite was kept; the program is the original";
     res.graph = model;
@@ -777,8 +846,8 @@ Result optimize(const Graph& model, const Options& opt) {
   // program level with the original is not worth a rewrite whose gain is noise (Inception-v3
   // at batch 1 once came out 1.09x in process and 0.95x under `pet run`).
   const bool faster = rep.optimized_ms * (1 + kMinEndToEndGain) < rep.original_ms && 2 * pt.b_wins > pt.rounds;
-  if (faster || opt.keep_if_slower) {
-    res.graph = std::move(g);
+  if (faster || keep_anyway) {
+    res.graph = with_model_interface(g, model);
   } else {
     rep.kept_original = true;
     rep.why_original = cat("the optimized program measured ", rep.optimized_ms, " ms against the original's ", rep.original_ms, " ms (faster in ",

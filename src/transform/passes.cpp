@@ -241,7 +241,9 @@ class GatherToSlice final : public Pass {
 
 // ------------------------------------------------------------------ pad-folding
 /// Pad (constant 0, spatial dims, non-negative) -> Conv or AveragePool: the pads move into
-/// the op (an explicitly padded AveragePool counts the zeros: count_include_pad).
+/// the op (an explicitly padded AveragePool counts the zeros: count_include_pad). A pool's pads
+/// stay smaller than its window, as ONNX Runtime requires of every pool it loads (a file
+/// pet optimize wrote with a 1-wide window and a pad of 1 failed to load there).
 class PadFolding final : public Pass {
  public:
   std::string_view name() const override { return "pad-folding"; }
@@ -272,6 +274,7 @@ class PadFolding final : public Pass {
         auto* ap = std::get_if<ops::AveragePool>(&merged);
         bool unpadded = !ap->ceil_mode;
         for (int64_t v : ap->pads) unpadded = unpadded && v == 0;
+        for (size_t i = 0; i < k; ++i) unpadded = unpadded && extra[i] < ap->kernel_shape[i] && extra[k + i] < ap->kernel_shape[i];
         if (!unpadded) continue;
         ap->pads = extra;
         ap->count_include_pad = true;

@@ -12,6 +12,12 @@
 //   difftest replay MODEL.onnx|DIR... every configuration x {1, 2, 3} threads x 2 seeds
 //   difftest show SEED INDEX          one program, and its plan under each configuration
 //
+// With --optimize [--optimize-budget S] (run, replay, show), each program goes through the
+// whole optimizer first (pet optimize's search on a budget of S seconds, default 3, every
+// window taking its best mutant unmeasured), and the optimized program is checked: its
+// interface, the reference interpreter and the backend on it against the original's
+// reference outputs, and an ONNX round trip; --emit writes the optimized programs.
+//
 // Exit: 0 all agree, 1 a failure, 2 bad usage, 3 the backend is not here (cuda without a
 // CUDA device, or not built).
 #include <poll.h>
@@ -36,6 +42,9 @@
 #include "pet/eval/compare.hpp"
 #include "pet/eval/interpreter.hpp"
 #include "pet/onnx/onnx.hpp"
+#ifndef PET_DIFFTEST_NO_OPTIMIZE
+#include "pet/optimize/optimize.hpp"
+#endif
 #include "program_gen.hpp"
 
 namespace fs = std::filesystem;
@@ -53,6 +62,9 @@ struct Config {
 /// The backend under test (--backend): "cpu", or "cuda" (one configuration: cuDNN chooses
 /// its algorithms by measurement). Set once by main, before any worker is forked.
 std::string g_backend = "cpu";
+/// --optimize: programs go through the optimizer first (check_optimized), with this budget.
+bool g_optimize = false;
+double g_optimize_budget = 3;
 
 /// The backend of this process, made once (a cuda backend holds a CUDA context; workers are
 /// forked before any is made, since a CUDA context does not survive fork).
@@ -136,6 +148,9 @@ struct Outcome {
   bool invalid = false;
   std::string invalid_reason;
   std::vector<Failure> failures;
+  std::optional<Graph> optimized;  ///< --optimize: the program the optimizer made (what --emit writes)
+  std::string applied;             ///< --optimize: what it applied (applied_text)
+  int rewritten = 0;               ///< --optimize: windows rewritten
 };
 
 /// The reference interpreter's outputs computed in double, rounded to float.
@@ -160,9 +175,34 @@ std::vector<Value<float>> exact_outputs(const Graph& g, const std::vector<Value<
   return out;
 }
 
-Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
-  Outcome out;
-  std::vector<std::vector<Value<float>>> ins, refs;
+/// Output k of program g's run on input set `in`, against the reference's: "" when they agree
+/// by the rule above, else what differs. `exact` holds the double-precision reference
+/// outputs of `in`, computed when first needed.
+std::string disagreement(const Graph& g, size_t k, const Value<float>& got, const Value<float>& ref, const std::vector<Value<float>>& in,
+                         std::optional<std::vector<Value<float>>>& exact) {
+  const Comparison cmp = compare_outputs(got, ref);
+  if (cmp.pass) return "";
+  // An output whose exact value is far smaller than the terms it sums (a row's deviations
+  // from its mean, added up: 0 exactly) is float rounding noise in the reference too; a
+  // result within tolerance of the exact value, computed in double, is right (seed 44000
+  // program 879: reference 1.4e-4, cpu -6e-6, exact 0).
+  if (!exact) exact = exact_outputs(g, in);
+  const Comparison to_exact = compare_outputs(got, (*exact)[k]);
+  if (to_exact.pass) return "";
+  // An output that is rounding noise itself (a decomposed layer norm of a row whose values
+  // are equal in exact arithmetic: the float reference is off its own exact value by more
+  // than the tolerance) carries no information to check: the backend passes if it is no
+  // further from the exact value than 4 times the reference's own float error (seed 85000
+  // program 1728: reference and cpu both noise of 1e-3 where the exact value is about 1e-13).
+  const Comparison ref_to_exact = compare_outputs(ref, (*exact)[k]);
+  if (!ref_to_exact.pass && to_exact.problem.empty() && to_exact.max_abs_err <= 4 * ref_to_exact.max_abs_err) return "";
+  return cat("output ", k, " ('", g.tensor(g.outputs()[k]).name, "'): ", cmp.problem.empty() ? "" : cmp.problem + "; ", "max|out-ref| ",
+             cmp.max_abs_err, " max|ref| ", cmp.max_abs_ref, ", ", cmp.mismatches, " elements off");
+}
+
+/// The reference interpreter's outputs of g on each input seed (into ins and refs); false,
+/// with the outcome said, when the reference refuses the program or fails.
+bool reference_runs(const Graph& g, std::vector<std::vector<Value<float>>>& ins, std::vector<std::vector<Value<float>>>& refs, Outcome& out) {
   try {
     auto ref = backend::make_backend("reference")->compile(g);
     for (uint64_t s : kInputSeeds) {
@@ -171,12 +211,22 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
     }
   } catch (const InternalError& e) {
     out.failures.push_back({"error", "reference", e.what()});
-    return out;
+    return false;
   } catch (const Error& e) {
     out.invalid = true;
     out.invalid_reason = e.what();
-    return out;
+    return false;
   }
+  return true;
+}
+
+Outcome check_optimized(const Graph& g);
+
+Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
+  if (g_optimize) return check_optimized(g);
+  Outcome out;
+  std::vector<std::vector<Value<float>>> ins, refs;
+  if (!reference_runs(g, ins, refs, out)) return out;
   std::vector<std::optional<std::vector<Value<float>>>> exact(ins.size());  // double-precision references, when needed
   backend::Backend& be = backend_under_test();
   for (const Config& c : configs) {
@@ -214,27 +264,9 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
             break;
           }
           for (size_t k = 0; k < got.size(); ++k) {
-            Comparison cmp = compare_outputs(got[k], refs[s][k]);
-            if (cmp.pass) continue;
-            // An output whose exact value is far smaller than the terms it sums (a row's
-            // deviations from its mean, added up: 0 exactly) is float rounding noise in the
-            // reference too; a result within tolerance of the exact value, computed in
-            // double, is right (seed 44000 program 879: reference 1.4e-4, cpu -6e-6, exact 0).
-            if (!exact[s]) exact[s] = exact_outputs(g, ins[s]);
-            const Comparison to_exact = compare_outputs(got[k], (*exact[s])[k]);
-            if (to_exact.pass) continue;
-            // An output that is rounding noise itself (a decomposed layer norm of a row whose
-            // values are equal in exact arithmetic: the float reference is off its own exact
-            // value by more than the tolerance) carries no information to check: the backend
-            // passes if it is no further from the exact value than 4 times the reference's
-            // own float error (seed 85000 program 1728: reference and cpu both noise of
-            // 1e-3 where the exact value is about 1e-13).
-            const Comparison ref_to_exact = compare_outputs(refs[s][k], (*exact[s])[k]);
-            if (!ref_to_exact.pass && to_exact.problem.empty() && to_exact.max_abs_err <= 4 * ref_to_exact.max_abs_err) continue;
-            out.failures.push_back({"mismatch", config_label(c),
-                                    cat("output ", k, " ('", g.tensor(g.outputs()[k]).name, "'), input seed ", kInputSeeds[s], ": ",
-                                        cmp.problem.empty() ? "" : cmp.problem + "; ", "max|out-ref| ", cmp.max_abs_err, " max|ref| ",
-                                        cmp.max_abs_ref, ", ", cmp.mismatches, " elements off\nplan:\n", exe->describe())});
+            const std::string d = disagreement(g, k, got[k], refs[s][k], ins[s], exact[s]);
+            if (d.empty()) continue;
+            out.failures.push_back({"mismatch", config_label(c), cat(d, ", input seed ", kInputSeeds[s], "\nplan:\n", exe->describe())});
             failed = true;
             break;
           }
@@ -245,6 +277,107 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
   }
   return out;
 }
+
+#ifndef PET_DIFFTEST_NO_OPTIMIZE
+/// The transformations an optimized program took, one line each ("" for none).
+std::string applied_text(const optimize::Report& r) {
+  std::string s;
+  for (const auto& w : r.windows)
+    if (w.applied != "original")
+      s += cat("  window ", w.index, " (", w.ops, "): ", w.applied, " ", w.verdict, w.correction_kernels ? cat(", ", w.correction_kernels, " correction kernels") : "",
+               w.reused ? " (reused)" : "", " -> ", w.summary, "\n");
+  for (const auto& p : r.passes)
+    if (p.stats.changed) s += cat("  pass ", p.name, ": ", p.stats.note, "\n");
+  return s;
+}
+
+/// --optimize: the program through the whole optimizer (`pet optimize`'s search on a small
+/// budget, every window taking its best mutant without measuring in place, so that rewrites
+/// are exercised whether or not they pay off), then the optimized program checked on its own:
+/// the same inputs and outputs (names, types), the reference interpreter and the backend
+/// under test on it against the original's reference outputs, and an ONNX round trip.
+Outcome check_optimized(const Graph& g) {
+  Outcome out;
+  std::vector<std::vector<Value<float>>> ins, refs;
+  if (!reference_runs(g, ins, refs, out)) return out;
+  optimize::Options o;
+  o.backend = g_backend;
+  o.budget_s = g_optimize_budget;
+  o.window_budget_s = g_optimize_budget / 2;
+  o.depth = 2;
+  o.rounds = 2;
+  o.top_k = 3;
+  o.measure_best = 3;
+  o.threads = 1;
+  o.time_rounds = 1;
+  o.time_runs = 1;
+  o.apply_candidates = true;
+  set_num_threads(1);
+  optimize::Result r;
+  try {
+    r = optimize::optimize(g, o);
+  } catch (const std::exception& e) {
+    out.failures.push_back({"error", "optimize", e.what()});
+    return out;
+  }
+  out.optimized = r.graph;
+  const Graph& h = *out.optimized;
+  const std::string applied = out.applied = applied_text(r.report);
+  for (const auto& w : r.report.windows) out.rewritten += w.applied != "original";
+  auto fail = [&](const char* kind, const char* where, const std::string& what) {
+    out.failures.push_back({kind, where, cat(what, "\napplied:\n", applied.empty() ? "  nothing\n" : applied, "optimized program:\n", to_text(h))});
+  };
+  auto interface = [](const Graph& x, const std::vector<TensorId>& ts) {
+    std::string s;
+    for (TensorId t : ts) s += cat(x.tensor(t).name, ":", to_string(x.type(t)), " ");
+    return s;
+  };
+  if (interface(g, g.inputs()) != interface(h, h.inputs()) || interface(g, g.outputs()) != interface(h, h.outputs())) {
+    fail("mismatch", "interface", cat("inputs ", interface(h, h.inputs()), "outputs ", interface(h, h.outputs()), "where the original has inputs ",
+                                      interface(g, g.inputs()), "outputs ", interface(g, g.outputs())));
+    return out;
+  }
+  std::vector<std::optional<std::vector<Value<float>>>> exact(ins.size());
+  auto check_runs = [&](const char* where, const std::function<std::vector<Value<float>>(const std::vector<Value<float>>&)>& run) {
+    try {
+      for (size_t s = 0; s < ins.size(); ++s) {
+        const auto got = run(ins[s]);
+        for (size_t k = 0; k < got.size(); ++k)
+          if (std::string d = disagreement(g, k, got[k], refs[s][k], ins[s], exact[s]); !d.empty()) {
+            fail("mismatch", where, cat(d, ", input seed ", kInputSeeds[s]));
+            return;
+          }
+      }
+    } catch (const std::exception& e) {
+      fail("error", where, e.what());
+    }
+  };
+  {
+    std::unique_ptr<backend::Executable> exe;
+    check_runs("optimized/reference", [&](const auto& in) {
+      if (!exe) exe = backend::make_backend("reference")->compile(h);
+      return exe->run(in);
+    });
+  }
+  {
+    std::unique_ptr<backend::Executable> exe;
+    check_runs(g_backend == "cuda" ? "optimized/cuda" : "optimized/cpu", [&](const auto& in) {
+      if (!exe) exe = backend_under_test().compile(h);
+      return exe->run(in);
+    });
+  }
+  {
+    std::unique_ptr<backend::Executable> exe;
+    check_runs("optimized/onnx-roundtrip", [&](const auto& in) {
+      if (!exe) exe = backend::make_backend("reference")->compile(onnx::import_bytes(onnx::export_bytes(h), "optimized program").graph);
+      return exe->run(in);
+    });
+  }
+  return out;
+}
+#else
+Outcome check_optimized(const Graph&) { throw Unsupported("--optimize: this build of difftest has no optimizer (the sanitizer build)"); }
+#endif
 
 /// Writes the program and its reference outputs in ONNX's backend-test layout (for ONNX
 /// Runtime, tests/difftest/ort_check.py), then re-imports the file and checks that it
@@ -305,10 +438,10 @@ struct RunOptions {
     Graph g = random_program(program_seed(ro.seed, i), ro.gen);
     Outcome o = check_program(g, configs_for(i));
     if (!o.invalid && o.failures.empty() && ro.emit_every && i % ro.emit_every == 0 && !ro.emit_dir.empty())
-      if (auto fl = emit(g, fs::path(ro.emit_dir) / cat("p", i))) o.failures.push_back(*fl);
+      if (auto fl = emit(o.optimized ? *o.optimized : g, fs::path(ro.emit_dir) / cat("p", i))) o.failures.push_back(*fl);
     for (const Failure& fl : o.failures)
       std::fprintf(f, "R %lu %s\t%s\t%s\n", (unsigned long)i, fl.kind.c_str(), fl.config.c_str(), one_line(fl.detail).c_str());
-    std::fprintf(f, "D %lu %s\n", (unsigned long)i, o.invalid ? "invalid" : "ok");
+    std::fprintf(f, "D %lu %s\n", (unsigned long)i, o.invalid ? "invalid" : o.rewritten ? "rewritten" : "ok");
     std::fflush(f);
   }
   std::fclose(f);
@@ -455,7 +588,7 @@ struct Found {
 int cmd_run(const RunOptions& ro) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Found> found;
-  uint64_t done = 0, invalid = 0;
+  uint64_t done = 0, invalid = 0, rewritten = 0;  // rewritten: --optimize rewrote a window
   std::vector<std::pair<uint64_t, uint64_t>> batches;
   for (uint64_t b = ro.start; b < ro.start + ro.count; b += uint64_t(ro.batch))
     batches.push_back({b, std::min(b + uint64_t(ro.batch), ro.start + ro.count)});
@@ -505,6 +638,7 @@ int cmd_run(const RunOptions& ro) {
         else if (line[0] == 'D') {
           k.started = false, ++done;
           if (rest == "invalid") ++invalid;
+          if (rest == "rewritten") ++rewritten;
         } else if (line[0] == 'R') {
           std::string kind = rest.substr(0, rest.find('\t'));
           std::string r2 = rest.substr(rest.find('\t') + 1);
@@ -571,8 +705,8 @@ int cmd_run(const RunOptions& ro) {
         std::ofstream txt(fs::path(ro.out_dir) / (tag + ".txt"));
         txt << "difftest failure: " << kind << " (program " << f.index << " of run seed " << ro.seed << ")\n"
             << "first seen: " << f.config << ": " << f.detail.substr(0, 600) << "\n\n"
-            << "replay: build/tests/difftest replay " << exported << "\n"
-            << "regenerate: build/tests/difftest show " << ro.seed << " " << f.index << "\n\n"
+            << "replay: build/tests/difftest replay " << (g_optimize ? "--optimize " : "") << exported << "\n"
+            << "regenerate: build/tests/difftest show " << (g_optimize ? "--optimize " : "") << ro.seed << " " << f.index << "\n\n"
             << "minimal program (" << small.num_nodes() << " nodes):\n"
             << to_text(small) << "\noriginal program (" << g.num_nodes() << " nodes):\n"
             << to_text(g);
@@ -592,6 +726,7 @@ int cmd_run(const RunOptions& ro) {
   nlohmann::json j{{"programs", done},       {"invalid", invalid},     {"failures", jf},     {"failed_programs", shrunk.size()},
                    {"seed", ro.seed},         {"start", ro.start},      {"seconds", seconds}, {"input_seeds", {kInputSeeds[0], kInputSeeds[1]}},
                    {"min_ops", ro.gen.min_ops}, {"max_ops", ro.gen.max_ops}};
+  if (g_optimize) j["optimize"] = {{"budget_s", g_optimize_budget}, {"programs_rewritten", rewritten}};
   std::set<uint64_t> bad;
   for (const Found& f : found) bad.insert(f.index);
   j["failed_programs"] = bad.size();
@@ -601,6 +736,7 @@ int cmd_run(const RunOptions& ro) {
   if (!ro.json.empty()) std::ofstream(ro.json) << j.dump(1) << "\n";
   std::printf("difftest: %lu programs (seed %lu, from %lu), %lu refused by the reference, %zu failing, %.1f s\n", (unsigned long)done,
               (unsigned long)ro.seed, (unsigned long)ro.start, (unsigned long)invalid, bad.size(), seconds);
+  if (g_optimize) std::printf("difftest: --optimize rewrote a window of %lu programs\n", (unsigned long)rewritten);
   for (const Found& f : found)
     std::printf("  program %lu: %s on %s: %s\n", (unsigned long)f.index, f.kind.c_str(), f.config.c_str(),
                 one_line(f.detail.substr(0, 300)).c_str());
@@ -631,7 +767,8 @@ int cmd_replay(const std::vector<std::string>& args) {
       continue;
     }
     for (const auto& fl : o.failures) std::printf("%s: %s on %s: %s\n", f.c_str(), fl.kind.c_str(), fl.config.c_str(), fl.detail.c_str());
-    if (o.failures.empty()) std::printf("%s: ok (%zu configurations x 2 input seeds)\n", f.c_str(), all_configs({1, 2, 3}).size());
+    if (o.failures.empty() && g_optimize) std::printf("%s: ok (optimized; reference, %s and ONNX round trip x 2 input seeds)\n", f.c_str(), g_backend.c_str());
+    else if (o.failures.empty()) std::printf("%s: ok (%zu configurations x 2 input seeds)\n", f.c_str(), all_configs({1, 2, 3}).size());
     failed += !o.failures.empty();
   }
   return failed ? 1 : 0;
@@ -654,6 +791,8 @@ int cmd_show(uint64_t seed, uint64_t index, const GenOptions& gen) {
   Outcome o = check_program(g, configs_for(index));
   for (const auto& fl : o.failures) std::printf("\n%s on %s: %s\n", fl.kind.c_str(), fl.config.c_str(), fl.detail.c_str());
   if (o.invalid) std::printf("\nrefused by the reference: %s\n", o.invalid_reason.c_str());
+  if (o.optimized)
+    std::printf("\noptimized program (applied:\n%s):\n%s", o.applied.empty() ? "  nothing\n" : o.applied.c_str(), to_text(*o.optimized).c_str());
   return o.failures.empty() ? 0 : 1;
 }
 
@@ -661,9 +800,9 @@ int usage() {
   std::fprintf(stderr,
                "usage: difftest run [--count N] [--seed S] [--start I] [--workers W] [--out DIR] [--json FILE] [--emit DIR]\n"
                "                    [--emit-every K] [--min-ops A] [--max-ops B] [--timeout SEC] [--max-shrink N] [--asan BIN] [--quiet]\n"
-               "                    [--backend cpu|cuda]\n"
-               "       difftest replay [--backend cpu|cuda] MODEL.onnx|DIR...\n"
-               "       difftest show [--backend cpu|cuda] SEED INDEX\n");
+               "                    [--backend cpu|cuda] [--optimize] [--optimize-budget S]\n"
+               "       difftest replay [--backend cpu|cuda] [--optimize] MODEL.onnx|DIR...\n"
+               "       difftest show [--backend cpu|cuda] [--optimize] SEED INDEX\n");
   return 2;
 }
 
@@ -697,6 +836,8 @@ int main(int argc, char** argv) {
       else if (a == "--asan") ro.asan = val();
       else if (a == "--quiet") ro.quiet = true;
       else if (a == "--backend") g_backend = val();
+      else if (a == "--optimize") g_optimize = true;
+      else if (a == "--optimize-budget") g_optimize_budget = std::stod(val()), g_optimize = true;
       else if (!a.empty() && a[0] == '-') throw InvalidInput(cat("unknown option ", a));
       else pos.push_back(a);
     }

@@ -82,6 +82,11 @@ struct Options {
   /// Return the optimized program even when it measured slower (for analysis; the report
   /// still says so).
   bool keep_if_slower = false;
+  /// For testing the rewrites (tests/difftest's optimize mode): every window takes its best
+  /// estimated mutant that stitches, whether or not it is estimated faster than the original,
+  /// without measuring it in place, and the result is returned however it times. The
+  /// end-to-end check still runs.
+  bool apply_candidates = false;
   std::function<void(const Progress&)> progress;
 };
 
