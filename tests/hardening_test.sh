@@ -80,6 +80,12 @@ expect 0 "on cpu: median" -- env HOME=/proc/x XDG_CACHE_HOME= "$PET" run "$model
 expect 2 "option '--time-budget' needs a number, got 'abc'" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o2" --time-budget abc
 expect 2 "--time-budget needs a positive number of seconds, got -1" -- "$PET" mutate "$M/matmul.onnx" --out-dir "$TMP/o2" --time-budget -1
 expect 2 "--budget needs zero or more seconds, got -5" -- "$PET" optimize "$model" -o "$TMP/x.onnx" --budget -5
+# Nothing rewritten (--policy none: the program comes out as it went in) on a model whose
+# symbolic dim 'M' pet bound to 1: the user's file is written unchanged, 'M' kept, not the
+# program at M = 1 (which it wrote before).
+expect 0 "note: input 'a' dimension 0 \\('M'\\) set to 1" -- "$PET" optimize "$M/matmul.onnx" -o "$TMP/kept.onnx" --policy none --budget 5 --profile-cache none
+expect 0 "written: the original file, unchanged" -- "$PET" optimize "$M/matmul.onnx" -o "$TMP/kept.onnx" --policy none --budget 5 --profile-cache none
+cmp -s "$M/matmul.onnx" "$TMP/kept.onnx" && echo "ok:   the kept original is the model file" || { echo "FAIL: pet optimize that kept the original did not write the original file"; fails=$((fails + 1)); }
 
 # Caches: SQLite databases pet wrote; a file it did not write is never overwritten.
 cp "$SRC/README.md" "$TMP/README.copy"

@@ -2,7 +2,9 @@
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <climits>
 #include <fstream>
+#include <iterator>
 
 #include "op_mapping.hpp"
 
@@ -64,6 +66,43 @@ void check_bytes(std::string_view bytes, const std::string& label) {
   } catch (const std::exception& e) {
     throw InvalidInput(cat(label, ": ONNX checker: ", e.what()));
   }
+}
+
+namespace {
+bool has_external_data(const ::onnx::GraphProto& g) {
+  auto external = [](const ::onnx::TensorProto& t) { return t.data_location() == ::onnx::TensorProto::EXTERNAL; };
+  for (const auto& t : g.initializer())
+    if (external(t)) return true;
+  for (const auto& s : g.sparse_initializer())
+    if (external(s.values()) || external(s.indices())) return true;
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_t() && external(a.t())) return true;
+      for (const auto& t : a.tensors())
+        if (external(t)) return true;
+      if (a.has_g() && has_external_data(a.g())) return true;
+      for (const auto& sg : a.graphs())
+        if (has_external_data(sg)) return true;
+    }
+  return false;
+}
+}  // namespace
+
+bool self_contained(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ::onnx::ModelProto model;
+  if (bytes.size() > size_t(INT32_MAX) || !model.ParseFromArray(bytes.data(), int(bytes.size())) || has_external_data(model.graph())) return false;
+  // This ONNX library's checker (1.12) knows IR versions up to 8; newer exporters write 9 and
+  // 10 for the same content, which ONNX Runtime and the newer checkers accept.
+  if (model.ir_version() > 8) model.set_ir_version(8);
+  try {
+    check_bytes(model.SerializeAsString(), path);
+  } catch (const InvalidInput&) {
+    return false;
+  }
+  return true;
 }
 
 void export_file(const Graph& g, const std::string& path) {

@@ -36,7 +36,10 @@ struct Importer {
 
   Shape bind_shape(const ::onnx::ValueInfoProto& vi) {
     const std::string& name = vi.name();
-    if (auto it = opt.input_shapes.find(name); it != opt.input_shapes.end()) return it->second;
+    if (auto it = opt.input_shapes.find(name); it != opt.input_shapes.end()) {
+      m.specialised = true;
+      return it->second;
+    }
     if (auto it = values.find(name); it != values.end())
       return std::visit([](const auto& t) { return t.shape(); }, it->second.second);
     const auto& tt = vi.type().tensor_type();
@@ -49,6 +52,7 @@ struct Importer {
       } else {
         std::string p = d.has_dim_param() ? d.dim_param() : "";
         if (!p.empty()) dim_params.insert(p);
+        m.specialised = true;
         auto it = p.empty() ? opt.dims.end() : opt.dims.find(p);
         int64_t v = it != opt.dims.end() ? it->second : opt.default_dim;
         if (it == opt.dims.end())

@@ -64,6 +64,8 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     std::fflush(stderr);
   };
   onnx::Model m = load_model(a, path, import_options(a));
+  if (!quiet)
+    for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   optimize::Result r;
   try {
     r = optimize::optimize(m.graph, opt);
@@ -74,8 +76,24 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   }
   if (tty && !quiet) std::fputs("\r\033[K", stderr);
   r.graph.name = m.graph.name;
-  onnx::export_file(r.graph, *out);
   const auto& rep = r.report;
+  // Where nothing paid off on a program specialised at import (a symbolic batch bound to 1),
+  // the user's own file is written unchanged, its symbolic dims (and opset, metadata) as they
+  // were, where it is self-contained and passes the checker; else the program, as imported
+  // (a file ONNX Runtime cannot load as given, such as an opset-13 MeanVarianceNormalization,
+  // whose function body it fails on, loads as pet writes it). An optimized program is
+  // written at the shapes it was optimised for.
+  std::string written = "optimized program";
+  if (rep.kept_original && m.specialised && onnx::self_contained(path)) {
+    std::error_code ec;
+    if (!std::filesystem::equivalent(path, *out, ec) &&
+        !std::filesystem::copy_file(path, *out, std::filesystem::copy_options::overwrite_existing, ec))
+      throw InvalidInput(cat("-o: cannot write '", *out, "': ", ec.message()));
+    written = "original file";
+  } else {
+    onnx::export_file(r.graph, *out);
+    if (rep.kept_original) written = "original program";
+  }
 
   nlohmann::json j;
   j["model"] = path;
@@ -92,6 +110,8 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   j["timing_rounds"] = rep.timing_rounds;
   j["timing_rounds_won"] = rep.timing_rounds_won;
   j["kept_original"] = rep.kept_original;
+  j["written"] = written;
+  j["notes"] = m.notes;
   if (rep.kept_original) j["why_original"] = rep.why_original;
   j["check"] = rep.check;
   j["stop_reason"] = rep.stop_reason;
@@ -145,6 +165,10 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
                   opt.backend.c_str(), rep.original_ms, rep.optimized_ms, rep.timing_rounds_won, rep.timing_rounds,
                   rep.original_ms / std::max(1e-9, rep.optimized_ms), rep.kept_original ? " -- not faster: the original is written" : "");
     std::printf("  check against the original: %s\n", rep.check.c_str());
+    if (written == "original file")
+      std::printf("  written: the original file, unchanged (its shapes as declared)\n");
+    else if (!m.notes.empty())
+      std::printf("  written: the %s at the shapes it was optimised for (the notes above; --dim and --shape choose others)\n", written.c_str());
     for (const auto& w : rep.windows) {
       if (w.applied == "original" && !a.flag("explain")) continue;
       std::printf("  window %d (%s at '%s')%s: ", w.index, w.ops.c_str(), w.nodes.front().c_str(), w.reused ? " [reused]" : w.search_cached ? " [search cached]" : "");

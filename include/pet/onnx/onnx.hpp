@@ -41,6 +41,9 @@ struct Model {
   int64_t opset = 0;
   std::vector<std::string> notes;  ///< human-readable remarks (bound dims, bound inputs)
   std::vector<std::string> declared_inputs;  ///< the file's non-initializer inputs, in order
+  /// An input's shape was chosen at import (a symbolic or unknown dimension bound, or a
+  /// --shape given): the program is the file's at those shapes only.
+  bool specialised = false;
 };
 
 /// Imports an ONNX file. Throws InvalidInput / Unsupported with the file name in the text.
@@ -57,6 +60,10 @@ std::string export_bytes(const Graph& g);
 void export_file(const Graph& g, const std::string& path);
 /// Runs onnx::checker (and ONNX shape inference) on serialized bytes; throws InvalidInput.
 void check_bytes(std::string_view bytes, const std::string& label);
+/// Whether the model file at `path` can be copied elsewhere as it is: every tensor is inside
+/// it (no external data, which a copy in another folder would lose) and it passes
+/// check_bytes. pet optimize writes such a file unchanged where it keeps the original program.
+bool self_contained(const std::string& path);
 
 /// A named tensor as stored in ONNX TensorProto files (input_N.pb / output_N.pb).
 struct NamedTensor {
