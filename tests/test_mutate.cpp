@@ -182,6 +182,39 @@ TEST_CASE("merge and split rules") {
   }
   CHECK(check_rule("conv-merge-grouped", two) == "equivalent");
 
+  // 1-D and 3-D convs: conv-merge-shared-input read a 1-D conv's shapes past their end
+  // (heap overflow, found by difftest --optimize) and takes 2-D convs only; conv-merge-grouped
+  // compared weights' dim 3 and padded weights as rank 4, and takes any rank.
+  for (const Shape& xs : {Shape{1, 4, 7}, Shape{1, 4, 3, 4, 5}}) {
+    const size_t k = xs.size() - 2;
+    Shape ws{3, 4}, ws5{2, 4};
+    for (size_t i = 0; i < k; ++i) ws.push_back(3), ws5.push_back(1);
+    const std::vector<int64_t> pads(2 * k, 1), no_pads(2 * k, 0);
+    Graph shared, pair;
+    {
+      Builder b(shared);
+      Rng rng(5);
+      TensorId x = b.input("x", xs);
+      b.output(b.add(ops::Conv{.pads = pads}, {x, b.constant("w1", lab::random_weight(ws, rng))}, "a"));
+      b.output(b.add(ops::Conv{.pads = no_pads}, {x, b.constant("w2", lab::random_weight(ws5, rng))}, "b"));
+    }
+    {
+      Builder b(pair);
+      Rng rng(6);
+      TensorId x = b.input("x", xs), y = b.input("y", xs);
+      b.output(b.add(ops::Conv{.pads = pads}, {x, b.constant("w1", lab::random_weight(ws, rng))}, "cx"));
+      Shape ws2 = ws;
+      ws2[0] = 2;
+      b.output(b.add(ops::Conv{.pads = pads}, {y, b.constant("w2", lab::random_weight(ws2, rng))}, "cy"));
+    }
+    INFO("input ", xs);
+    CHECK(refusal("conv-merge-shared-input", shared) == "not a 2-D conv");
+    CHECK(check_rule("conv-merge-grouped", pair) == "equivalent");
+    for (const auto& r : builtin_rules().rules())  // no rule reads past a 1-D or 3-D conv's shapes
+      for (const Graph* g : {&shared, &pair})
+        for (NodeId n = 0; n < g->num_nodes(); ++n) CHECK_NOTHROW(r->apply_at(*g, n));
+  }
+
   CHECK(check_rule("grouped-conv-split", conv_program({1, 8, 5, 5}, {8, 2, 3, 3}, ops::Conv{.pads = {1, 1, 1, 1}, .group = 4}, true)) ==
         "equivalent");
   CHECK(refusal("grouped-conv-split", conv_program({1, 2, 4, 4}, {2, 2, 1, 1}, ops::Conv{}, false)) == "not grouped");

@@ -470,13 +470,17 @@ struct Search {
       if (in_prelude ? (vals[i].step < 0 && !vals[i].weight) : vals[i].step == last) data.push_back(int(i));
     const bool prelude = in_prelude;
 
+    // try_op grows `vals` (and shrinks it back): a reference into it does not survive a call
+    // (the shapes below are copies; references were read after reallocation, found by
+    // difftest --optimize under AddressSanitizer).
     // 1. R/T moves on a data value (never on an R/T output).
     for (int x : data) {
       const Val& v = vals[size_t(x)];
       if (v.step >= 0 && std::holds_alternative<ops::RT>(steps[size_t(v.step)].op)) continue;
       if (v.type.shape.size() > 4 || !allowed({x})) continue;
-      for (auto& rt : rt_moves(v.type.shape))
-        if (rt.out_shape != v.type.shape || !is_identity(rt)) try_op(rt, {x}, depth);
+      const Shape shape = v.type.shape;
+      for (auto& rt : rt_moves(shape))
+        if (rt.out_shape != shape || !is_identity(rt)) try_op(rt, {x}, depth);
     }
     // 2. Compute ops: an original conv / matmul with an operand from the search; each
     //    original compute op is used at most once (mutants do its work, not more).
@@ -541,7 +545,7 @@ struct Search {
     // 4. Splits of the previous output into the original outputs' sizes along one axis.
     if (out_types.size() > 1)
       for (int x : prev) {
-        const Shape& s = vals[size_t(x)].type.shape;
+        const Shape s = vals[size_t(x)].type.shape;
         for (size_t axis = 0; axis < s.size(); ++axis) {
           std::vector<int64_t> sizes;
           bool ok = true;
@@ -555,7 +559,7 @@ struct Search {
       }
     // 5. Explicit padding by an original conv's pads; slicing back to the output shape.
     for (int x : data) {
-      const Shape& s = vals[size_t(x)].type.shape;
+      const Shape s = vals[size_t(x)].type.shape;
       if (!allowed({x})) continue;
       for (NodeId n : compute)
         if (const auto* c = std::get_if<ops::Conv>(&orig.node(n).op); c && s.size() == c->pads.size() / 2 + 2) {

@@ -42,9 +42,7 @@
 #include "pet/eval/compare.hpp"
 #include "pet/eval/interpreter.hpp"
 #include "pet/onnx/onnx.hpp"
-#ifndef PET_DIFFTEST_NO_OPTIMIZE
 #include "pet/optimize/optimize.hpp"
-#endif
 #include "program_gen.hpp"
 
 namespace fs = std::filesystem;
@@ -278,7 +276,6 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
   return out;
 }
 
-#ifndef PET_DIFFTEST_NO_OPTIMIZE
 /// The transformations an optimized program took, one line each ("" for none).
 std::string applied_text(const optimize::Report& r) {
   std::string s;
@@ -375,9 +372,6 @@ Outcome check_optimized(const Graph& g) {
   }
   return out;
 }
-#else
-Outcome check_optimized(const Graph&) { throw Unsupported("--optimize: this build of difftest has no optimizer (the sanitizer build)"); }
-#endif
 
 /// Writes the program and its reference outputs in ONNX's backend-test layout (for ONNX
 /// Runtime, tests/difftest/ort_check.py), then re-imports the file and checks that it
@@ -712,7 +706,7 @@ int cmd_run(const RunOptions& ro) {
             << to_text(g);
         if (!ro.asan.empty() && (kind == "crash" || kind == "error") && !exported.empty() && exported[0] != '(') {
           const std::string log = (fs::path(ro.out_dir) / (tag + ".asan.txt")).string();
-          std::string cmd = cat("'", ro.asan, "' replay '", exported, "' > '", log, "' 2>&1");
+          std::string cmd = cat("'", ro.asan, "' replay ", g_optimize ? "--optimize '" : "'", exported, "' > '", log, "' 2>&1");
           int rc = std::system(cmd.c_str());
           e["asan_log"] = log;
           e["asan_exit"] = rc;

@@ -22,6 +22,7 @@ struct ConvMergeShared final : Rule<ops::Conv> {
   Result apply(const Match<ops::Conv>& m, MutantBuilder& b) const override {
     const ops::Conv& c = m.op();
     if (c.group != 1) return no_match("grouped");
+    if (!detail::is_conv2d(m.type(0))) return no_match("not a 2-D conv");  // its kernel arithmetic is 2-D's (a 1-D conv read past its shapes)
     auto sib = m.siblings(0);
     std::vector<NodeId> group{m.node_id()};
     Shape big = m.type(1).shape;
@@ -90,7 +91,7 @@ struct ConvMergeGrouped final : Rule<ops::Conv> {
       if (node.inputs[0] == m.node().inputs[0] || o != c || node.inputs.size() != m.node().inputs.size()) continue;
       if (g.type(node.inputs[0]) != m.type(0) || !b.is_mapped(node.inputs[0])) continue;
       const Shape &w0 = m.type(1).shape, &w1 = g.type(node.inputs[1]).shape;
-      if (w0[1] != w1[1] || w0[2] != w1[2] || w0[3] != w1[3]) continue;
+      if (!std::equal(w0.begin() + 1, w0.end(), w1.begin() + 1, w1.end())) continue;  // any rank (a 1-D conv's weight has no dim 3)
       other = k;
     }
     if (other < 0) return no_match("no conv with the same attributes on another input of the same shape");
@@ -103,7 +104,8 @@ struct ConvMergeGrouped final : Rule<ops::Conv> {
       return b.pad(w, p);
     };
     TensorId x = b.concat({m.input(0), b.mapped(o.inputs[0])}, 1);
-    std::vector<TensorId> in{x, b.concat({widen(m.input(1), f0, 4), widen(b.mapped(o.inputs[1]), f1, 4)}, 0)};
+    const int64_t wrank = int64_t(m.type(1).shape.size());  // 3 to 5: 1-D to 3-D convs
+    std::vector<TensorId> in{x, b.concat({widen(m.input(1), f0, wrank), widen(b.mapped(o.inputs[1]), f1, wrank)}, 0)};
     if (m.num_inputs() == 3) in.push_back(b.concat({widen(m.input(2), f0, 1), widen(b.mapped(o.inputs[2]), f1, 1)}, 0));
     ops::Conv grouped = c;
     grouped.group = 2;
