@@ -335,10 +335,12 @@ Outcome check_optimized(const Graph& g) {
     return out;
   }
   std::vector<std::optional<std::vector<Value<float>>>> exact(ins.size());
-  auto check_runs = [&](const char* where, const std::function<std::vector<Value<float>>(const std::vector<Value<float>>&)>& run) {
+  // The optimized program compiled by `compile`, run on every input set.
+  auto check_runs = [&](const char* where, const std::function<std::unique_ptr<backend::Executable>()>& compile) {
     try {
+      const auto exe = compile();
       for (size_t s = 0; s < ins.size(); ++s) {
-        const auto got = run(ins[s]);
+        const auto got = exe->run(ins[s]);
         for (size_t k = 0; k < got.size(); ++k)
           if (std::string d = disagreement(g, k, got[k], refs[s][k], ins[s], exact[s]); !d.empty()) {
             fail("mismatch", where, cat(d, ", input seed ", kInputSeeds[s]));
@@ -349,27 +351,10 @@ Outcome check_optimized(const Graph& g) {
       fail("error", where, e.what());
     }
   };
-  {
-    std::unique_ptr<backend::Executable> exe;
-    check_runs("optimized/reference", [&](const auto& in) {
-      if (!exe) exe = backend::make_backend("reference")->compile(h);
-      return exe->run(in);
-    });
-  }
-  {
-    std::unique_ptr<backend::Executable> exe;
-    check_runs(g_backend == "cuda" ? "optimized/cuda" : "optimized/cpu", [&](const auto& in) {
-      if (!exe) exe = backend_under_test().compile(h);
-      return exe->run(in);
-    });
-  }
-  {
-    std::unique_ptr<backend::Executable> exe;
-    check_runs("optimized/onnx-roundtrip", [&](const auto& in) {
-      if (!exe) exe = backend::make_backend("reference")->compile(onnx::import_bytes(onnx::export_bytes(h), "optimized program").graph);
-      return exe->run(in);
-    });
-  }
+  check_runs("optimized/reference", [&] { return backend::make_backend("reference")->compile(h); });
+  check_runs(g_backend == "cuda" ? "optimized/cuda" : "optimized/cpu", [&] { return backend_under_test().compile(h); });
+  check_runs("optimized/onnx-roundtrip",
+             [&] { return backend::make_backend("reference")->compile(onnx::import_bytes(onnx::export_bytes(h), "optimized program").graph); });
   return out;
 }
 
