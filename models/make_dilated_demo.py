@@ -3,7 +3,9 @@
 back end (two 3x3 dilation-2 convs with ReLUs, 96 channels on 1x96x28x28, symbolic batch
 'N'), where pet optimize turns each dilated conv into a dense conv over the phase images
 (Winograd applies then) and the R/T ops between the layers cancel out.
-Run: /usr/bin/python3 models/make_dilated_demo.py [OUT]   (needs python3-onnx and python3-numpy)"""
+Run: /usr/bin/python3 models/make_dilated_demo.py [OUT] [--symbolic-spatial]   (needs python3-onnx and python3-numpy)
+--symbolic-spatial: height and width are symbolic too ('H', 'W'; tests/optimize_test.sh: a
+rewrite for one height that pet cannot write for every height)."""
 import os
 import sys
 
@@ -22,10 +24,12 @@ for i in range(LAYERS):
                                   dilations=[2, 2]))
     nodes.append(helper.make_node("Relu", [f"conv{i}"], [f"relu{i}"], name=f"relu{i}"))
     x = f"relu{i}"
-graph = helper.make_graph(nodes, "dilated_demo", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", C, HW, HW])],
-                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", C, HW, HW])], inits)
+args = [a for a in sys.argv[1:] if a != "--symbolic-spatial"]
+spatial = ["H", "W"] if "--symbolic-spatial" in sys.argv[1:] else [HW, HW]
+graph = helper.make_graph(nodes, "dilated_demo", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", C] + spatial)],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", C] + spatial)], inits)
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="pet make_dilated_demo.py")
 onnx.checker.check_model(model)
-out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "dilated_demo.onnx")
+out = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "dilated_demo.onnx")
 onnx.save(model, out)
 print(f"wrote {out} ({os.path.getsize(out) // 1024} KB)")

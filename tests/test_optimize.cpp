@@ -14,6 +14,7 @@
 #include "pet/optimize/serialize.hpp"
 #include "pet/verify/verifier.hpp"
 #include "pet/transform/patterns.hpp"
+#include "pet/transform/rebind.hpp"
 
 using namespace pet;
 using namespace pet::testing;
@@ -443,4 +444,56 @@ TEST_CASE("optimize: a wrong transformation is caught and named, a wrong rule ne
   auto r = optimize::optimize(g, o2);
   CHECK(max_diff(g, r.graph) < 1e-4);
   for (const auto& w : r.report.windows) CHECK(w.applied.find("test-wrong") == std::string::npos);
+}
+
+TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2, the two exports generalised, the file right at N = 1, 3, 5") {
+  const std::string demo = std::string(PET_SOURCE_DIR) + "/models/dilated_demo.onnx";
+  const onnx::Model m = onnx::import_file(demo);  // the batch 'N' bound to 1
+  REQUIRE(m.dims == std::map<std::string, int64_t>{{"N", 1}});
+  CHECK_FALSE(m.unnamed_dims);
+  CHECK_FALSE(m.shapes_given);
+  optimize::Options opt = quick();
+  opt.only_rules = {"conv-dilated-to-dense"};
+  opt.depth = 0;
+  opt.apply_candidates = true;  // rewritten whether or not it pays off on this machine
+  auto r = optimize::optimize(m.graph, opt);
+  REQUIRE_FALSE(r.report.kept_original);
+  auto count = [](const Graph& g, auto pred) {
+    int k = 0;
+    for (const Node& n : g.nodes()) k += pred(n.op);
+    return k;
+  };
+  REQUIRE(count(r.graph, [](const Op& op) { return holds_any<ops::RT>(op); }) > 0);  // the phases go into the batch dim
+
+  const Graph at1 = transform::rebind(r.graph, {});
+  const Graph at2 = transform::rebind(r.graph, {{"x", {2, 96, 28, 28}}});
+  CHECK(at2.type(at2.outputs()[0]).shape == Shape{2, 96, 28, 28});
+  const std::string bytes = onnx::generalise(onnx::export_bytes(at1), onnx::export_bytes(at2), demo, {"N"});
+  for (int64_t n : {1, 3, 5}) {
+    onnx::ImportOptions io;
+    io.dims = {{"N", n}};
+    const onnx::Model written = onnx::import_bytes(bytes, "generalised", io);
+    const onnx::Model original = onnx::import_file(demo, io);
+    CAPTURE(n);
+    CHECK(written.dims == io.dims);  // the input is declared with the symbolic 'N'
+    CHECK(written.graph.type(written.graph.outputs()[0]).shape == Shape{n, 96, 28, 28});
+    CHECK(optimize::compare(written.graph, original.graph, opt) == "");
+  }
+  // Two programs that differ in more than extents are not one program for every N, and the
+  // comparison sees what differs.
+  auto program = [](int64_t n, float c) {
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {n, 96, 28, 28});
+    Tensor<float> k({1});
+    k[0] = c;
+    b.output(b.add(ops::Relu{}, {b.add(ops::Add{}, {x, b.constant("k", k)})}));
+    return g;
+  };
+  CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(program(1, 1.f)), onnx::export_bytes(program(2, 2.f)), demo, {"N"}),
+                       doctest::Contains("constant 'k' depends on the shapes"), Unsupported);
+  CHECK_NOTHROW(onnx::generalise(onnx::export_bytes(program(1, 1.f)), onnx::export_bytes(program(2, 1.f)), demo, {"N"}));
+  CHECK(optimize::compare(program(2, 1.f), program(2, 1.5f), opt).find("max|opt-orig|") != std::string::npos);
+  CHECK(optimize::compare(program(2, 1.f), program(3, 1.f), opt).find("input 0 is float32[2,96,28,28]") != std::string::npos);
+  CHECK(optimize::compare(program(2, 1.f), program(2, 1.f), opt) == "");
 }

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "pet/transform/pass.hpp"
+#include "pet/transform/rebind.hpp"
 
 using namespace pet;
 using namespace pet::testing;
@@ -387,5 +388,75 @@ TEST_CASE("dead-code drops a Dropout mask nobody reads (the data output becomes 
       if (const auto* d = std::get_if<ops::Dropout>(&g.node(n).op)) CHECK(d->num_outputs == (mask_read ? 2 : 1));
     CHECK(g.tensor(g.outputs()[0]).name == "y");
     if (!mask_read) same_results(orig, g, 3, 0);
+  }
+}
+
+TEST_CASE("rebind: a program at other input shapes, extents following the inputs where that is well defined, otherwise refused") {
+  using transform::follow_reshape;
+  // the same extent at the same position after dims of the same size (ONNX's 0)
+  CHECK(follow_reshape({1, 96, 28, 28}, {3, 96, 28, 28}, {1, 96, 14, 2, 14, 2}) == Shape{3, 96, 14, 2, 14, 2});
+  // a dim of size 1 joins the outermost target dim that can hold it (a dense conv's phases and batch)
+  CHECK(follow_reshape({2, 2, 1, 96, 14, 14}, {2, 2, 3, 96, 14, 14}, {4, 96, 14, 14}) == Shape{12, 96, 14, 14});
+  // target dims splitting the changed dim: the one of size 1 grows
+  CHECK(follow_reshape({4, 96, 14, 14}, {12, 96, 14, 14}, {2, 2, 1, 96, 14, 14}) == Shape{2, 2, 3, 96, 14, 14});
+  // a larger dim has one place: inside a target dim, or as a dim of its own
+  CHECK(follow_reshape({3, 4, 6}, {5, 4, 6}, {12, 6}) == Shape{20, 6});
+  CHECK(follow_reshape({4, 2}, {4, 5}, {2, 2, 2}) == Shape{2, 2, 5});
+  // mixed with other dims, or two dims changing in one target dim: no counterpart
+  CHECK_FALSE(follow_reshape({2, 3}, {4, 3}, {3, 2}));
+  CHECK_FALSE(follow_reshape({1, 1, 6}, {2, 2, 6}, {6}));
+  CHECK_FALSE(follow_reshape({1, 96, 28, 28}, {1, 96, 3, 4}, {1, 96, 14, 2, 14, 2}));
+
+  // A program with every op whose attributes spell out extents, built at batch n.
+  auto program = [](int64_t n) {
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {n, 8, 4, 6});
+    TensorId r = b.add(ops::Reshape{.shape = {n, 8, 24}}, {x});
+    TensorId s = b.slice(r, 1, 0, 4);                                             // [n, 4, 24]: dim 0 whole
+    TensorId e = b.add(ops::Expand{.shape = {n, 4, 24}}, {b.slice(s, 2, 0, 1)});  // [n, 4, 1] -> [n, 4, 24]
+    TensorId p = b.add(ops::Patch{.offsets = {0, 0, 3}}, {s, b.slice(e, 2, 0, 5)});
+    TensorId t = b.rt(p, {n, 4, 4, 6}, {0, 2, 1, 3}, {n * 4, 4, 6});
+    b.output(b.add(ops::Relu{}, {t}));
+    return g;
+  };
+  const Graph g1 = program(1), g3 = program(3);
+  const Graph r3 = transform::rebind(g1, {{"x", {3, 8, 4, 6}}});
+  REQUIRE(r3.num_nodes() == g3.num_nodes());
+  for (NodeId n = 0; n < r3.num_nodes(); ++n) CHECK(r3.type(r3.node(n).outputs[0]) == g3.type(g3.node(n).outputs[0]));
+  same_results(r3, g3, 5);
+  same_results(transform::rebind(g1, {}), g1, 6);  // no new shapes: the same program
+
+  // Refused, naming the node: extents that do not follow the batch.
+  auto refuses = [](auto build, const std::string& what) {
+    Graph g;
+    Builder b(g);
+    b.output(build(b, b.input("x", {2, 4})));
+    CHECK_THROWS_WITH_AS(transform::rebind(g, {{"x", {5, 4}}}), doctest::Contains(what.c_str()), Unsupported);
+  };
+  refuses([](Builder& b, TensorId x) { return b.split(x, 0, {1, 1})[0]; }, "splits dim 0");
+  refuses([](Builder& b, TensorId x) { return b.slice(x, 0, 0, 1); }, "takes part of dim 0");
+  refuses([](Builder& b, TensorId x) { return b.add(ops::Expand{.shape = {2, 2, 4}}, {b.slice(x, 0, 0, 1)}); }, "takes part of dim 0");
+  refuses([](Builder& b, TensorId x) { return b.add(ops::Patch{.offsets = {1, 0}}, {x, b.slice(x, 0, 0, 1)}); }, "takes part of dim 0");
+  {  // a reshape that mixes the batch with another dim
+    Graph g;
+    Builder b(g);
+    b.output(b.add(ops::Reshape{.shape = {3, 2}}, {b.input("x", {2, 3})}));
+    CHECK_THROWS_WITH_AS(transform::rebind(g, {{"x", {4, 3}}}), doctest::Contains("shape [3,2] of [2,3] has no counterpart for [4,3]"), Unsupported);
+  }
+  {  // a broadcast of a dim that grows
+    Graph g;
+    Builder b(g);
+    b.output(b.add(ops::Expand{.shape = {3, 4}}, {b.input("x", {1, 4})}));
+    CHECK_THROWS_WITH_AS(transform::rebind(g, {{"x", {2, 4}}}), doctest::Contains("broadcasts dim 0"), Unsupported);
+  }
+  {  // a patch of part of a dim that grows
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {2, 4}), y = b.input("y", {2, 2});
+    b.output(b.add(ops::Patch{.offsets = {0, 1}}, {x, y}));
+    CHECK_NOTHROW(transform::rebind(g, {{"x", {5, 4}}, {"y", {5, 2}}}));
+    CHECK_THROWS_WITH_AS(transform::rebind(g, {{"x", {5, 4}}}), doctest::Contains("change differently"), Unsupported);
+    CHECK_THROWS_WITH_AS(transform::rebind(g, {{"y", {5, 2}}}), doctest::Contains("became"), Unsupported);
   }
 }

@@ -37,7 +37,7 @@ struct Importer {
   Shape bind_shape(const ::onnx::ValueInfoProto& vi) {
     const std::string& name = vi.name();
     if (auto it = opt.input_shapes.find(name); it != opt.input_shapes.end()) {
-      m.specialised = true;
+      m.specialised = m.shapes_given = true;
       return it->second;
     }
     if (auto it = values.find(name); it != values.end())
@@ -55,6 +55,8 @@ struct Importer {
         m.specialised = true;
         auto it = p.empty() ? opt.dims.end() : opt.dims.find(p);
         int64_t v = it != opt.dims.end() ? it->second : opt.default_dim;
+        if (p.empty()) m.unnamed_dims = true;
+        else m.dims[p] = v;
         if (it == opt.dims.end())
           m.notes.push_back(cat("input '", name, "' dimension ", s.size(), p.empty() ? "" : cat(" ('", p, "')"), " set to ", v));
         s.push_back(v);

@@ -359,6 +359,14 @@ Graph with_model_interface(const Graph& g, const Graph& model) {
 }
 }  // namespace
 
+std::string compare(const Graph& program, const Graph& original, const Options& opt) {
+  if (program.inputs().size() != original.inputs().size()) return cat(program.inputs().size(), " inputs instead of ", original.inputs().size());
+  for (size_t k = 0; k < program.inputs().size(); ++k)
+    if (program.type(program.inputs()[k]) != original.type(original.inputs()[k]))
+      return cat("input ", k, " is ", to_string(program.type(program.inputs()[k])), " instead of ", to_string(original.type(original.inputs()[k])));
+  return differs(program, reference_outputs(original, opt.check_seeds, quantizes(original)), opt.check_atol, opt.check_rtol);
+}
+
 Result optimize(const Graph& model, const Options& opt) {
   const auto t0 = clock::now();
   check_pass_names(opt.passes, opt);

@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "pet/backend/backend.hpp"
 #include "pet/optimize/optimize.hpp"
+#include "pet/transform/rebind.hpp"
 
 namespace pet::cli {
 
@@ -18,6 +20,93 @@ std::vector<std::string> names(const std::optional<std::string>& s) {
   if (!s) return v;
   for (const auto& n : transform::pass_list(*s)) v.push_back(n);
   return v;
+}
+std::string binding_text(const std::map<std::string, int64_t>& b) {
+  std::string s;
+  for (const auto& [p, v] : b) s += cat(s.empty() ? "" : ", ", p, "=", v);
+  return s;
+}
+
+/// The optimized program written for every value of some of the model's symbolic dims.
+struct Symbolic {
+  std::string bytes;
+  std::set<std::string> dims;  ///< the dims it takes any value of (the others: as bound)
+  std::string checked;         ///< the bindings it was checked at
+};
+
+/// One try for the symbolic dims `free` (the others stay as import bound them): the program
+/// rebound at a second binding of them, the two exports written as one file with ONNX's
+/// "follow the input" extents (onnx::generalise), and that file, imported at three bindings
+/// (the one optimised for and two more), computes there what the original model computes
+/// (the end-to-end check). "" on success (`out` filled), else why not.
+std::string try_symbolic(const Graph& program, const std::string& path, const onnx::Model& m, const onnx::ImportOptions& io,
+                         const optimize::Options& opt, const std::set<std::string>& free, Symbolic& out) {
+  // Small values (the checks run the reference interpreter), other than the one bound, and
+  // different for different dims (2 and 3 for the first dim, 3 and 4 for the next, ...).
+  std::vector<std::map<std::string, int64_t>> bindings(3, m.dims);
+  int64_t i = 0;
+  for (const auto& [p, v] : m.dims) {
+    if (!free.count(p)) continue;
+    int64_t w = 2 + i++;
+    for (size_t k = 1; k < 3; ++k, ++w) {
+      if (w == v) ++w;
+      bindings[k][p] = w;
+    }
+  }
+  auto import_at = [&](const std::map<std::string, int64_t>& b) {
+    onnx::ImportOptions o = io;
+    o.dims = b;
+    return onnx::import_file(path, o);
+  };
+  try {
+    const onnx::Model second = import_at(bindings[1]);
+    std::map<std::string, Shape> shapes;
+    for (TensorId t : second.graph.inputs()) shapes[second.graph.tensor(t).name] = second.graph.type(t).shape;
+    Symbolic s{onnx::generalise(onnx::export_bytes(transform::rebind(program, {})), onnx::export_bytes(transform::rebind(program, shapes)), path, free),
+               free, ""};
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    for (size_t k = 0; k < bindings.size(); ++k) {
+      onnx::ImportOptions o = io;
+      o.dims.clear();
+      for (const auto& p : free) o.dims[p] = bindings[k].at(p);  // the others are fixed in the written file
+      const onnx::Model written = onnx::import_bytes(s.bytes, "the optimized program", o, dir.empty() ? "." : dir);
+      const Graph& original = k == 0 ? m.graph : k == 1 ? second.graph : import_at(bindings[k]).graph;
+      if (std::string d = optimize::compare(written.graph, original, opt); !d.empty())
+        throw Unsupported(cat("at ", binding_text(bindings[k]), " it differs from the original: ", d));
+      s.checked += cat(k ? "; " : "", binding_text(o.dims));
+    }
+    out = std::move(s);
+    return "";
+  } catch (const InvalidInput& e) {
+    return e.what();
+  } catch (const Unsupported& e) {
+    return e.what();
+  }
+}
+
+/// The optimized program for every value of the model's symbolic dims where it carries over
+/// (try_symbolic); where not for all of them together, for as many as carry over one by one
+/// (a batch can stay symbolic where a rewrite needs the height it was optimised for). `why`
+/// says why a dim stays fixed.
+std::optional<Symbolic> for_every_shape(const Graph& program, const std::string& path, const onnx::Model& m, const onnx::ImportOptions& io,
+                                        const optimize::Options& opt, std::string& why) {
+  if (m.shapes_given) return why = "--shape fixed its input shapes", std::nullopt;
+  if (m.unnamed_dims) return why = "an input has a dimension with neither a value nor a name", std::nullopt;
+  std::set<std::string> all;
+  for (const auto& [p, v] : m.dims) all.insert(p);
+  Symbolic best;
+  why = try_symbolic(program, path, m, io, opt, all, best);
+  if (why.empty()) return best;
+  if (all.size() > 1) {
+    std::set<std::string> free;
+    for (const auto& p : all) {
+      std::set<std::string> more = free;
+      more.insert(p);
+      if (try_symbolic(program, path, m, io, opt, more, best).empty()) free = more;
+    }
+    if (!free.empty()) return best;
+  }
+  return std::nullopt;
 }
 }  // namespace
 
@@ -50,6 +139,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   check_writable_file(*out, "-o");
   if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
   opt.keep_if_slower = a.flag("keep-slower");
+  opt.apply_candidates = a.flag("apply-candidates");
   opt.passes.disabled = transform::pass_list(a.get("disable-pass").value_or(""));
   opt.passes.print_after = transform::pass_list(a.get("print-after").value_or(""));
   if (opt.depth < 0 || opt.depth > 6) throw InvalidInput(cat("--depth ", opt.depth, ": choose 0 to 6"));
@@ -83,8 +173,17 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   // (a file ONNX Runtime cannot load as given, such as an opset-13 MeanVarianceNormalization,
   // whose function body it fails on, loads as pet writes it). An optimized program is
   // written at the shapes it was optimised for.
-  std::string written = "optimized program";
-  if (rep.kept_original && m.specialised && onnx::self_contained(path)) {
+  std::string written = "optimized program", why_fixed;
+  std::optional<Symbolic> symbolic;
+  if (!rep.kept_original && !m.dims.empty()) {
+    if (!quiet) std::fprintf(stderr, "pet optimize: checking the optimized program at other values of %s\n", binding_text(m.dims).c_str());
+    symbolic = for_every_shape(r.graph, path, m, import_options(a), opt, why_fixed);
+  }
+  if (symbolic) {
+    std::ofstream f(*out, std::ios::binary);
+    if (!f || !f.write(symbolic->bytes.data(), std::streamsize(symbolic->bytes.size()))) throw InvalidInput(cat("-o: cannot write '", *out, "'"));
+    written = "optimized program for every shape";
+  } else if (rep.kept_original && m.specialised && onnx::self_contained(path)) {
     std::error_code ec;
     if (!std::filesystem::equivalent(path, *out, ec) &&
         !std::filesystem::copy_file(path, *out, std::filesystem::copy_options::overwrite_existing, ec))
@@ -111,6 +210,11 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   j["timing_rounds_won"] = rep.timing_rounds_won;
   j["kept_original"] = rep.kept_original;
   j["written"] = written;
+  if (symbolic) {
+    j["symbolic_dims"] = symbolic->dims;
+    j["symbolic_dims_checked_at"] = symbolic->checked;
+  }
+  if (!why_fixed.empty()) j["why_fixed_shapes"] = why_fixed;
   j["notes"] = m.notes;
   if (rep.kept_original) j["why_original"] = rep.why_original;
   j["check"] = rep.check;
@@ -167,8 +271,18 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     std::printf("  check against the original: %s\n", rep.check.c_str());
     if (written == "original file")
       std::printf("  written: the original file, unchanged (its shapes as declared)\n");
+    else if (symbolic) {
+      std::string dims, fixed;
+      for (const auto& [p, v] : m.dims) {
+        std::string& list = symbolic->dims.count(p) ? dims : fixed;
+        list += cat(list.empty() ? "" : ", ", p, symbolic->dims.count(p) ? "" : cat("=", v));
+      }
+      std::printf("  written: the optimized program for every value of %s (checked against the original at %s)%s\n", dims.c_str(), symbolic->checked.c_str(),
+                  fixed.empty() ? "" : cat("; ", fixed, " as optimised: ", why_fixed).c_str());
+    }
     else if (!m.notes.empty())
-      std::printf("  written: the %s at the shapes it was optimised for (the notes above; --dim and --shape choose others)\n", written.c_str());
+      std::printf("  written: the %s at the shapes it was optimised for (the notes above; --dim and --shape choose others)%s\n", written.c_str(),
+                  why_fixed.empty() ? "" : cat(": not for every shape, ", why_fixed).c_str());
     for (const auto& w : rep.windows) {
       if (w.applied == "original" && !a.flag("explain")) continue;
       std::printf("  window %d (%s at '%s')%s: ", w.index, w.ops.c_str(), w.nodes.front().c_str(), w.reused ? " [reused]" : w.search_cached ? " [search cached]" : "");

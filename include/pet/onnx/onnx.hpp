@@ -8,6 +8,7 @@
 /// shape, Slice's starts, Pad's pads, ...) must be constant and become op attributes.
 /// Errors name the file, the node, its op and what was wrong.
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct Model {
   /// An input's shape was chosen at import (a symbolic or unknown dimension bound, or a
   /// --shape given): the program is the file's at those shapes only.
   bool specialised = false;
+  /// The symbolic dims (ONNX dim_param) of the declared inputs, each with the value import bound
+  /// it to; `unnamed_dims`: some dim had neither a value nor a name; `shapes_given`: an input's
+  /// whole shape came from ImportOptions::input_shapes.
+  std::map<std::string, int64_t> dims;
+  bool unnamed_dims = false, shapes_given = false;
 };
 
 /// Imports an ONNX file. Throws InvalidInput / Unsupported with the file name in the text.
@@ -64,6 +70,18 @@ void check_bytes(std::string_view bytes, const std::string& label);
 /// it (no external data, which a copy in another folder would lose) and it passes
 /// check_bytes. pet optimize writes such a file unchanged where it keeps the original program.
 bool self_contained(const std::string& path);
+
+/// One model for every value of the symbolic dims. `at_a` and `at_b` are exports of one
+/// program at two bindings of them (transform::rebind: the same tensors and nodes in the same
+/// order); `original` is the model file the program came from. The result declares the
+/// original's graph inputs (their symbolic dims) and, where it declares them consistently,
+/// its outputs, and writes each extent that differs between the two the way ONNX says
+/// "follow the input": a Reshape target's 0 or -1, a Slice's end INT64_MAX, an Expand's 1.
+/// Dims of the original's declarations named in `symbolic` stay symbolic; its other symbolic
+/// dims are written at the value they have in `at_a` (and must have the same in `at_b`).
+/// Throws Unsupported naming the node where a difference is anything else. What the result
+/// computes at other bindings is the caller's to check.
+std::string generalise(std::string_view at_a, std::string_view at_b, const std::string& original, const std::set<std::string>& symbolic);
 
 /// A named tensor as stored in ONNX TensorProto files (input_N.pb / output_N.pb).
 struct NamedTensor {

@@ -154,6 +154,12 @@ struct Result {
 /// when the end-to-end check finds a difference it cannot attribute.
 Result optimize(const Graph& model, const Options& opt = {});
 
+/// The end-to-end check on its own: "" when `program` computes what `original` computes (the
+/// reference interpreter on opt.check_seeds random input sets, in double where the original
+/// quantizes; tolerance opt.check_atol + opt.check_rtol * max|original| per output), else
+/// what differs. Inputs and outputs are matched by position.
+std::string compare(const Graph& program, const Graph& original, const Options& opt);
+
 /// The program as the optimizer's passes see it before the search (canonicalisation).
 transform::Pipeline canonicalization_pipeline();
 /// The post-optimisations run after stitching (with `extra` appended).

@@ -1,0 +1,228 @@
+// onnx::generalise: one model for every value of the symbolic dims, from exports of one
+// program at two bindings (include/pet/onnx/onnx.hpp).
+#include <onnx/shape_inference/implementation.h>
+
+#include <climits>
+#include <fstream>
+#include <iterator>
+
+#include "proto_util.hpp"
+
+namespace pet::onnx {
+
+using namespace detail;
+
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+::onnx::ModelProto parse(std::string_view bytes, const std::string& label) {
+  ::onnx::ModelProto m;
+  if (bytes.size() > size_t(INT32_MAX) || !m.ParseFromArray(bytes.data(), int(bytes.size())))
+    throw InvalidInput(cat(label, ": not a valid ONNX model"));
+  return m;
+}
+
+/// Every tensor's static shape in m, by name, from ONNX's own shape inference.
+std::map<std::string, Dims> shapes_of(::onnx::ModelProto m) {
+  ::onnx::shape_inference::InferShapes(m, ::onnx::OpSchemaRegistry::Instance());
+  std::map<std::string, Dims> s;
+  auto add = [&](const ::onnx::ValueInfoProto& vi) {
+    if (!vi.type().tensor_type().has_shape()) return;
+    Dims d;
+    for (const auto& dim : vi.type().tensor_type().shape().dim()) {
+      if (!dim.has_dim_value()) return;
+      d.push_back(dim.dim_value());
+    }
+    s[vi.name()] = d;
+  };
+  for (const auto& vi : m.graph().input()) add(vi);
+  for (const auto& vi : m.graph().value_info()) add(vi);
+  for (const auto& vi : m.graph().output()) add(vi);
+  for (const auto& t : m.graph().initializer()) s[t.name()] = Dims(t.dims().begin(), t.dims().end());
+  return s;
+}
+
+Dims ints_of(const ::onnx::TensorProto& t) {
+  auto [dtype, v] = tensor_from_proto(t, ".", "initializer");
+  const auto* i = std::get_if<Tensor<int64_t>>(&v);
+  if (dtype != DType::Int64 || !i) throw Unsupported(cat("initializer '", t.name(), "' is not an int64 list"));
+  return i->vec();
+}
+
+/// ONNX Reshape's output shape for `shape` (0 copies, -1 infers, allowzero 0) of input `in`.
+std::optional<Dims> reshape_to(const Dims& shape, const Dims& in) {
+  Dims out = shape;
+  int64_t known = 1, n = 1;
+  int infer = -1;
+  for (int64_t d : in) n *= d;
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k] == 0) {
+      if (k >= in.size()) return std::nullopt;
+      out[k] = in[k];
+    }
+    if (out[k] == -1) {
+      if (infer >= 0) return std::nullopt;
+      infer = int(k);
+    } else {
+      known *= out[k];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || n % known) return std::nullopt;
+    out[size_t(infer)] = n / known;
+  }
+  return out;
+}
+
+struct Merger {
+  ::onnx::ModelProto a, b;
+  std::map<std::string, Dims> sa, sb;  // shapes at the two bindings
+  const std::set<std::string>& symbolic;  // the dim_params that stay symbolic
+
+  [[noreturn]] static void cannot(const ::onnx::NodeProto& n, const std::string& why) {
+    throw Unsupported(cat(n.op_type(), " '", n.name(), "': ", why));
+  }
+  const Dims& shape(const std::map<std::string, Dims>& s, const ::onnx::NodeProto& n, const std::string& t) const {
+    auto it = s.find(t);
+    if (it == s.end()) cannot(n, cat("the shape of '", t, "' is not known"));
+    return it->second;
+  }
+  const Dims* ints_input(const ::onnx::NodeProto& n, int slot, std::map<std::string, Dims>& cache) const {
+    if (n.input_size() <= slot || n.input(slot).empty()) return nullptr;
+    if (auto it = cache.find(n.input(slot)); it != cache.end()) return &it->second;
+    for (const auto& t : a.graph().initializer())
+      if (t.name() == n.input(slot)) return &(cache[t.name()] = ints_of(t));
+    cannot(n, cat("input '", n.input(slot), "' is not a constant"));
+  }
+
+  /// The value of int64 initializer slot `slot` of node n that spells out extents which are
+  /// va in a and vb in b, written so that it means both.
+  Dims merge(const ::onnx::NodeProto& n, int slot, const Dims& va, const Dims& vb) {
+    if (va.size() != vb.size()) cannot(n, cat("input ", slot, " has ", va.size(), " values at one binding and ", vb.size(), " at the other"));
+    const Dims &ia = shape(sa, n, n.input(0)), &ib = shape(sb, n, n.input(0));
+    Dims out = va;
+    std::map<std::string, Dims> cache;
+    if (n.op_type() == "Reshape" && slot == 1) {
+      int inferred = 0;
+      for (size_t k = 0; k < va.size(); ++k) {
+        if (va[k] == vb[k]) {
+          if (va[k] <= 0) cannot(n, "its shape holds a zero-size dim");
+          continue;
+        }
+        if (k < ia.size() && k < ib.size() && va[k] == ia[k] && vb[k] == ib[k]) out[k] = 0;
+        else out[k] = -1, ++inferred;
+      }
+      if (inferred > 1 || reshape_to(out, ia) != va || reshape_to(out, ib) != vb)
+        cannot(n, cat("no one target shape gives ", va, " of ", ia, " and ", vb, " of ", ib));
+      return out;
+    }
+    if (n.op_type() == "Slice" && slot == 2) {
+      const Dims* axes = ints_input(n, 3, cache);
+      const Dims* steps = ints_input(n, 4, cache);
+      for (size_t k = 0; k < va.size(); ++k) {
+        if (va[k] == vb[k]) continue;
+        const int64_t ax = axes ? (*axes)[k] : int64_t(k);
+        if (ax < 0 || size_t(ax) >= ia.size() || size_t(ax) >= ib.size() || (steps && (*steps)[k] <= 0) || va[k] < ia[size_t(ax)] ||
+            vb[k] < ib[size_t(ax)])
+          cannot(n, cat("its end on axis ", ax, " is ", va[k], " of ", ia, " and ", vb[k], " of ", ib, ", not the end of both"));
+        out[k] = INT64_MAX;
+      }
+      return out;
+    }
+    if (n.op_type() == "Expand" && slot == 1) {
+      const size_t off = va.size() >= ia.size() ? va.size() - ia.size() : 0;
+      for (size_t k = 0; k < va.size(); ++k) {
+        if (va[k] == vb[k]) continue;
+        if (k < off || va.size() < ia.size() || ia.size() != ib.size() || ia[k - off] != va[k] || ib[k - off] != vb[k])
+          cannot(n, cat("it expands to ", va, " and ", vb, ", not following its input ", ia, " and ", ib));
+        out[k] = 1;
+      }
+      return out;
+    }
+    cannot(n, cat("its input '", n.input(slot), "' depends on the shapes and is not an extent pet can write for every shape"));
+  }
+
+  /// The declared type of graph input or output `vi` (of a), taken from the original's
+  /// declaration of the same name where they agree at both bindings.
+  void declare(::onnx::ValueInfoProto& vi, const ::onnx::ValueInfoProto* orig, bool is_input) {
+    const Dims &da = sa.at(vi.name()), &db = sb.at(vi.name());
+    const char* what = is_input ? "input" : "output";
+    if (orig && orig->type().has_tensor_type() && orig->type().tensor_type().elem_type() == vi.type().tensor_type().elem_type() &&
+        orig->type().tensor_type().has_shape() && orig->type().tensor_type().shape().dim_size() == int(da.size())) {
+      *vi.mutable_type() = orig->type();
+      auto& dims = *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+      for (int k = 0; k < dims.size(); ++k) {
+        const size_t d = size_t(k);
+        const bool free = dims[k].has_dim_param() && symbolic.count(dims[k].dim_param());
+        if (!free && da[d] != db[d])
+          throw Unsupported(cat(what, " '", vi.name(), "' is ", da, " and ", db, " where the model declares dim ", k, " as ",
+                                dims[k].has_dim_value() ? std::to_string(dims[k].dim_value()) : cat("'", dims[k].dim_param(), "'")));
+        if (dims[k].has_dim_value() && dims[k].dim_value() != da[d])
+          throw Unsupported(cat(what, " '", vi.name(), "' is ", da, " where the model declares dim ", k, " as ", dims[k].dim_value()));
+        if (!free) dims[k].set_dim_value(da[d]);  // a symbolic dim kept at the value it was optimised for
+      }
+      return;
+    }
+    if (is_input) throw Unsupported(cat("input '", vi.name(), "' is not declared so in the original model"));
+    auto* sh = vi.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (int k = 0; k < sh->dim_size(); ++k)
+      if (da[size_t(k)] != db[size_t(k)]) sh->mutable_dim(k)->clear_dim_value();  // unknown: ONNX Runtime infers it
+  }
+};
+
+const ::onnx::ValueInfoProto* find_info(const google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto>& v, const std::string& name) {
+  for (const auto& vi : v)
+    if (vi.name() == name) return &vi;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string generalise(std::string_view at_a, std::string_view at_b, const std::string& original, const std::set<std::string>& symbolic) {
+  Merger m{parse(at_a, "generalise: the first program"), parse(at_b, "generalise: the second program"), {}, {}, symbolic};
+  std::ifstream f(original, std::ios::binary);
+  const std::string obytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const ::onnx::ModelProto o = parse(obytes, original);
+  m.sa = shapes_of(m.a);
+  m.sb = shapes_of(m.b);
+  auto& ga = *m.a.mutable_graph();
+  const auto& gb = m.b.graph();
+  if (ga.node_size() != gb.node_size() || ga.initializer_size() != gb.initializer_size() || ga.input_size() != gb.input_size() ||
+      ga.output_size() != gb.output_size())
+    throw InternalError("generalise: the two programs differ in structure");
+  for (int i = 0; i < ga.node_size(); ++i) {
+    const auto &na = ga.node(i), &nb = gb.node(i);
+    if (na.op_type() != nb.op_type() || na.name() != nb.name() || na.input_size() != nb.input_size() ||
+        na.attribute_size() != nb.attribute_size())
+      throw InternalError(cat("generalise: node ", i, " differs in structure ('", na.name(), "', '", nb.name(), "')"));
+    for (int k = 0; k < na.input_size(); ++k)
+      if (na.input(k) != nb.input(k)) throw InternalError(cat("generalise: node '", na.name(), "' reads different tensors"));
+    for (int k = 0; k < na.attribute_size(); ++k)
+      if (na.attribute(k).SerializeAsString() != nb.attribute(k).SerializeAsString())
+        Merger::cannot(na, cat("its attribute '", na.attribute(k).name(), "' depends on the shapes"));
+  }
+  std::map<std::string, const ::onnx::TensorProto*> binit;
+  for (const auto& t : gb.initializer()) binit[t.name()] = &t;
+  for (auto& t : *ga.mutable_initializer()) {
+    auto it = binit.find(t.name());
+    if (it == binit.end()) throw InternalError(cat("generalise: initializer '", t.name(), "' is in one program only"));
+    if (t.SerializeAsString() == it->second->SerializeAsString()) continue;
+    const ::onnx::NodeProto* reader = nullptr;
+    int slot = -1, readers = 0;
+    for (const auto& n : ga.node())
+      for (int k = 0; k < n.input_size(); ++k)
+        if (n.input(k) == t.name()) reader = &n, slot = k, ++readers;
+    if (readers != 1 || t.data_type() != ::onnx::TensorProto::INT64)
+      throw Unsupported(cat("constant '", t.name(), "' depends on the shapes"));
+    const Dims v = m.merge(*reader, slot, ints_of(t), ints_of(*it->second));
+    tensor_to_proto(DType::Int64, Tensor<int64_t>({int64_t(v.size())}, v), &t);
+  }
+  for (auto& vi : *ga.mutable_input()) m.declare(vi, find_info(o.graph().input(), vi.name()), true);
+  for (auto& vi : *ga.mutable_output()) m.declare(vi, find_info(o.graph().output(), vi.name()), false);
+  std::string bytes = m.a.SerializeAsString();
+  check_bytes(bytes, cat("the program for every shape of '", original, "'"));
+  return bytes;
+}
+
+}  // namespace pet::onnx
