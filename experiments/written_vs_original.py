@@ -57,7 +57,11 @@ def main():
             times = {"original": [], "written": []}
             for r in range(a.rounds):
                 log(f"{entry}: round {r + 1}/{a.rounds}")
-                for k, (path, dim) in {"original": (model, ["--dim", f"batch={batch}"]), "written": (out, [])}.items():
+                # the written file takes --dim where its batch stayed symbolic (an unchanged
+                # original, or an optimized program written for every batch)
+                symbolic = rep.get("written") == "original file" or "batch" in rep.get("symbolic_dims", [])
+                batch_dim = ["--dim", f"batch={batch}"]
+                for k, (path, dim) in {"original": (model, batch_dim), "written": (out, batch_dim if symbolic else [])}.items():
                     j = os.path.join(tmp, "run.json")
                     # both with the optimizer's algorithm choices (its cache), as E1 runs them
                     sh([a.pet, "run", path, *dim, "--repeat", str(a.repeat), "--json", j, "--algorithm-cache", alg])

@@ -172,17 +172,21 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   // were, where it is self-contained and passes the checker; else the program, as imported
   // (a file ONNX Runtime cannot load as given, such as an opset-13 MeanVarianceNormalization,
   // whose function body it fails on, loads as pet writes it). An optimized program is
-  // written at the shapes it was optimised for.
+  // written for every value of the symbolic dims its rewrites carry over to (for_every_shape),
+  // at the shapes it was optimised for otherwise.
   std::string written = "optimized program", why_fixed;
   std::optional<Symbolic> symbolic;
   if (!rep.kept_original && !m.dims.empty()) {
-    if (!quiet) std::fprintf(stderr, "pet optimize: checking the optimized program at other values of %s\n", binding_text(m.dims).c_str());
+    if (!quiet)
+      std::fprintf(stderr, "pet optimize: checking the optimized program at other values of its symbolic dims (optimised at %s)\n",
+                   binding_text(m.dims).c_str());
     symbolic = for_every_shape(r.graph, path, m, import_options(a), opt, why_fixed);
   }
   if (symbolic) {
     std::ofstream f(*out, std::ios::binary);
     if (!f || !f.write(symbolic->bytes.data(), std::streamsize(symbolic->bytes.size()))) throw InvalidInput(cat("-o: cannot write '", *out, "'"));
-    written = "optimized program for every shape";
+    written = "optimized program for every value of";
+    for (const auto& p : symbolic->dims) written += cat(p == *symbolic->dims.begin() ? " " : ", ", p);
   } else if (rep.kept_original && m.specialised && onnx::self_contained(path)) {
     std::error_code ec;
     if (!std::filesystem::equivalent(path, *out, ec) &&
