@@ -106,6 +106,11 @@ expect 0 "warning: the algorithms cache .*damaged.db is damaged .*moved aside" -
 # Silently accepted before: names the model does not have, thread counts, conflicting attributes.
 expect 2 "a shape was given for input 'y', which the model does not have \(its inputs: \[x\]\)" -- "$PET" run "$model" --shape y=1x3x4x4
 expect 2 "a value was given for dimension 'Q', which no input of the model has \(its symbolic dimensions: \[N\]\)" -- "$PET" run "$model" --dim Q=4
+# given input values bind the symbolic dims; a --dim beside them must agree (it was refused
+# as "no symbolic dimensions" before)
+"$PET" run "$model" --dim N=2 --save "$TMP/n2" > /dev/null
+expect 0 "pass" -- "$PET" run "$model" --dim N=2 --check "$TMP/n2"
+expect 2 "dimension 'N' was given as 3 but the value given for input 'x' has 2 there" -- "$PET" run "$model" --dim N=3 --inputs "$TMP/n2"
 expect 2 "--threads 0: choose 1 to" -- "$PET" run "$model" --threads 0
 expect 2 "--threads 500: choose 1 to" -- "$PET" optimize "$model" -o "$TMP/x.onnx" --threads 500
 expect 0 "over 1 run \(1 thread\)" -- "$PET" run "$model" --threads 1

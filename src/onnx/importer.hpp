@@ -40,8 +40,20 @@ struct Importer {
       m.specialised = m.shapes_given = true;
       return it->second;
     }
-    if (auto it = values.find(name); it != values.end())
-      return std::visit([](const auto& t) { return t.shape(); }, it->second.second);
+    if (auto it = values.find(name); it != values.end()) {
+      // The value fixes the shape; a value given for one of its symbolic dims must agree.
+      Shape s = std::visit([](const auto& t) { return t.shape(); }, it->second.second);
+      const auto& tt = vi.type().tensor_type();
+      for (int k = 0; tt.has_shape() && k < tt.shape().dim_size() && size_t(k) < s.size(); ++k) {
+        const auto& d = tt.shape().dim(k);
+        if (!d.has_dim_param() || d.dim_param().empty()) continue;
+        dim_params.insert(d.dim_param());
+        if (auto dv = opt.dims.find(d.dim_param()); dv != opt.dims.end() && dv->second != s[size_t(k)])
+          fail_invalid(cat("dimension '", d.dim_param(), "' was given as ", dv->second, " but the value given for input '", name, "' has ",
+                           s[size_t(k)], " there"));
+      }
+      return s;
+    }
     const auto& tt = vi.type().tensor_type();
     if (!tt.has_shape()) fail_invalid(cat("input '", name, "' has no declared shape; pass its shape explicitly"));
     Shape s;
