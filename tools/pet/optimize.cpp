@@ -39,8 +39,8 @@ struct Symbolic {
 /// "follow the input" extents (onnx::generalise), and that file, imported at three bindings
 /// (the one optimised for and two more), computes there what the original model computes
 /// (the end-to-end check). "" on success (`out` filled), else why not.
-std::string try_symbolic(const Graph& program, const std::string& path, const onnx::Model& m, const onnx::ImportOptions& io,
-                         const optimize::Options& opt, const std::set<std::string>& free, Symbolic& out) {
+std::string try_symbolic(const Graph& program, const std::string& as_optimised, const std::string& path, const onnx::Model& m,
+                         const onnx::ImportOptions& io, const optimize::Options& opt, const std::set<std::string>& free, Symbolic& out) {
   // Small values (the checks run the reference interpreter), other than the one bound, and
   // different for different dims (2 and 3 for the first dim, 3 and 4 for the next, ...).
   std::vector<std::map<std::string, int64_t>> bindings(3, m.dims);
@@ -62,8 +62,7 @@ std::string try_symbolic(const Graph& program, const std::string& path, const on
     const onnx::Model second = import_at(bindings[1]);
     std::map<std::string, Shape> shapes;
     for (TensorId t : second.graph.inputs()) shapes[second.graph.tensor(t).name] = second.graph.type(t).shape;
-    Symbolic s{onnx::generalise(onnx::export_bytes(transform::rebind(program, {})), onnx::export_bytes(transform::rebind(program, shapes)), path, free),
-               free, ""};
+    Symbolic s{onnx::generalise(as_optimised, onnx::export_bytes(transform::rebind(program, shapes)), path, free), free, ""};
     const std::string dir = std::filesystem::path(path).parent_path().string();
     for (size_t k = 0; k < bindings.size(); ++k) {
       onnx::ImportOptions o = io;
@@ -95,14 +94,21 @@ std::optional<Symbolic> for_every_shape(const Graph& program, const std::string&
   std::set<std::string> all;
   for (const auto& [p, v] : m.dims) all.insert(p);
   Symbolic best;
-  why = try_symbolic(program, path, m, io, opt, all, best);
+  // The program at the values it was optimised for, in the node order rebind gives (once).
+  std::string as_optimised;
+  try {
+    as_optimised = onnx::export_bytes(transform::rebind(program, {}));
+  } catch (const Unsupported& e) {
+    return why = e.what(), std::nullopt;
+  }
+  why = try_symbolic(program, as_optimised, path, m, io, opt, all, best);
   if (why.empty()) return best;
   if (all.size() > 1) {
     std::set<std::string> free;
     for (const auto& p : all) {
       std::set<std::string> more = free;
       more.insert(p);
-      if (try_symbolic(program, path, m, io, opt, more, best).empty()) free = more;
+      if (try_symbolic(program, as_optimised, path, m, io, opt, more, best).empty()) free = more;
     }
     if (!free.empty()) return best;
   }
