@@ -115,7 +115,10 @@ void attr_text(std::string& s, E v) {
 }
 inline void attr_text(std::string& s, const std::vector<int64_t>& v) {
   s += '[';
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
   s += ']';
 }
 inline void attr_text(std::string& s, const std::vector<double>& v) {
