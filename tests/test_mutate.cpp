@@ -111,6 +111,23 @@ TEST_CASE("batch <-> spatial rules") {
         "the conv changes the spatial size along the concatenation axis");
   CHECK(refusal("conv-width-to-batch", conv_program({1, 3, 6, 7}, {4, 3, 3, 3}, same, false)) == "width 7 is not divisible by 2");
   CHECK(refusal("conv-spatial-to-batch-4x4", one) == "image 6x8 is too small for 4x4 tiles");
+
+  // 1-D and 3-D convs: along the last spatial dim (W), the second-to-last (H), tiles of H and W.
+  ops::Conv same1{.pads = {1, 1}}, same3{.pads = {1, 1, 1, 1, 1, 1}};
+  Graph b1 = conv_program({3, 2, 7}, {4, 2, 3}, same1, true), b3 = conv_program({2, 3, 3, 4, 5}, {4, 3, 3, 3, 3}, same3, true);
+  CHECK(check_rule("conv-batch-to-width", b1) == "partially_equivalent");
+  CHECK(check_rule("conv-batch-to-width", b3) == "partially_equivalent");
+  CHECK(check_rule("conv-batch-to-height", b3) == "partially_equivalent");
+  CHECK(refusal("conv-batch-to-height", b1) == "a 1-D conv has no height");
+  // only the dim the images go along must keep its size: this 3-D conv shrinks the depth
+  CHECK(check_rule("conv-batch-to-width", conv_program({2, 3, 4, 4, 5}, {4, 3, 3, 3, 3}, ops::Conv{.pads = {0, 1, 1, 0, 1, 1}}, false)) ==
+        "partially_equivalent");
+  Graph one1 = conv_program({1, 2, 12}, {3, 2, 3}, same1, false), one3 = conv_program({1, 2, 3, 9, 10}, {3, 2, 3, 3, 3}, same3, true);
+  CHECK(check_rule("conv-width-to-batch", one1) == "partially_equivalent");
+  CHECK(check_rule("conv-width-to-batch", one3) == "partially_equivalent");
+  CHECK(check_rule("conv-spatial-to-batch-2x2", one3) == "partially_equivalent");
+  CHECK(refusal("conv-spatial-to-batch-2x2", one1) == "a 1-D conv has no height");
+  CHECK(refusal("conv-width-to-batch", conv_program({1, 2, 3, 4, 7}, {3, 2, 3, 3, 3}, same3, false)) == "width 7 is not divisible by 2");
 }
 
 TEST_CASE("dilated -> dense rules") {
@@ -122,9 +139,25 @@ TEST_CASE("dilated -> dense rules") {
   }
   CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 6, 6}, {2, 2, 3, 3}, ops::Conv{}, false)) == "not dilated");
   CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 9, 9}, {2, 2, 3, 3}, ops::Conv{.dilations = {2, 3}}, false)) ==
-        "dilated unequally along H and W (dilations [2,3])");
+        "dilated unequally along the spatial dims (dilations [2,3])");
   CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 6, 6}, {2, 2, 3, 3}, ops::Conv{.pads = {1, 1, 1, 1}, .dilations = {2, 2}}, false)) ==
         "pads [1,1,1,1] are not divisible by the dilation 2");
+  // 1-D and 3-D convs (WaveNet-style dilated 1-D convs, dilated 3-D convs of video and volume
+  // models): the same regrouping along every spatial dim, odd sizes zero-padded.
+  for (Shape x : {Shape{2, 3, 11}, Shape{1, 4, 16}}) {
+    Graph g = conv_program(x, {5, x[1], 3}, ops::Conv{.pads = {4, 4}, .dilations = {4}}, true);
+    CHECK(check_rule("conv-dilated-to-dense", g) == "equivalent");
+    CHECK(check_rule("conv-dilated-to-dense-blocks", g) == "partially_equivalent");
+  }
+  for (Shape x : {Shape{1, 2, 4, 6, 6}, Shape{2, 3, 5, 4, 7}}) {
+    Graph g = conv_program(x, {4, x[1], 3, 3, 3}, ops::Conv{.pads = {2, 2, 2, 2, 2, 2}, .dilations = {2, 2, 2}}, x[0] == 2);
+    CHECK(check_rule("conv-dilated-to-dense", g) == "equivalent");
+    CHECK(check_rule("conv-dilated-to-dense-blocks", g) == "partially_equivalent");
+  }
+  CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 8, 8, 8}, {2, 2, 3, 3, 3}, ops::Conv{.pads = {2, 2, 2, 2, 2, 2}, .dilations = {2, 2, 1}}, false)) ==
+        "dilated unequally along the spatial dims (dilations [2,2,1])");
+  CHECK(refusal("conv-dilated-to-dense", conv_program({1, 2, 8, 8, 8}, {2, 2, 3, 3, 3}, ops::Conv{.strides = {1, 2, 1}, .pads = {2, 2, 2, 2, 2, 2}, .dilations = {2, 2, 2}}, false)) ==
+        "strided");
 }
 
 TEST_CASE("mutate time budget: candidates examined cheapest first, the rest counted and the stop said") {
@@ -152,6 +185,12 @@ TEST_CASE("padding and transposition rules") {
                    conv_program({1, 3, 7, 9}, {4, 3, 3, 1}, ops::Conv{.strides = {2, 1}, .pads = {1, 0, 1, 0}, .dilations = {1, 1}}, true)) ==
         "equivalent");
   CHECK(refusal("conv-transpose-spatial", conv_program({1, 3, 8, 8}, {4, 3, 3, 3}, ops::Conv{}, false)) == "the kernel is square");
+  CHECK(check_rule("conv-pad-odd", conv_program({1, 3, 7}, {4, 3, 3}, ops::Conv{.pads = {1, 1}}, true)) == "equivalent");
+  CHECK(check_rule("conv-pad-odd", conv_program({1, 3, 3, 6, 5}, {4, 3, 3, 3, 3}, ops::Conv{.strides = {1, 2, 2}}, false)) == "equivalent");
+  CHECK(refusal("conv-pad-odd", conv_program({1, 3, 4, 6, 6}, {4, 3, 3, 3, 3}, ops::Conv{}, false)) == "the spatial sizes are even");
+  CHECK(check_rule("conv-transpose-spatial", conv_program({1, 3, 4, 7, 9}, {4, 3, 3, 3, 1},
+                                                          ops::Conv{.strides = {1, 2, 1}, .pads = {1, 1, 0, 1, 1, 0}}, true)) == "equivalent");
+  CHECK(refusal("conv-transpose-spatial", conv_program({1, 3, 8}, {4, 3, 3}, ops::Conv{}, false)) == "a 1-D conv has no height");
   CHECK(check_rule("conv-explicit-pad", conv_program({2, 3, 6, 7}, {4, 3, 3, 2}, ops::Conv{.strides = {2, 1}, .pads = {1, 0, 2, 1}}, true)) ==
         "equivalent");
   CHECK(refusal("conv-explicit-pad", conv_program({1, 3, 8, 8}, {4, 3, 3, 3}, ops::Conv{}, false)) == "the conv has no padding");
@@ -182,9 +221,9 @@ TEST_CASE("merge and split rules") {
   }
   CHECK(check_rule("conv-merge-grouped", two) == "equivalent");
 
-  // 1-D and 3-D convs: conv-merge-shared-input read a 1-D conv's shapes past their end
-  // (heap overflow, found by difftest --optimize) and takes 2-D convs only; conv-merge-grouped
-  // compared weights' dim 3 and padded weights as rank 4, and takes any rank.
+  // 1-D and 3-D convs: conv-merge-shared-input once read a 1-D conv's shapes past their end
+  // (heap overflow, found by difftest --optimize); conv-merge-grouped compared weights' dim 3
+  // and padded weights as rank 4. Both take any rank.
   for (const Shape& xs : {Shape{1, 4, 7}, Shape{1, 4, 3, 4, 5}}) {
     const size_t k = xs.size() - 2;
     Shape ws{3, 4}, ws5{2, 4};
@@ -208,7 +247,7 @@ TEST_CASE("merge and split rules") {
       b.output(b.add(ops::Conv{.pads = pads}, {y, b.constant("w2", lab::random_weight(ws2, rng))}, "cy"));
     }
     INFO("input ", xs);
-    CHECK(refusal("conv-merge-shared-input", shared) == "not a 2-D conv");
+    CHECK(check_rule("conv-merge-shared-input", shared) == "equivalent");
     CHECK(check_rule("conv-merge-grouped", pair) == "equivalent");
     for (const auto& r : builtin_rules().rules())  // no rule reads past a 1-D or 3-D conv's shapes
       for (const Graph* g : {&shared, &pair})
@@ -227,6 +266,8 @@ TEST_CASE("merge and split rules") {
 
   CHECK(check_rule("conv1x1-to-matmul", conv_program({2, 6, 3, 5}, {4, 6, 1, 1}, ops::Conv{}, true)) == "equivalent");
   CHECK(refusal("conv1x1-to-matmul", conv_program({1, 2, 4, 4}, {2, 2, 3, 3}, ops::Conv{}, false)) == "the kernel is not 1x1");
+  CHECK(check_rule("conv1x1-to-matmul", conv_program({2, 6, 5}, {4, 6, 1}, ops::Conv{}, true)) == "equivalent");
+  CHECK(check_rule("conv1x1-to-matmul", conv_program({1, 6, 2, 3, 4}, {4, 6, 1, 1, 1}, ops::Conv{}, false)) == "equivalent");
   CHECK(check_rule("matmul-to-conv1x1", qkv) == "equivalent");
 }
 

@@ -7,7 +7,7 @@ namespace pet::mutate {
 
 RuleSet make_builtin_rules() {
   using namespace rules;
-  return RuleSet::of<ConvBatchToSpatial<3>, ConvBatchToSpatial<2>, ConvWidthToBatch<2>, ConvSpatialToBatch<4>,
+  return RuleSet::of<ConvBatchToSpatial<1>, ConvBatchToSpatial<2>, ConvWidthToBatch<2>, ConvSpatialToBatch<4>,
                                          ConvSpatialToBatch<2>, ConvPadOdd, ConvTransposeSpatial, ConvDilatedToDense<false>,
                                          ConvDilatedToDense<true>, ConvMergeShared, ConvMergeGrouped, GroupedConvSplit,
                                          MatMulMergeShared, MatMulMergeBatched, Conv1x1ToMatMul, MatMulToConv1x1,

@@ -22,14 +22,15 @@ std::string structure(const Graph& g) {
 
 namespace {
 /// The order in which a budgeted run examines candidates: the roofline estimate, with the
-/// multiplies of dense 3x3 unit-stride convs counted at half (Winograd applies to them, the
+/// multiplies of dense 3x3 (and kx3x3) unit-stride convs counted at half (Winograd applies to them, the
 /// reason why dilated-to-dense and similar rewrites pay off).
 double promise_ms(const Graph& g) {
   double ms = estimate_ms(g);
   for (NodeId n : g.topo_order())
     if (const auto* c = std::get_if<ops::Conv>(&g.node(n).op)) {
       const Shape& ws = g.type(g.node(n).inputs[1]).shape;
-      bool winograd = c->group == 1 && ws.size() == 4 && ws[2] == 3 && ws[3] == 3;
+      // 3x3 in H and W: Winograd runs 2-D convs and 3-D ones (as depth taps of 2-D tiles)
+      bool winograd = c->group == 1 && ws.size() >= 4 && ws[ws.size() - 2] == 3 && ws.back() == 3;
       for (int64_t v : c->strides) winograd = winograd && v == 1;
       for (int64_t v : c->dilations) winograd = winograd && v == 1;
       if (winograd) ms -= 0.5 * double(op_flops(g.node(n).op, g.input_types(n), g.output_types(n))) / (200.0 * 1e6);

@@ -79,6 +79,7 @@ struct Merger {
   ::onnx::ModelProto a, b;
   std::map<std::string, Dims> sa, sb;  // shapes at the two bindings
   const std::set<std::string>& symbolic;  // the dim_params that stay symbolic
+  std::set<std::string> input_params = {};  // the dim_params the original's inputs declare
 
   [[noreturn]] static void cannot(const ::onnx::NodeProto& n, const std::string& why) {
     throw Unsupported(cat(n.op_type(), " '", n.name(), "': ", why));
@@ -154,7 +155,11 @@ struct Merger {
       auto& dims = *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
       for (int k = 0; k < dims.size(); ++k) {
         const size_t d = size_t(k);
-        const bool free = dims[k].has_dim_param() && symbolic.count(dims[k].dim_param());
+        // A dim_param of the original's inputs is free where it stays symbolic. One that only
+        // outputs declare (an exporter's 'Relu16_dim_0') names whatever the program computes
+        // there: free where that follows the free input dims, written as the value otherwise.
+        const bool free = dims[k].has_dim_param() && (symbolic.count(dims[k].dim_param()) ||
+                                                      (!is_input && !input_params.count(dims[k].dim_param()) && da[d] != db[d]));
         if (!free && da[d] != db[d])
           throw Unsupported(cat(what, " '", vi.name(), "' is ", da, " and ", db, " where the model declares dim ", k, " as ",
                                 dims[k].has_dim_value() ? std::to_string(dims[k].dim_value()) : cat("'", dims[k].dim_param(), "'")));
@@ -184,6 +189,10 @@ std::string generalise(std::string_view at_a, std::string_view at_b, const std::
   std::ifstream f(original, std::ios::binary);
   const std::string obytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   const ::onnx::ModelProto o = parse(obytes, original);
+  for (const auto& vi : o.graph().input())
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
+      for (const auto& d : vi.type().tensor_type().shape().dim())
+        if (d.has_dim_param()) m.input_params.insert(d.dim_param());
   m.sa = shapes_of(m.a);
   m.sb = shapes_of(m.b);
   auto& ga = *m.a.mutable_graph();

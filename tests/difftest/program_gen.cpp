@@ -217,6 +217,8 @@ class Generator {
       strides.push_back(wino || keep_shape ? 1 : one_of<int64_t>({1, 1, 1, 2, 3}));
       dil.push_back(wino ? 1 : one_of<int64_t>({1, 1, 1, 2, 3}));
     }
+    // one dilation along every spatial dim at times: what dilated -> dense regroups (1-D to 3-D)
+    if (!wino && chance(0.25)) dil.assign(k, dil[0]);
     w.insert(w.end(), kernel.begin(), kernel.end());
     cv.strides = strides;
     cv.dilations = dil;

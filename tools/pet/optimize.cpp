@@ -304,8 +304,11 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
       } else {
         std::printf("%s, %s", w.applied.c_str(), w.verdict.c_str());
         if (w.correction_kernels) std::printf(" (%d correction kernels, %.2f %% corrected)", w.correction_kernels, 100 * w.corrected_fraction);
-        std::printf("; estimated %.3f -> %.3f ms, measured %.3f -> %.3f ms\n", w.est_original_ms, w.est_chosen_ms, w.measured_original_ms,
-                    w.measured_chosen_ms);
+        std::printf("; estimated %.3f -> %.3f ms", w.est_original_ms, w.est_chosen_ms);
+        if (w.measured_original_ms > 0)
+          std::printf(", measured %.3f -> %.3f ms\n", w.measured_original_ms, w.measured_chosen_ms);
+        else  // taken from the decision cache or with --apply-candidates: not measured in place by this run
+          std::printf(", %s\n", w.decision_cached ? "kept in place by an earlier run (decision cache)" : "not measured in place");
       }
     }
   }

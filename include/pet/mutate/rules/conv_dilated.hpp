@@ -1,14 +1,18 @@
 #pragma once
 /// Dilated conv -> dense conv (paper section 2): output position o reads o - p + r*d, so
-/// rows (columns) of one residue mod d only read rows of one residue mod d: regrouping the
-/// image by residue gives d^2 phase images on which a dense conv does the work.
+/// positions of one residue mod d only read positions of one residue mod d: regrouping the
+/// image by residue along each spatial dim gives d^k phase images (k = 1, 2 or 3 spatial
+/// dims) on which a dense conv does the work; a dense conv can take Winograd (2-D, and 3-D
+/// as depth taps of 2-D tiles), a dilated one cannot.
+#include <algorithm>
+
 #include "pet/mutate/rules/conv_layout.hpp"
 
 namespace pet::mutate::rules {
 
-/// Phase images in the batch: exactly equivalent (needs stride 1, equal dilation d on H and
-/// W, pads divisible by d; the image is zero-padded up to a multiple of d).
-/// `Blocks`: phase images as d x d blocks of one image instead, one dense conv over it:
+/// Phase images in the batch: exactly equivalent (needs stride 1, equal dilation d along
+/// every spatial dim, pads divisible by d; the image is zero-padded up to a multiple of d).
+/// `Blocks`: phase images as d x ... x d blocks of one image instead, one dense conv over it:
 /// block seams read the neighbour block instead of padding (partially equivalent).
 template <bool Blocks>
 struct ConvDilatedToDense final : Rule<ops::Conv> {
@@ -20,40 +24,72 @@ struct ConvDilatedToDense final : Rule<ops::Conv> {
   Result apply(const Match<ops::Conv>& m, MutantBuilder& b) const override {
     const ops::Conv& c = m.op();
     const Shape& x = m.type(0).shape;
-    if (!detail::is_conv2d(m.type(0))) return no_match("not a 2-D conv");
+    const size_t k = x.size() - 2;  // spatial dims
+    if (k < 1 || k > 3) return no_match(cat("a conv with ", k, " spatial dims"));
     const int64_t d = c.dilations[0];
-    if (c.dilations[0] < 2 && c.dilations[1] < 2) return no_match("not dilated");
-    if (c.dilations[1] != d) return no_match(cat("dilated unequally along H and W (dilations ", c.dilations, ")"));
-    if (c.strides[0] != 1 || c.strides[1] != 1) return no_match("strided");
+    if (std::all_of(c.dilations.begin(), c.dilations.end(), [](int64_t v) { return v < 2; })) return no_match("not dilated");
+    if (std::any_of(c.dilations.begin(), c.dilations.end(), [d](int64_t v) { return v != d; }))
+      return no_match(cat("dilated unequally along the spatial dims (dilations ", c.dilations, ")"));
+    if (std::any_of(c.strides.begin(), c.strides.end(), [](int64_t v) { return v != 1; })) return no_match("strided");
     for (int64_t p : c.pads)
       if (p % d) return no_match(cat("pads ", c.pads, " are not divisible by the dilation ", d));
-    const int64_t n = x[0], ch = x[1], hp = (x[2] + d - 1) / d * d, wp = (x[3] + d - 1) / d * d, h2 = hp / d, w2 = wp / d;
-    const Shape& yo = m.out_type().shape;
-    const int64_t f = yo[1];
-    // The dense conv: dilation 1, pads divided by d; output size per phase must be h2 x w2.
-    ops::Conv dense = c;
-    dense.dilations = {1, 1};
+    const int64_t n = x[0], ch = x[1], f = m.out_type().shape[1];
+    // Each spatial dim s padded up to sp = q * d: a view [n, ch, q1, d, q2, d, ...] of it.
+    Shape sp(k), q(k), view{n, ch}, padded{n, ch}, yview;
+    std::vector<int64_t> pad_ends(2 * (k + 2), 0);
+    bool needs_pad = false;
+    for (size_t i = 0; i < k; ++i) {
+      q[i] = (x[2 + i] + d - 1) / d;
+      sp[i] = q[i] * d;
+      needs_pad |= sp[i] != x[2 + i];
+      pad_ends[k + 2 + 2 + i] = sp[i] - x[2 + i];
+      view.insert(view.end(), {q[i], d});
+      padded.push_back(sp[i]);
+    }
+    ops::Conv dense = c;  // dilation 1, pads divided by d; each phase image keeps its size
+    std::fill(dense.dilations.begin(), dense.dilations.end(), 1);
     for (auto& p : dense.pads) p /= d;
-    TensorId in0 = m.input(0);
-    if (hp != x[2] || wp != x[3]) in0 = b.pad(in0, {0, 0, 0, 0, 0, 0, hp - x[2], wp - x[3]});
+    TensorId in0 = needs_pad ? b.pad(m.input(0), pad_ends) : m.input(0);
     std::vector<TensorId> in{TensorId(-1), m.input(1)};
     if (m.num_inputs() == 3) in.push_back(m.input(2));
+    Shape full_out{n, f};
+    full_out.insert(full_out.end(), sp.begin(), sp.end());
     TensorId y;
     if (Blocks) {
-      in[0] = b.rt(in0, {n, ch, h2, d, w2, d}, {0, 1, 3, 2, 5, 4}, {n, ch, hp, wp});
+      // [n, ch, q1, d, ...] -> [n, ch, d, q1, ...]: residue-major along every spatial dim.
+      std::vector<int64_t> perm{0, 1};
+      for (size_t i = 0; i < k; ++i) perm.insert(perm.end(), {int64_t(3 + 2 * i), int64_t(2 + 2 * i)});
+      in[0] = b.rt(in0, view, perm, padded);
       TensorId z = b.add(dense, in, "conv_dense_blocks");
-      const Shape& zs = b.type(z).shape;
-      if (zs[2] != hp || zs[3] != wp) return no_match("the dense conv changes the block image size");
-      y = b.rt(z, {n, f, d, h2, d, w2}, {0, 1, 3, 2, 5, 4}, {n, f, hp, wp});
+      if (b.type(z).shape != full_out) return no_match("the dense conv changes the block image size");
+      Shape zview{n, f};
+      for (size_t i = 0; i < k; ++i) zview.insert(zview.end(), {d, q[i]});
+      y = b.rt(z, zview, perm, full_out);  // the same swap is its own inverse
     } else {
-      in[0] = b.rt(in0, {n, ch, h2, d, w2, d}, {3, 5, 0, 1, 2, 4}, {d * d * n, ch, h2, w2});
+      // [n, ch, q1, d, ...] -> [d, ..., n, ch, q1, ...] -> [d^k n, ch, q1, ...].
+      std::vector<int64_t> perm;
+      int64_t phases = 1;
+      for (size_t i = 0; i < k; ++i) perm.push_back(int64_t(3 + 2 * i)), phases *= d;
+      perm.insert(perm.end(), {0, 1});
+      for (size_t i = 0; i < k; ++i) perm.push_back(int64_t(2 + 2 * i));
+      Shape batched{phases * n, ch};
+      batched.insert(batched.end(), q.begin(), q.end());
+      in[0] = b.rt(in0, view, perm, batched);
       TensorId z = b.add(dense, in, "conv_dense_phases");
-      const Shape& zs = b.type(z).shape;
-      if (zs[2] != h2 || zs[3] != w2) return no_match("the dense conv changes the phase image size");
-      y = b.rt(z, {d, d, n, f, h2, w2}, {2, 3, 4, 0, 5, 1}, {n, f, hp, wp});
+      Shape zs{phases * n, f};
+      zs.insert(zs.end(), q.begin(), q.end());
+      if (b.type(z).shape != zs) return no_match("the dense conv changes the phase image size");
+      // [d, ..., n, f, q1, ...] -> [n, f, q1, d, q2, d, ...].
+      Shape zview(k, d);
+      zview.insert(zview.end(), {n, f});
+      zview.insert(zview.end(), q.begin(), q.end());
+      std::vector<int64_t> back{int64_t(k), int64_t(k + 1)};
+      for (size_t i = 0; i < k; ++i) back.insert(back.end(), {int64_t(k + 2 + i), int64_t(i)});
+      y = b.rt(z, zview, back, full_out);
     }
-    if (hp != yo[2]) y = b.slice(y, 2, 0, yo[2]);
-    if (wp != yo[3]) y = b.slice(y, 3, 0, yo[3]);
+    const Shape& yo = m.out_type().shape;
+    for (size_t i = 0; i < k; ++i)
+      if (sp[i] != yo[2 + i]) y = b.slice(y, int64_t(2 + i), 0, yo[2 + i]);
     return b.replace(m.output(0), y);
   }
 };

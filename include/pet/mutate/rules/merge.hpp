@@ -1,15 +1,24 @@
 #pragma once
 /// Rules that merge several ops into one (paper section 2: grouped convs, batched matmuls).
+#include <functional>
+
 #include "pet/mutate/rules/conv_layout.hpp"
 
 namespace pet::mutate::rules {
 
 namespace detail {
-/// The weight of a conv with kernel k zero-padded (centred) to kernel `to`: (to-k)/2 on each side.
+/// The weight of a conv with kernel k zero-padded (centred) to kernel `to`: (to-k)/2 on each
+/// side of every spatial dim.
 inline TensorId pad_kernel(MutantBuilder& b, TensorId w, const Shape& ws, const Shape& to) {
-  int64_t dh = to[2] - ws[2], dw = to[3] - ws[3];
-  if (!dh && !dw) return w;
-  return b.pad(w, {0, 0, dh / 2, dw / 2, 0, 0, dh - dh / 2, dw - dw / 2});
+  if (ws == to) return w;
+  const size_t r = ws.size();
+  std::vector<int64_t> p(2 * r, 0);
+  for (size_t i = 2; i < r; ++i) {
+    const int64_t d = to[i] - ws[i];
+    p[i] = d / 2;
+    p[r + i] = d - d / 2;
+  }
+  return b.pad(w, p);
 }
 }  // namespace detail
 
@@ -22,22 +31,19 @@ struct ConvMergeShared final : Rule<ops::Conv> {
   Result apply(const Match<ops::Conv>& m, MutantBuilder& b) const override {
     const ops::Conv& c = m.op();
     if (c.group != 1) return no_match("grouped");
-    if (!detail::is_conv2d(m.type(0))) return no_match("not a 2-D conv");  // its kernel arithmetic is 2-D's (a 1-D conv read past its shapes)
     auto sib = m.siblings(0);
     std::vector<NodeId> group{m.node_id()};
     Shape big = m.type(1).shape;
+    const size_t r = big.size(), k = r - 2;
     for (NodeId s : sib) {
       const auto& o = std::get<ops::Conv>(m.graph().node(s).op);
       const Node& node = m.graph().node(s);
       if (o.group != 1 || o.strides != c.strides || o.dilations != c.dilations) continue;
       if (node.inputs.size() != m.node().inputs.size()) continue;  // bias on all or none
-      if (m.graph().type(node.outputs[0]).shape != m.out_type().shape) {
-        const Shape &a = m.graph().type(node.outputs[0]).shape, &me = m.out_type().shape;
-        if (a[0] != me[0] || a[2] != me[2] || a[3] != me[3]) continue;
-      }
+      const Shape &a = m.graph().type(node.outputs[0]).shape, &me = m.out_type().shape;
+      if (a[0] != me[0] || !std::equal(a.begin() + 2, a.end(), me.begin() + 2, me.end())) continue;
       const Shape& ws = m.graph().type(node.inputs[1]).shape;
-      big[2] = std::max(big[2], ws[2]);
-      big[3] = std::max(big[3], ws[3]);
+      for (size_t i = 2; i < r; ++i) big[i] = std::max(big[i], ws[i]);
       group.push_back(s);
     }
     if (group.size() < 2) return no_match("no sibling conv on the same input with the same strides and dilations");
@@ -49,9 +55,13 @@ struct ConvMergeShared final : Rule<ops::Conv> {
       const Node& node = m.graph().node(s);
       const auto& o = std::get<ops::Conv>(node.op);
       const Shape& w = m.graph().type(node.inputs[1]).shape;
-      int64_t dh = (big[2] - w[2]) / 2 * o.dilations[0], dw = (big[3] - w[3]) / 2 * o.dilations[1];
-      if ((big[2] - w[2]) % 2 || (big[3] - w[3]) % 2) return no_match("kernel sizes differ by an odd amount");
-      std::vector<int64_t> p{o.pads[0] + dh, o.pads[1] + dw, o.pads[2] + dh, o.pads[3] + dw};
+      std::vector<int64_t> p = o.pads;
+      for (size_t i = 0; i < k; ++i) {
+        if ((big[2 + i] - w[2 + i]) % 2) return no_match("kernel sizes differ by an odd amount");
+        const int64_t grow = (big[2 + i] - w[2 + i]) / 2 * o.dilations[i];
+        p[i] += grow;
+        p[k + i] += grow;
+      }
       if (pads.empty()) pads = p;
       else if (p != pads) return no_match("the merged convs would need different padding");
       ws.push_back(detail::pad_kernel(b, b.mapped(node.inputs[1]), w, big));
@@ -60,7 +70,7 @@ struct ConvMergeShared final : Rule<ops::Conv> {
     }
     ops::Conv merged = c;
     merged.pads = pads;
-    merged.kernel_shape = {big[2], big[3]};
+    merged.kernel_shape.assign(big.begin() + 2, big.end());
     std::vector<TensorId> in{m.input(0), b.concat(ws, 0)};
     if (!bs.empty()) in.push_back(b.concat(bs, 0));
     TensorId y = b.add(merged, in, "conv_merged");
@@ -203,21 +213,21 @@ struct MatMulMergeBatched final : Rule<ops::MatMul> {
   }
 };
 
-/// A 1x1 conv (stride 1, no padding, group 1) as a matmul over the flattened image.
+/// A 1x1 (1x1x1, 1) conv (stride 1, no padding, group 1) as a matmul over the flattened image.
 struct Conv1x1ToMatMul final : Rule<ops::Conv> {
   std::string_view name() const override { return "conv1x1-to-matmul"; }
   std::string_view description() const override { return "a 1x1 conv as W[F,C] x X[N,C,HW]"; }
   Result apply(const Match<ops::Conv>& m, MutantBuilder& b) const override {
     const ops::Conv& c = m.op();
     const Shape &x = m.type(0).shape, &w = m.type(1).shape;
-    if (!detail::is_conv2d(m.type(0))) return no_match("not a 2-D conv");
-    if (w[2] != 1 || w[3] != 1) return no_match("the kernel is not 1x1");
+    if (std::any_of(w.begin() + 2, w.end(), [](int64_t v) { return v != 1; })) return no_match("the kernel is not 1x1");
     if (c.group != 1) return no_match("grouped");
     for (int64_t s : c.strides)
       if (s != 1) return no_match("strided");
     for (int64_t p : c.pads)
       if (p) return no_match("padded");
-    TensorId xm = b.add(ops::Reshape{.shape = {x[0], x[1], x[2] * x[3]}}, {m.input(0)});
+    const int64_t pixels = std::accumulate(x.begin() + 2, x.end(), int64_t(1), std::multiplies<int64_t>());
+    TensorId xm = b.add(ops::Reshape{.shape = {x[0], x[1], pixels}}, {m.input(0)});
     TensorId wm = b.add(ops::Reshape{.shape = {w[0], w[1]}}, {m.input(1)});
     TensorId y = b.add(ops::MatMul{}, {wm, xm}, "matmul_1x1");
     if (m.num_inputs() == 3) y = b.add(ops::Add{}, {y, b.add(ops::Reshape{.shape = {w[0], 1}}, {m.input(2)})});
