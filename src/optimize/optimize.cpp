@@ -248,13 +248,14 @@ void write_decision(backend::CacheStore* store, const std::string& key, const nl
 }
 
 /// The options a window's search result depends on (with the backend's version and the
-/// thread count, which change the costs).
+/// thread count, which change the costs), and the fingerprint of the search code itself: a pet
+/// with other rules or another verifier searches again.
 std::string search_settings(const Options& opt, const backend::Backend& be) {
   std::string rules;
   for (const auto& r : opt.only_rules) rules += r + ",";
   rules += "|";
   for (const auto& r : opt.disable_rules) rules += r + ",";
-  return cat(be.version(), "|", num_threads(), "|", opt.depth, ",", opt.rounds, ",", opt.top_k, ",", opt.window, ",", policy_name(opt.policy),
+  return cat(search_code_fingerprint(), "|", be.version(), "|", num_threads(), "|", opt.depth, ",", opt.rounds, ",", opt.top_k, ",", opt.window, ",", policy_name(opt.policy),
              ",", opt.budget_s, ",", opt.window_budget_s, ",", opt.measure_best, ",", rules, opt.apply_candidates ? "|apply" : "");
 }
 

@@ -61,8 +61,8 @@ struct Options {
   std::vector<std::string> only_rules, disable_rules;  ///< rule names
   const mutate::RuleSet* rule_set = nullptr;           ///< null: the built-in rules
   std::string profile_cache, algorithm_cache;          ///< empty: in memory only
-  /// The optimizer's memory of earlier runs, under the same options, backend version and
-  /// thread count: each window's search result (its best candidates, keyed by the window's
+  /// The optimizer's memory of earlier runs, under the same options, backend version,
+  /// thread count and search code (search_code_fingerprint()): each window's search result (its best candidates, keyed by the window's
   /// structure; a warm run verifies them again instead of searching) and the in-context
   /// decisions on the whole canonical program (which windows took which candidate: applied
   /// without timing whole programs again when the same candidates are found). The result is
@@ -153,6 +153,10 @@ struct Result {
 /// Optimizes a whole program. Throws InternalError naming the window and the transformation
 /// when the end-to-end check finds a difference it cannot attribute.
 Result optimize(const Graph& model, const Options& opt = {});
+
+/// A digest of the sources that decide what a search finds (rules, generator, verifier,
+/// corrections, passes, search), made at build time: part of the decision cache's keys.
+const char* search_code_fingerprint();
 
 /// The end-to-end check on its own: "" when `program` computes what `original` computes (the
 /// reference interpreter on opt.check_seeds random input sets, in double where the original
