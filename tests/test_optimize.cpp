@@ -323,6 +323,11 @@ TEST_CASE("optimize end to end: dilated convs become dense ones, identical windo
       CHECK(second.report.windows[i].est_chosen_ms == doctest::Approx(first.report.windows[i].est_chosen_ms));
       CHECK(second.report.windows[i].measure_seconds == 0);
     }
+    {  // the search code's fingerprint (made at build time from its sources) is part of the keys
+      const std::string fp = optimize::search_code_fingerprint();
+      CHECK(fp.size() == 16);
+      CHECK(fp.find_first_not_of("0123456789abcdef") == std::string::npos);
+    }
     {  // other settings are other searches
       optimize::Options other = dopt;
       other.top_k = dopt.top_k + 1;
