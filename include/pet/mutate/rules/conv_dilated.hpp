@@ -35,23 +35,19 @@ struct ConvDilatedToDense final : Rule<ops::Conv> {
       if (p % d) return no_match(cat("pads ", c.pads, " are not divisible by the dilation ", d));
     const int64_t n = x[0], ch = x[1], f = m.out_type().shape[1];
     // Each spatial dim s padded up to sp = q * d: a view [n, ch, q1, d, q2, d, ...] of it.
-    Shape sp(k), q(k), view{n, ch}, padded{n, ch}, yview;
-    std::vector<int64_t> pad_ends(2 * (k + 2), 0);
-    bool needs_pad = false;
+    Shape sp(k), q(k), extra(k), view{n, ch}, padded{n, ch};
     for (size_t i = 0; i < k; ++i) {
       q[i] = (x[2 + i] + d - 1) / d;
       sp[i] = q[i] * d;
-      needs_pad |= sp[i] != x[2 + i];
-      pad_ends[k + 2 + 2 + i] = sp[i] - x[2 + i];
+      extra[i] = sp[i] - x[2 + i];
       view.insert(view.end(), {q[i], d});
       padded.push_back(sp[i]);
     }
     ops::Conv dense = c;  // dilation 1, pads divided by d; each phase image keeps its size
     std::fill(dense.dilations.begin(), dense.dilations.end(), 1);
     for (auto& p : dense.pads) p /= d;
-    TensorId in0 = needs_pad ? b.pad(m.input(0), pad_ends) : m.input(0);
-    std::vector<TensorId> in{TensorId(-1), m.input(1)};
-    if (m.num_inputs() == 3) in.push_back(m.input(2));
+    const bool needs_pad = std::any_of(extra.begin(), extra.end(), [](int64_t v) { return v != 0; });
+    TensorId in0 = needs_pad ? b.pad(m.input(0), detail::end_pads(extra)) : m.input(0);
     Shape full_out{n, f};
     full_out.insert(full_out.end(), sp.begin(), sp.end());
     TensorId y;
@@ -59,8 +55,7 @@ struct ConvDilatedToDense final : Rule<ops::Conv> {
       // [n, ch, q1, d, ...] -> [n, ch, d, q1, ...]: residue-major along every spatial dim.
       std::vector<int64_t> perm{0, 1};
       for (size_t i = 0; i < k; ++i) perm.insert(perm.end(), {int64_t(3 + 2 * i), int64_t(2 + 2 * i)});
-      in[0] = b.rt(in0, view, perm, padded);
-      TensorId z = b.add(dense, in, "conv_dense_blocks");
+      TensorId z = b.add(dense, detail::conv_inputs(m, b.rt(in0, view, perm, padded)), "conv_dense_blocks");
       if (b.type(z).shape != full_out) return no_match("the dense conv changes the block image size");
       Shape zview{n, f};
       for (size_t i = 0; i < k; ++i) zview.insert(zview.end(), {d, q[i]});
@@ -74,8 +69,7 @@ struct ConvDilatedToDense final : Rule<ops::Conv> {
       for (size_t i = 0; i < k; ++i) perm.push_back(int64_t(2 + 2 * i));
       Shape batched{phases * n, ch};
       batched.insert(batched.end(), q.begin(), q.end());
-      in[0] = b.rt(in0, view, perm, batched);
-      TensorId z = b.add(dense, in, "conv_dense_phases");
+      TensorId z = b.add(dense, detail::conv_inputs(m, b.rt(in0, view, perm, batched)), "conv_dense_phases");
       Shape zs{phases * n, f};
       zs.insert(zs.end(), q.begin(), q.end());
       if (b.type(z).shape != zs) return no_match("the dense conv changes the phase image size");
