@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency: Debian 12 packages (needs root or sudo), and a
-# project virtual environment (.venv) with ONNX Runtime, which the interop tests run pet's
-# ONNX files in. Safe to run twice.
-#   --peers      also OpenVINO in .venv (the peers of the experiments)
+# project virtual environment (.venv) with ONNX Runtime and OpenVINO, which the interop tests
+# run pet's ONNX files in. Safe to run twice.
+#   --peers      accepted for older scripts: OpenVINO is in .venv anyway
 #   PET_SETUP_MINIMAL=1   no torch (real-model tests then skip)
 #   PET_SETUP_NO_VENV=1   no .venv (interop tests then skip)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-peers=0
 for a in "$@"; do
   case "$a" in
-    --peers) peers=1 ;;
+    --peers) ;;
     *) echo "setup: unknown option $a (use --peers)" >&2; exit 2 ;;
   esac
 done
@@ -36,21 +35,21 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# ONNX Runtime (and with --peers OpenVINO) from PyPI, in .venv: Debian's interpreter, PyPI's
-# onnx and numpy beside them (Debian's python3-onnx is 1.12 and stays for the system python).
+# ONNX Runtime and OpenVINO from PyPI, in .venv: Debian's interpreter, PyPI's onnx and numpy
+# beside them (Debian's python3-onnx is 1.12 and stays for the system python). Both are the
+# runtimes pet's ONNX files must run in (the interop tests) and the peers of the experiments.
 [ "${PET_SETUP_NO_VENV:-0}" = 1 ] && exit 0
-venv_pkgs=(onnxruntime==1.20.1 onnx==1.17.0 "numpy<2.2")
-[ $peers = 1 ] && venv_pkgs+=(openvino==2024.6.0)
 have() { [ -x .venv/bin/python ] && .venv/bin/python -c "$1" 2>/dev/null; }
-want="import onnxruntime, onnx, numpy"
-[ $peers = 1 ] && want="$want, openvino"
-if have "$want"; then
-  echo "setup: .venv has ${venv_pkgs[*]}"
-  exit 0
-fi
+install() {  # what: the tests that skip without it
+  local what=$1; shift
+  if have "$check"; then
+    echo "setup: .venv has $*"
+  elif .venv/bin/python -m pip install -q --disable-pip-version-check "$@"; then
+    echo "setup: .venv: installed $*"
+  else
+    echo "setup: warning: could not install $* from PyPI; $what will skip" >&2
+  fi
+}
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv .venv
-if .venv/bin/python -m pip install -q --disable-pip-version-check "${venv_pkgs[@]}"; then
-  echo "setup: .venv: $(.venv/bin/python -c 'import onnxruntime as o; print("onnxruntime", o.__version__)')"
-else
-  echo "setup: warning: could not install ${venv_pkgs[*]} from PyPI; the ONNX Runtime interop tests will skip" >&2
-fi
+check="import onnxruntime, onnx, numpy" install "the ONNX Runtime interop tests" onnxruntime==1.20.1 onnx==1.17.0 "numpy<2.2"
+check="import openvino" install "the OpenVINO interop tests" openvino==2024.6.0 "numpy<2.2"

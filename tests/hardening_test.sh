@@ -216,6 +216,10 @@ if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/
     # what pet writes (opset 17: Mish and Gelu spelled out) passes onnx.checker and ONNX Runtime
     expect 0 "" -- "$PET" optimize "$M/$name.onnx" -o "$TMP/$name.pet.onnx" --budget 5 --quiet --profile-cache none
     expect 0 "ok in ONNX Runtime" -- "$ORT_PY" "$SRC/tests/ort_compare.py" "$M/$name.onnx" "$TMP/$name.pet.onnx" "${tol[@]}"
+    # and in OpenVINO (where it computes the original as ONNX Runtime does), with its outputs
+    if "$ORT_PY" -c "import openvino" 2> /dev/null; then
+      expect 0 "ok in OpenVINO|refuses the original itself|miscomputes the original itself" -- "$ORT_PY" "$SRC/tests/openvino_compare.py" "$M/$name.onnx" "$TMP/$name.pet.onnx" "${tol[@]}"
+    fi
   done
 else
   echo "SKIP: no python with onnxruntime given; opset 18-21 outputs not compared with ONNX Runtime"

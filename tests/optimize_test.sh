@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pet optimize end to end on the bundled model: the optimized file runs in pet (and agrees
-# with the original there), passes onnx.checker and runs in ONNX Runtime with the original's
-# outputs; the mutants pet mutate writes run in ONNX Runtime with their subprogram's outputs.
+# with the original there), passes onnx.checker and runs in ONNX Runtime and OpenVINO with the
+# original's outputs; so do the mutants pet mutate writes, with their subprogram's outputs.
 # usage: optimize_test.sh PET SOURCE_DIR LAB_PAIRS
 set -euo pipefail
 pet=$1 src=$2 lab_pairs=$3
@@ -65,3 +65,18 @@ for sub in dilated-to-dense-blocks conv-batch-to-width matmuls-to-batched; do
   "$py" "$src/tests/ort_compare.py" "$tmp/pairs/$sub.original.onnx" "$tmp/m_$sub"/mutant_*.onnx
 done
 echo "optimize: the optimized model and every mutant run in ONNX Runtime with the original's outputs"
+# and in OpenVINO, with what OpenVINO computes from the original
+if ! "$py" -c "import openvino" 2> /dev/null; then
+  echo "optimize: OpenVINO checks SKIPPED (no openvino in .venv; run scripts/setup.sh)"
+  exit 0
+fi
+ov() { "$py" "$src/tests/openvino_compare.py" "$@" | tee "$tmp/ov.txt"; ! grep -Eq "(refuses|miscomputes) the original" "$tmp/ov.txt"; }
+ov "$src/models/dilated_demo.onnx" "$tmp/demo.pet.onnx"
+ov "$src/models/dilated_demo.onnx" "$tmp/demo.pet.onnx" --dim 3
+if [ -f "$tmp/vol.pet.onnx" ]; then
+  ov "$tmp/vol.onnx" "$tmp/vol.pet.onnx" --dim 2
+fi
+for sub in dilated-to-dense-blocks conv-batch-to-width matmuls-to-batched; do
+  ov "$tmp/pairs/$sub.original.onnx" "$tmp/m_$sub"/mutant_*.onnx
+done
+echo "optimize: the optimized model and every mutant run in OpenVINO with the original's outputs"

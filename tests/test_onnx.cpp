@@ -53,6 +53,25 @@ TEST_CASE("export -> import round-trips a program with most ops and attributes")
   check_same(run(m.graph, 2), run(m2.graph, 2));
 }
 
+TEST_CASE("a Reshape to a scalar is written as a Squeeze of every axis (OpenVINO refuses an empty shape)") {
+  for (const Shape& in : {Shape{1, 1, 1}, Shape{1}, Shape{}}) {
+    CAPTURE(in);
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", in);
+    b.output(b.add(ops::Exp{}, {b.add(ops::Reshape{.shape = {}}, {x}, "to_scalar")}));
+    const std::string bytes = px::export_bytes(g);
+    ::onnx::ModelProto mp;
+    REQUIRE(mp.ParseFromString(bytes));
+    std::vector<std::string> types;
+    for (const auto& n : mp.graph().node()) types.push_back(n.op_type());
+    CHECK(types == std::vector<std::string>{in.empty() ? "Identity" : "Squeeze", "Exp"});
+    const px::Model back = px::import_bytes(bytes, "scalar.onnx");
+    CHECK(back.graph.type(back.graph.outputs()[0]).shape == Shape{});
+    check_same(run(g, 3), run(back.graph, 3));
+  }
+}
+
 TEST_CASE("PyTorch-style shape chains fold into constants") {
   OnnxBuilder b(13);
   b.input("x", {"batch", "3", "4"}).ints("idx0", {0}).ints("minus1", {-1}).ints("ax", {0});

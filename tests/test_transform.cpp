@@ -250,6 +250,45 @@ TEST_CASE("bn-folding and pad-folding: folded when safe, left alone otherwise, s
   }
 }
 
+TEST_CASE("pad-folding drops a conv's end padding that no window reads, and only that") {
+  Rng rng(9);
+  struct Case {
+    Shape x;
+    int64_t k;
+    ops::Conv conv;
+    std::vector<int64_t> pads_after;  // the conv's pads after the pass
+  };
+  std::vector<Case> cases{
+      // 1x1, stride 2 over 11 rows: the last window reads row 10, the end pad row 11 is unread
+      {{1, 3, 11, 2}, 1, ops::Conv{.strides = {2, 1}, .pads = {0, 0, 1, 1}}, {0, 0, 0, 1}},
+      // 3x3, stride 2 over 12: windows start at -1, 1, ..., 9 and end at 11: the end pad unread
+      {{1, 3, 12, 12}, 3, ops::Conv{.strides = {2, 2}, .pads = {1, 1, 1, 1}}, {1, 1, 0, 0}},
+      // 3x3, stride 2 over 11: the last window (9..11) reads the end pad: kept
+      {{1, 3, 11, 11}, 3, ops::Conv{.strides = {2, 2}, .pads = {1, 1, 1, 1}}, {1, 1, 1, 1}},
+      // 3-D, kernel 2: depth 9, stride 3, dilation 2 reads rows 0-8 (end pad 2 -> 0); height 5,
+      // stride 1 reads its end pad (1 stays); width 8, stride 3, dilation 2 reads up to 8 (3 -> 1)
+      {{1, 2, 9, 5, 8}, 2, ops::Conv{.strides = {3, 1, 3}, .pads = {0, 0, 0, 2, 1, 3}, .dilations = {2, 1, 2}}, {0, 0, 0, 0, 1, 1}},
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    CAPTURE(c);
+    const Case& k = cases[c];
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", k.x);
+    Shape w{4, k.x[1]};
+    for (size_t i = 2; i < k.x.size(); ++i) w.push_back(k.k);
+    TensorId y = b.add(k.conv, {b.add(ops::Relu{}, {x}), b.constant("w", rand_t(w, rng)), b.constant("b", rand_t({4}, rng))}, "conv");
+    b.output(y);
+    Graph before = g;
+    const bool trimmed = k.pads_after != k.conv.pads;
+    CHECK(run_pass(g, "pad-folding").changed == (trimmed ? 1 : 0));
+    for (NodeId n : g.topo_order())
+      if (const auto* cv = std::get_if<ops::Conv>(&g.node(n).op)) CHECK(cv->pads == k.pads_after);
+    CHECK(g.type(g.outputs()[0]).shape == before.type(before.outputs()[0]).shape);
+    same_results(before, g, 20 + c);
+  }
+}
+
 TEST_CASE("layer-norm- and gelu-canonicalization: PyTorch's decomposed forms become one op") {
   Rng rng(7);
   for (int form = 0; form < 3; ++form) {

@@ -2,6 +2,7 @@
 #include "op_mapping.hpp"
 
 #include <cmath>
+#include <numeric>
 
 namespace pet::onnx::detail {
 
@@ -798,7 +799,10 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["Transpose"] = [](const NodeCtx& c) { return Mapped{ops::Transpose{.perm = c.ints("perm")}, {0}}; };
   t["Reshape"] = [](const NodeCtx& c) {
     if (c.opset < 5) throw Unsupported("Reshape before opset 5 (shape as an attribute)");
-    return Mapped{ops::Reshape{.shape = c.const_ints(1, "shape"), .allowzero = c.i("allowzero", 0) != 0}, {0}};
+    ops::Reshape r;  // (filled member by member: GCC 12 warns "maybe uninitialized" on the aggregate)
+    r.shape = c.const_ints(1, "shape");
+    r.allowzero = c.i("allowzero", 0) != 0;
+    return Mapped{std::move(r), {0}};
   };
   t["Flatten"] = [](const NodeCtx& c) { return Mapped{ops::Flatten{.axis = c.i("axis", 1)}, {0}}; };
   t["Squeeze"] = [](const NodeCtx& c) {
@@ -1236,7 +1240,18 @@ struct Exporter {
   void operator()(const ops::ReduceLogSumExp& o) { reduce17("ReduceLogSumExp", o); }
   void operator()(const ops::ReduceLogSum& o) { reduce17("ReduceLogSum", o); }
   void operator()(const ops::Transpose& o) { set(simple("Transpose"), "perm", o.perm); }
-  void operator()(const ops::Reshape& o) { with_inputs("Reshape", {ints("shape", o.shape)}); }
+  void operator()(const ops::Reshape& o) {
+    // To a scalar: a Squeeze of every (size-1) axis. OpenVINO 2024.6 refuses a Reshape whose
+    // shape is the empty list ("The value of scalar shape pattern should be equal to 1").
+    if (o.shape.empty()) {
+      const int64_t rank = int64_t(g.type(n.inputs[0]).shape.size());
+      if (rank == 0) return void(simple("Identity"));
+      std::vector<int64_t> axes(static_cast<size_t>(rank), 0);
+      std::iota(axes.begin(), axes.end(), int64_t(0));
+      return void(with_inputs("Squeeze", {ints("axes", axes)}));
+    }
+    with_inputs("Reshape", {ints("shape", o.shape)});
+  }
   void operator()(const ops::Flatten& o) { set(simple("Flatten"), "axis", o.axis); }
   void operator()(const ops::Squeeze& o) { with_inputs("Squeeze", {ints("axes", o.axes)}); }
   void operator()(const ops::Unsqueeze& o) { with_inputs("Unsqueeze", {ints("axes", o.axes)}); }

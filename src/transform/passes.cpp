@@ -244,11 +244,42 @@ class GatherToSlice final : public Pass {
 /// the op (an explicitly padded AveragePool counts the zeros: count_include_pad). A pool's pads
 /// stay smaller than its window, as ONNX Runtime requires of every pool it loads (a file
 /// pet optimize wrote with a 1-wide window and a pad of 1 failed to load there).
+/// Then a conv's end padding that no window reads (a stride steps over it) is dropped; the
+/// output is the same. OpenVINO 2024.6 computes a strided 1x1 conv with padding after an
+/// element-wise op with a row too many; the padding pet's rewrites leave is of this kind.
 class PadFolding final : public Pass {
  public:
   std::string_view name() const override { return "pad-folding"; }
   std::string_view description() const override {
-    return "folds a zero Pad of the spatial dims into the conv or average pool that reads it";
+    return "folds a zero Pad of the spatial dims into the conv or average pool that reads it, drops end padding no conv window reads";
+  }
+  /// Drops the end padding of `cv` (on input shape x, kernel ks) that no window reads.
+  static bool trim_unread_end_pads(ops::Conv& cv, const Shape& x, const Shape& ks) {
+    const size_t k = cv.strides.size();
+    bool trimmed = false;
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t n = x[2 + i], s = cv.strides[i], span = (ks[i] - 1) * cv.dilations[i] + 1;
+      const int64_t o = ops::detail::window_out(n, ks[i], s, cv.dilations[i], cv.pads[i], cv.pads[k + i], false);
+      const int64_t read = std::max<int64_t>(0, (o - 1) * s + span - n - cv.pads[i]);  // end padding the last window reads
+      if (read < cv.pads[k + i]) cv.pads[k + i] = read, trimmed = true;
+    }
+    return trimmed;
+  }
+  static int trim_all(Graph& g) {
+    int trimmed = 0;
+    for (NodeId n : g.topo_order()) {
+      const Node node = g.node(n);
+      const auto* cv = std::get_if<ops::Conv>(&node.op);
+      if (!cv) continue;
+      ops::Conv t = *cv;
+      if (!trim_unread_end_pads(t, g.type(node.inputs[0]).shape, Shape(g.type(node.inputs[1]).shape.begin() + 2, g.type(node.inputs[1]).shape.end())))
+        continue;
+      const TensorId y = g.add_node(g.unique_name(node.name + "_trimmed"), t, node.inputs)[0];
+      redirect(g, node.outputs[0], y);
+      erase_all(g, {n});
+      ++trimmed;
+    }
+    return trimmed;
   }
   PassStats run(Graph& g) override {
     int folded = 0;
@@ -286,7 +317,8 @@ class PadFolding final : public Pass {
       erase_all(g, {n, p});
       ++folded;
     }
-    return {folded, cat(folded, " pads folded")};
+    const int trimmed = trim_all(g);
+    return {folded + trimmed, cat(folded, " pads folded", trimmed ? cat(", ", trimmed, " convs' unread end padding dropped") : "")};
   }
 };
 

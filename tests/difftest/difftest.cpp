@@ -359,12 +359,15 @@ Outcome check_optimized(const Graph& g) {
 }
 
 /// Writes the program and its reference outputs in ONNX's backend-test layout (for ONNX
-/// Runtime, tests/difftest/ort_check.py), then re-imports the file and checks that it
-/// computes what the program computes.
-std::optional<Failure> emit(const Graph& g, const fs::path& dir) {
+/// Runtime and OpenVINO, tests/difftest/ort_check.py), then re-imports the file and checks
+/// that it computes what the program computes. `original`: the program g was optimized from
+/// (same inputs and outputs), written beside it as original.onnx, so that a runtime's own
+/// error on a program can be told apart from one on pet's rewrite of it.
+std::optional<Failure> emit(const Graph& g, const fs::path& dir, const Graph* original) {
   try {
     fs::create_directories(dir / "test_data_set_0");
     onnx::export_file(g, (dir / "model.onnx").string());
+    if (original) onnx::export_file(*original, (dir / "original.onnx").string());
     auto in = inputs_for(g, kInputSeeds[0]);
     auto ref = backend::make_backend("reference")->compile(g)->run(in);
     auto to_const = [](const Value<float>& v) -> ConstValue {
@@ -417,7 +420,8 @@ struct RunOptions {
     Graph g = random_program(program_seed(ro.seed, i), ro.gen);
     Outcome o = check_program(g, configs_for(i));
     if (!o.invalid && o.failures.empty() && ro.emit_every && i % ro.emit_every == 0 && !ro.emit_dir.empty())
-      if (auto fl = emit(o.optimized ? *o.optimized : g, fs::path(ro.emit_dir) / cat("p", i))) o.failures.push_back(*fl);
+      if (auto fl = emit(o.optimized ? *o.optimized : g, fs::path(ro.emit_dir) / cat("p", i), o.optimized ? &g : nullptr))
+        o.failures.push_back(*fl);
     for (const Failure& fl : o.failures)
       std::fprintf(f, "R %lu %s\t%s\t%s\n", (unsigned long)i, fl.kind.c_str(), fl.config.c_str(), one_line(fl.detail).c_str());
     std::fprintf(f, "D %lu %s\n", (unsigned long)i, o.invalid ? "invalid" : o.rewritten ? "rewritten" : "ok");

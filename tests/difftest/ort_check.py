@@ -108,18 +108,19 @@ def compare(outs, data, atol, rtol, indices=None):
     return problems[0][1] if problems else None
 
 
-def disagreements(outs, data, atol, rtol, indices=None):
-    """(output index, what differs) for every output that disagrees with pet's."""
+def disagreements(outs, data, atol, rtol, indices=None, who="ort"):
+    """(output index, what differs) for every output that disagrees with pet's; `who`
+    names the runtime in the text."""
     found = []
     for i, got in enumerate(outs):
         k = indices[i] if indices else i
-        problem = differs(got, load(os.path.join(data, f"output_{k}.pb"))[1], atol, rtol)
+        problem = differs(got, load(os.path.join(data, f"output_{k}.pb"))[1], atol, rtol, who)
         if problem:
             found.append((k, f"output {k}: {problem}"))
     return found
 
 
-def differs(got, ref, atol, rtol):
+def differs(got, ref, atol, rtol, who="ort"):
     """What differs between one output and pet's, or None."""
     if got.shape != ref.shape:
         return f"shape {got.shape} vs pet's {ref.shape}"
@@ -131,7 +132,7 @@ def differs(got, ref, atol, rtol):
     scale = float(np.max(np.abs(ref[np.isfinite(ref)]))) if np.isfinite(ref).any() else 0.0
     err = float(np.max(np.abs(got[fin] - ref[fin]))) if fin.any() else 0.0
     if bad.any() or inf_bad.any() or err > atol + rtol * scale:
-        return (f"max|ort-pet| {err:g} with max|pet| {scale:g}"
+        return (f"max|{who}-pet| {err:g} with max|pet| {scale:g}"
                 f"{', NaN/inf differ' if bad.any() or inf_bad.any() else ''}")
     return None
 

@@ -8,7 +8,8 @@
 ///   dead-code                     nodes whose results reach no graph output
 ///   constant-folding              nodes whose inputs are all constants, computed once
 ///   bn-folding                    inference BatchNormalization folded into the conv before it
-///   pad-folding                   a zero Pad of spatial dims folded into the conv / average pool after it
+///   pad-folding                   a zero Pad of spatial dims folded into the conv / average pool after it;
+///                                 a conv's end padding that no window reads dropped
 ///   layer-norm-canonicalization   PyTorch's decomposed LayerNorm (ReduceMean, Sub, Pow, ...) as one op
 ///   gelu-canonicalization         x * (erf(x / sqrt 2) + 1) * 0.5 as one Gelu op
 ///   rt-folding                    reshape / transpose chains around R/T ops folded into one R/T op
