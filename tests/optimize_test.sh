@@ -41,8 +41,29 @@ if /usr/bin/python3 -c "import onnx, numpy" 2> /dev/null; then
   grep -q "written: the optimized program for every value of N (checked against the original at N=1; N=2; N=3)" "$tmp/vol.txt"
   "$pet" run "$tmp/vol.onnx" --dim N=2 --save "$tmp/ref_vol" --seed 7 > /dev/null
   "$pet" run "$tmp/vol.pet.onnx" --check "$tmp/ref_vol" | grep -q "pass"
+  # A batch declared with neither a value nor a name (make_tensor_value_info's None) is
+  # named 'x[0]': optimised at 1, written for every value of it, and it stays unnamed.
+  /usr/bin/python3 - "$src/models/dilated_demo.onnx" "$tmp/unnamed.onnx" << 'EOF'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+for vi in list(m.graph.input) + list(m.graph.output):
+    vi.type.tensor_type.shape.dim[0].ClearField("dim_param")
+onnx.save(m, sys.argv[2])
+EOF
+  "$pet" optimize "$tmp/unnamed.onnx" -o "$tmp/unnamed.pet.onnx" --apply-candidates --only conv-dilated-to-dense --depth 0 \
+    --profile-cache none --algorithm-cache none 2> "$tmp/unnamed_err.txt" > "$tmp/unnamed.txt"
+  grep -q "note: input 'x' dimension 0 (unnamed) set to 1" "$tmp/unnamed_err.txt"
+  grep -q "written: the optimized program for every value of x\[0\] (checked against the original at x\[0\]=1; x\[0\]=2; x\[0\]=3)" "$tmp/unnamed.txt"
+  /usr/bin/python3 -c "
+import sys, onnx
+m = onnx.load(sys.argv[1])
+for vi in list(m.graph.input) + list(m.graph.output):
+    d = vi.type.tensor_type.shape.dim[0]
+    assert not d.HasField('dim_value') and not d.dim_param, (vi.name, d)" "$tmp/unnamed.pet.onnx"
+  "$pet" run "$tmp/unnamed.onnx" --dim 'x[0]=3' --save "$tmp/ref_un" --seed 8 > /dev/null
+  "$pet" run "$tmp/unnamed.pet.onnx" --dim 'x[0]=3' --check "$tmp/ref_un" | grep -q "pass"
 else
-  echo "optimize: symbolic height and width, 3-D checks SKIPPED (/usr/bin/python3 lacks onnx or numpy)"
+  echo "optimize: symbolic height and width, 3-D, unnamed batch checks SKIPPED (/usr/bin/python3 lacks onnx or numpy)"
 fi
 # bad options are user errors
 set +e
@@ -57,6 +78,7 @@ fi
 "$py" "$src/tests/ort_compare.py" "$src/models/dilated_demo.onnx" "$tmp/demo.pet.onnx" --dim 3
 if [ -f "$tmp/vol.pet.onnx" ]; then
   "$py" "$src/tests/ort_compare.py" "$tmp/vol.onnx" "$tmp/vol.pet.onnx" --dim 2
+  "$py" "$src/tests/ort_compare.py" "$tmp/unnamed.onnx" "$tmp/unnamed.pet.onnx" --dim 2
 fi
 # every mutant pet mutate writes loads and runs in ONNX Runtime with the subprogram's outputs
 "$lab_pairs" "$tmp/pairs" > /dev/null
@@ -75,6 +97,7 @@ ov "$src/models/dilated_demo.onnx" "$tmp/demo.pet.onnx"
 ov "$src/models/dilated_demo.onnx" "$tmp/demo.pet.onnx" --dim 3
 if [ -f "$tmp/vol.pet.onnx" ]; then
   ov "$tmp/vol.onnx" "$tmp/vol.pet.onnx" --dim 2
+  ov "$tmp/unnamed.onnx" "$tmp/unnamed.pet.onnx" --dim 2
 fi
 for sub in dilated-to-dense-blocks conv-batch-to-width matmuls-to-batched; do
   ov "$tmp/pairs/$sub.original.onnx" "$tmp/m_$sub"/mutant_*.onnx

@@ -101,6 +101,32 @@ TEST_CASE("PyTorch-style shape chains fold into constants") {
   CHECK(d.notes[0] == "input 'x' dimension 0 ('batch') set to 1");
 }
 
+TEST_CASE("an unknown input dim (neither value nor name) is named 'input[k]': 1 by default, given a value by that name") {
+  OnnxBuilder b(13);
+  b.input("x", {"", "3", "batch"});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  const px::Model d = b.import();
+  CHECK(d.unnamed_dims);
+  CHECK(d.dims == std::map<std::string, int64_t>{{"x[0]", 1}, {"batch", 1}});
+  REQUIRE(d.notes.size() == 2);
+  CHECK(d.notes[0] == "input 'x' dimension 0 (unnamed) set to 1");
+  px::ImportOptions o;
+  o.dims = {{"x[0]", 4}, {"batch", 2}};
+  const px::Model m = b.import(o);
+  CHECK(m.graph.type(m.graph.inputs()[0]).shape == Shape{4, 3, 2});
+  CHECK(m.notes.empty());
+  o.dims = {{"x[1]", 4}};  // dim 1 has a value: not a dim to bind
+  CHECK_THROWS_WITH_AS(b.import(o), doctest::Contains("a value was given for dimension 'x[1]', which no input of the model has"), InvalidInput);
+  // A value given for the input (pet run --check, --inputs) fixes the dim; a --dim must agree.
+  px::ImportOptions v;
+  v.ordered_input_values = {{DType::Float32, Tensor<float>({4, 3, 2})}};
+  v.dims = {{"x[0]", 4}};
+  CHECK(b.import(v).graph.type(b.import(v).graph.inputs()[0]).shape == Shape{4, 3, 2});
+  v.dims = {{"x[0]", 5}};
+  CHECK_THROWS_WITH_AS(b.import(v), doctest::Contains("dimension 'x[0]' was given as 5 but the value given for input 'x' has 4 there"), InvalidInput);
+}
+
 TEST_CASE("inputs whose values are known bind attribute-like inputs") {
   OnnxBuilder b(13);
   b.input("x", {"2", "6"}).input("shape", {"2"}, ::onnx::TensorProto::INT64);

@@ -158,6 +158,10 @@ struct Merger {
         // A dim_param of the original's inputs is free where it stays symbolic. One that only
         // outputs declare (an exporter's 'Relu16_dim_0') names whatever the program computes
         // there: free where that follows the free input dims, written as the value otherwise.
+        // An unknown dim (neither value nor name) of an input is free where its unnamed_dim
+        // name stays symbolic; of an output, it stays unknown.
+        const bool unknown = !dims[k].has_dim_value() && (!dims[k].has_dim_param() || dims[k].dim_param().empty());
+        if (unknown && (!is_input || symbolic.count(unnamed_dim(vi.name(), d)))) continue;
         const bool free = dims[k].has_dim_param() && (symbolic.count(dims[k].dim_param()) ||
                                                       (!is_input && !input_params.count(dims[k].dim_param()) && da[d] != db[d]));
         if (!free && da[d] != db[d])

@@ -46,10 +46,11 @@ struct Importer {
       const auto& tt = vi.type().tensor_type();
       for (int k = 0; tt.has_shape() && k < tt.shape().dim_size() && size_t(k) < s.size(); ++k) {
         const auto& d = tt.shape().dim(k);
-        if (!d.has_dim_param() || d.dim_param().empty()) continue;
-        dim_params.insert(d.dim_param());
-        if (auto dv = opt.dims.find(d.dim_param()); dv != opt.dims.end() && dv->second != s[size_t(k)])
-          fail_invalid(cat("dimension '", d.dim_param(), "' was given as ", dv->second, " but the value given for input '", name, "' has ",
+        if (d.has_dim_value()) continue;
+        const std::string p = !d.has_dim_param() || d.dim_param().empty() ? unnamed_dim(name, size_t(k)) : d.dim_param();
+        dim_params.insert(p);
+        if (auto dv = opt.dims.find(p); dv != opt.dims.end() && dv->second != s[size_t(k)])
+          fail_invalid(cat("dimension '", p, "' was given as ", dv->second, " but the value given for input '", name, "' has ",
                            s[size_t(k)], " there"));
       }
       return s;
@@ -62,15 +63,18 @@ struct Importer {
         if (d.dim_value() < 0) fail_invalid(cat("input '", name, "' has the negative dimension ", d.dim_value()));
         s.push_back(d.dim_value());
       } else {
-        std::string p = d.has_dim_param() ? d.dim_param() : "";
-        if (!p.empty()) dim_params.insert(p);
+        // A dim with neither a value nor a name (ONNX's "unknown") is named "input[k]" here,
+        // so --dim and the optimizer's bindings can give it values like a dim_param.
+        const bool unnamed = !d.has_dim_param() || d.dim_param().empty();
+        const std::string p = unnamed ? unnamed_dim(name, s.size()) : d.dim_param();
+        dim_params.insert(p);
         m.specialised = true;
-        auto it = p.empty() ? opt.dims.end() : opt.dims.find(p);
+        auto it = opt.dims.find(p);
         int64_t v = it != opt.dims.end() ? it->second : opt.default_dim;
-        if (p.empty()) m.unnamed_dims = true;
-        else m.dims[p] = v;
+        if (unnamed) m.unnamed_dims = true;
+        m.dims[p] = v;
         if (it == opt.dims.end())
-          m.notes.push_back(cat("input '", name, "' dimension ", s.size(), p.empty() ? "" : cat(" ('", p, "')"), " set to ", v));
+          m.notes.push_back(cat("input '", name, "' dimension ", s.size(), unnamed ? " (unnamed)" : cat(" ('", p, "')"), " set to ", v));
         s.push_back(v);
       }
     }

@@ -107,7 +107,7 @@ int cmd_mutate(const std::vector<std::string>& argv) {
   j["mutants"] = nlohmann::json::array();
   for (size_t i = 0; i < r.mutants.size(); ++i) {
     const auto& mu = r.mutants[i];
-    char name[32];
+    char name[48];  // "mutant_" + up to 20 digits + ".onnx"
     std::snprintf(name, sizeof name, "mutant_%03zu.onnx", i);
     onnx::export_file(mu.graph, (std::filesystem::path(dir) / name).string());
     nlohmann::json e{{"file", name},

@@ -90,7 +90,6 @@ std::string try_symbolic(const Graph& program, const std::string& as_optimised, 
 std::optional<Symbolic> for_every_shape(const Graph& program, const std::string& path, const onnx::Model& m, const onnx::ImportOptions& io,
                                         const optimize::Options& opt, std::string& why) {
   if (m.shapes_given) return why = "--shape fixed its input shapes", std::nullopt;
-  if (m.unnamed_dims) return why = "an input has a dimension with neither a value nor a name", std::nullopt;
   std::set<std::string> all;
   for (const auto& [p, v] : m.dims) all.insert(p);
   Symbolic best;

@@ -19,7 +19,8 @@ namespace pet::onnx {
 struct ImportOptions {
   /// Full shapes for named graph inputs (overrides what the model declares).
   std::map<std::string, Shape> input_shapes;
-  /// Values for symbolic dimensions (ONNX dim_param), e.g. {"batch_size", 16}.
+  /// Values for symbolic dimensions (ONNX dim_param), e.g. {"batch_size", 16}; an unnamed
+  /// (unknown) dimension by its unnamed_dim name, e.g. {"x[0]", 16}.
   std::map<std::string, int64_t> dims;
   /// Used for symbolic or unknown dimensions that `dims` does not bind.
   int64_t default_dim = 1;
@@ -46,11 +47,15 @@ struct Model {
   /// --shape given): the program is the file's at those shapes only.
   bool specialised = false;
   /// The symbolic dims (ONNX dim_param) of the declared inputs, each with the value import bound
-  /// it to; `unnamed_dims`: some dim had neither a value nor a name; `shapes_given`: an input's
-  /// whole shape came from ImportOptions::input_shapes.
+  /// it to; a dim with neither a value nor a name is here as unnamed_dim(input, k), and sets
+  /// `unnamed_dims`; `shapes_given`: an input's whole shape came from ImportOptions::input_shapes.
   std::map<std::string, int64_t> dims;
   bool unnamed_dims = false, shapes_given = false;
 };
+
+/// The name import gives dimension k of graph input `input` where the model declares neither
+/// a value nor a dim_param for it: "input[k]" (ImportOptions::dims binds it like a dim_param).
+inline std::string unnamed_dim(const std::string& input, size_t k) { return cat(input, "[", k, "]"); }
 
 /// Imports an ONNX file. Throws InvalidInput / Unsupported with the file name in the text.
 Model import_file(const std::string& path, const ImportOptions& opt = {});
