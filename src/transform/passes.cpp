@@ -274,7 +274,9 @@ class PadFolding final : public Pass {
       ops::Conv t = *cv;
       if (!trim_unread_end_pads(t, g.type(node.inputs[0]).shape, Shape(g.type(node.inputs[1]).shape.begin() + 2, g.type(node.inputs[1]).shape.end())))
         continue;
-      const TensorId y = g.add_node(g.unique_name(node.name + "_trimmed"), t, node.inputs)[0];
+      // The same conv under its own name: a backend may know it by name (the cpu backend's
+      // int8 weights of a quantized conv, recorded before constant folding).
+      const TensorId y = g.add_node(node.name, t, node.inputs)[0];
       redirect(g, node.outputs[0], y);
       erase_all(g, {n});
       ++trimmed;
@@ -312,7 +314,7 @@ class PadFolding final : public Pass {
       }
       std::vector<TensorId> ins{g.node(p).inputs[0]};
       for (size_t i = 1; i < node.inputs.size(); ++i) ins.push_back(node.inputs[i]);
-      const TensorId y = g.add_node(g.unique_name(node.name + "_padded"), merged, ins)[0];
+      const TensorId y = g.add_node(node.name, merged, ins)[0];  // the conv, under its name (as trim_all)
       redirect(g, node.outputs[0], y);
       erase_all(g, {n, p});
       ++folded;
