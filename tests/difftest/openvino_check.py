@@ -39,11 +39,6 @@ except ImportError as e:
     sys.exit(77)
 
 
-def one_line(e):
-    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    return (lines[-1] if lines else repr(e))[:400]
-
-
 def verdict(model, data, atol, rtol):
     """None where OpenVINO computes pet's reference outputs from `model`; else {"refused":
     why} or {"outputs": {index: what differs}}."""
@@ -52,7 +47,7 @@ def verdict(model, data, atol, rtol):
     try:
         outs = ovc.run(ovc.compile_model(model), feeds)
     except Exception as e:  # noqa: BLE001 - a refusal is a verdict
-        return {"refused": one_line(e)}
+        return {"refused": ovc.first_line(e)}
     found = disagreements(outs, data, atol, rtol, who="ov")
     return {"outputs": {str(k): what for k, what in found}} if found else None
 
