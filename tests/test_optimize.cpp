@@ -502,3 +502,62 @@ TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2
   CHECK(optimize::compare(program(2, 1.f), program(3, 1.f), opt).find("input 0 is float32[2,96,28,28]") != std::string::npos);
   CHECK(optimize::compare(program(2, 1.f), program(2, 1.f), opt) == "");
 }
+
+namespace {
+/// A rule right for a batch of one only (registered only here): Transpose (1, 0, 2, 3) of a
+/// batch of one as a Reshape, which at a batch of two moves other elements.
+struct BatchOfOneTransposeAsReshape final : mutate::Rule<ops::Transpose> {
+  std::string_view name() const override { return "test-batch-of-one-reshape"; }
+  std::string_view description() const override { return "Transpose (1, 0, 2, 3) of a batch of one as a Reshape"; }
+  mutate::Result apply(const mutate::Match<ops::Transpose>& m, mutate::MutantBuilder& b) const override {
+    if (m.op().perm != std::vector<int64_t>{1, 0, 2, 3} || m.type(0).shape[0] != 1) return mutate::no_match("not a batch of one moved behind the channels");
+    Shape s = m.type(0).shape;
+    std::swap(s[0], s[1]);
+    return b.replace(m.output(0), b.add(ops::Reshape{.shape = s}, {m.input(0)}));
+  }
+};
+}  // namespace
+
+TEST_CASE("optimize with carry_over_to: a rewrite is kept only where it carries over to other values of the symbolic dims") {
+  // The phases of a dilated conv go into the batch: that carries over to every batch, not to
+  // another height.
+  const onnx::Model m = onnx::import_file(std::string(PET_SOURCE_DIR) + "/models/dilated_demo.onnx");
+  optimize::Options opt = quick();
+  opt.only_rules = {"conv-dilated-to-dense"};
+  opt.depth = 0;
+  opt.apply_candidates = true;  // rewritten whether or not it pays off on this machine
+  opt.carry_over_to = {{"N=2", {{"x", {2, 96, 28, 28}}}}, {"N=3", {{"x", {3, 96, 28, 28}}}}};
+  auto r = optimize::optimize(m.graph, opt);
+  for (const auto& w : r.report.windows) CHECK(w.applied == "conv-dilated-to-dense");
+  opt.carry_over_to = {{"H=30", {{"x", {1, 96, 30, 28}}}}, {"H=29", {{"x", {1, 96, 29, 28}}}}};  // an even height carries over, an odd one not
+  r = optimize::optimize(m.graph, opt);
+  for (const auto& w : r.report.windows) {
+    CHECK(w.applied == "original");
+    CHECK(w.why_kept.find("no mutant carries over to other values of the symbolic dims: at H=29") != std::string::npos);
+  }
+  for (const Node& n : r.graph.nodes()) CHECK_FALSE(holds_any<ops::RT>(n.op));
+
+  // A rewrite that rebinds but computes something else there: the verifier at the other
+  // shapes refuses it. The same rule applies where nothing has to carry over.
+  Rng rng(6);
+  Graph g;
+  Builder b(g);
+  const TensorId y = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {1, 8, 6, 6}), b.constant("w", rand_t({8, 8, 3, 3}, rng))});
+  b.output(b.add(ops::Relu{}, {b.add(ops::Transpose{.perm = {1, 0, 2, 3}}, {y})}));
+  mutate::RuleSet rules;
+  rules.add(std::make_unique<BatchOfOneTransposeAsReshape>());
+  optimize::Options o2 = quick();
+  o2.rule_set = &rules;
+  o2.depth = 0;
+  o2.apply_candidates = true;
+  r = optimize::optimize(g, o2);
+  REQUIRE(r.report.windows.size() == 1);
+  CHECK(r.report.windows[0].applied == "test-batch-of-one-reshape");
+  CHECK(max_diff(g, r.graph) < 1e-4);
+  o2.carry_over_to = {{"N=2", {{"x", {2, 8, 6, 6}}}}};
+  r = optimize::optimize(g, o2);
+  CHECK(r.report.windows[0].applied == "original");
+  // (the verifier at the other shapes: the Reshape's output has another shape there)
+  CHECK(r.report.windows[0].why_kept.find("no mutant carries over to other values of the symbolic dims: at N=2: output 0 is float32[8,2,6,6]") !=
+        std::string::npos);
+}

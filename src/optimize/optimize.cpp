@@ -13,6 +13,7 @@
 #include "pet/core/parallel.hpp"
 #include "pet/core/stats.hpp"
 #include "pet/eval/interpreter.hpp"
+#include "pet/transform/rebind.hpp"
 #include "pet/verify/verifier.hpp"
 #include "post_passes.hpp"
 #include "pet/optimize/serialize.hpp"
@@ -411,6 +412,24 @@ Result optimize(const Graph& model, const Options& opt) {
   }
   auto cost = [&](const Graph& p) { return prof.program_cost_ms(p); };
   std::vector<Window> windows = partition(g, opt.window);
+  // The program at the other values of its symbolic dims (opt.carry_over_to), for the window
+  // candidates' check: a rewrite kept must carry over to them (see carries_over below).
+  struct Elsewhere {
+    std::optional<Graph> program;  ///< the canonical program rebound there
+    std::string why;               ///< why it does not rebind
+  };
+  std::vector<Elsewhere> elsewhere;
+  for (const auto& o : opt.carry_over_to) {
+    Elsewhere e;
+    try {
+      e.program = transform::rebind(canonical, o.inputs);
+    } catch (const InvalidInput& x) {
+      e.why = x.what();
+    } catch (const Unsupported& x) {
+      e.why = x.what();
+    }
+    elsewhere.push_back(std::move(e));
+  }
   // The optimizer's memory (the decision cache): each window's search result under its
   // structure and the search settings, and the in-context decisions of whole programs.
   std::unique_ptr<backend::CacheStore> decisions;
@@ -589,6 +608,75 @@ Result optimize(const Graph& model, const Options& opt) {
     p.run(h, po);
     return h;
   };
+  // Whether window j's candidate carries over to the other values of the symbolic dims
+  // (opt.carry_over_to): "" when the window and the candidate, both rebound at the window's
+  // input shapes there, are equivalent (the verifier, as the search's candidates), else why not.
+  // A rewrite that needs the values it was optimised for (a phase split needs the height, a
+  // Reshape that merges a batch of 1 into the channels) fails to rebind or to verify there.
+  std::map<std::string, std::string> carried;  // memo: structure and shapes -> the answer
+  auto carries_over = [&](size_t j, const Candidate& c) -> std::string {
+    const Window& w = windows[j];
+    for (size_t k = 0; k < elsewhere.size(); ++k) {
+      const std::string& at = opt.carry_over_to[k].label;
+      if (!elsewhere[k].program) return cat("the program does not rebind at ", at, ": ", elsewhere[k].why);
+      const Graph& there = *elsewhere[k].program;
+      const Graph original = extract(canonical, w);
+      std::vector<Shape> shapes;
+      for (TensorId t : w.inputs) {
+        auto u = there.find(canonical.tensor(t).name);
+        if (!u) return cat("the window's input '", canonical.tensor(t).name, "' is not in the program rebound at ", at);
+        shapes.push_back(there.type(*u).shape);
+      }
+      auto by_name = [&](const Graph& p) {
+        std::map<std::string, Shape> m;
+        for (size_t x = 0; x < p.inputs().size() && x < shapes.size(); ++x) m[p.tensor(p.inputs()[x]).name] = shapes[x];
+        return m;
+      };
+      std::string key = cat(structure_key(original), "|", structure_key(c.graph), "|");
+      for (const auto& sh : shapes) key += cat(sh, ";");
+      auto hit = carried.find(key);
+      if (hit == carried.end()) {
+        std::string why;
+        try {
+          const Graph a = transform::rebind(original, by_name(original)), b = transform::rebind(c.graph, by_name(c.graph));
+          if (verify::verify(a, b).verdict != verify::Verdict::Equivalent) why = cat("at ", at, " it is not equivalent to the window");
+        } catch (const InvalidInput& x) {
+          why = cat("at ", at, ": ", x.what());
+        } catch (const Unsupported& x) {
+          why = cat("at ", at, ": ", x.what());
+        }
+        hit = carried.emplace(key, why).first;
+      }
+      if (!hit->second.empty()) return hit->second;
+    }
+    return "";
+  };
+  /// Whether the whole program `h` (a trial: candidates stitched, post-optimisations applied)
+  /// rebinds at the other values: "" or why not (the passes across windows can need them too).
+  auto rebinds = [&](const Graph& h) -> std::string {
+    for (const auto& o : opt.carry_over_to) {
+      try {
+        transform::rebind(h, o.inputs);
+      } catch (const InvalidInput& x) {
+        return cat("with it the program does not rebind at ", o.label, ": ", x.what());
+      } catch (const Unsupported& x) {
+        return cat("with it the program does not rebind at ", o.label, ": ", x.what());
+      }
+    }
+    return "";
+  };
+  /// The first reason a trial of candidate c on the windows `js` (stitched and post-optimised
+  /// as `h`) does not carry over, or "".
+  auto trial_carries_over = [&](const std::vector<size_t>& js, const Candidate& c, const Graph& h, WindowReport& wr) -> std::string {
+    if (opt.carry_over_to.empty()) return "";
+    const auto c0 = clock::now();
+    std::string why;
+    for (size_t j : js)
+      if (why = carries_over(j, c); !why.empty()) break;
+    if (why.empty()) why = rebinds(h);
+    wr.carry_seconds += since(c0);
+    return why;
+  };
   backend::CompileOptions co;
   co.threads = opt.threads;
   co.algorithm_cache = opt.algorithm_cache;
@@ -653,7 +741,10 @@ Result optimize(const Graph& model, const Options& opt) {
   // The decisions of an earlier run on this program, when its candidates are found again.
   std::string dkey;
   if (decisions) {
-    dkey = digest(cat(structure_key(canonical), "|", settings));
+    std::string carry;  // decisions made for every value of the symbolic dims are not those for one
+    for (const auto& o : opt.carry_over_to)
+      for (const auto& [name, shape] : o.inputs) carry += cat(name, ":", shape, ";");
+    dkey = digest(cat(structure_key(canonical), "|", settings, carry.empty() ? "" : cat("|carry ", carry)));
     const nlohmann::json stored = read_decision(decisions.get(), dkey);
     if (stored.is_array()) {
       std::vector<std::pair<size_t, const Candidate*>> found;
@@ -719,17 +810,25 @@ Result optimize(const Graph& model, const Options& opt) {
     for (size_t j = 0; j < windows.size(); ++j)
       if (j != i && keys[j] == keys[i] && !decided[j]) group.push_back(j);
     if (opt.apply_candidates) {
+      std::string not_carried;
       for (const Candidate& c : sr.best) {
         auto subs = chosen;
         for (size_t j : group) subs.push_back({j, c.graph});
+        Graph trial;
         try {
-          current = post(stitch(subs));
+          trial = post(stitch(subs));
         } catch (const Error&) {
           continue;  // does not stitch here
         }
+        if (std::string why = trial_carries_over(group, c, trial, wr); !why.empty()) {
+          if (not_carried.empty()) not_carried = why;
+          continue;
+        }
+        current = std::move(trial);
         adopt(i, c, group);
         break;
       }
+      if (wr.applied == "original" && !not_carried.empty()) wr.why_kept = cat("no mutant carries over to other values of the symbolic dims: ", not_carried);
       continue;
     }
     if (!fits()) {
@@ -745,17 +844,23 @@ Result optimize(const Graph& model, const Options& opt) {
     bool win_group = false;
     Graph win_graph;
     std::unique_ptr<backend::Executable> win_exe;
+    std::string not_carried;  // why the first candidate that does not carry over does not
     for (const Candidate& c : sr.best)
       for (bool whole_group : {true, false}) {  // every copy first: R/T ops between copies cancel, and the gain is theirs together
         if (whole_group && group.size() < 2) continue;
         if (win && !fits()) break;  // the budget: the best trial so far decides
         auto subs = chosen;
-        for (size_t j : whole_group ? group : std::vector<size_t>{i}) subs.push_back({j, c.graph});
+        const std::vector<size_t> js = whole_group ? group : std::vector<size_t>{i};
+        for (size_t j : js) subs.push_back({j, c.graph});
         Graph trial;
         try {
           trial = post(stitch(subs));
         } catch (const Error&) {
           continue;  // does not stitch here
+        }
+        if (std::string why = trial_carries_over(js, c, trial, wr); !why.empty()) {
+          if (not_carried.empty()) not_carried = why;
+          continue;
         }
         if (!current_exe) {
           const auto c0 = clock::now();
@@ -783,6 +888,8 @@ Result optimize(const Graph& model, const Options& opt) {
     } else if (win) {
       wr.why_kept = cat("the best estimated mutant (", sr.best[0].origin, ", est ", sr.best[0].est_ms, " ms vs ", wr.est_original_ms,
                         " ms) makes the whole program no faster in place (", best_ms, " ms vs ", base_ms, " ms)");
+    } else if (!not_carried.empty()) {
+      wr.why_kept = cat("no mutant carries over to other values of the symbolic dims: ", not_carried);
     }
   }
   rep.search_seconds = since(t0);

@@ -1,6 +1,7 @@
 // pet optimize MODEL -o OUT: the whole-model optimizer (include/pet/optimize/optimize.hpp).
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -34,15 +35,11 @@ struct Symbolic {
   std::string checked;         ///< the bindings it was checked at
 };
 
-/// One try for the symbolic dims `free` (the others stay as import bound them): the program
-/// rebound at a second binding of them, the two exports written as one file with ONNX's
-/// "follow the input" extents (onnx::generalise), and that file, imported at three bindings
-/// (the one optimised for and two more), computes there what the original model computes
-/// (the end-to-end check). "" on success (`out` filled), else why not.
-std::string try_symbolic(const Graph& program, const std::string& as_optimised, const std::string& path, const onnx::Model& m,
-                         const onnx::ImportOptions& io, const optimize::Options& opt, const std::set<std::string>& free, Symbolic& out) {
-  // Small values (the checks run the reference interpreter), other than the one bound, and
-  // different for different dims (2 and 3 for the first dim, 3 and 4 for the next, ...).
+/// The values of the model's symbolic dims a program for every value of the dims `free` is
+/// checked at: the ones bound, then two more of small values (the checks run the reference
+/// interpreter), other than the one bound and different for different dims (2 and 3 for the
+/// first dim, 3 and 4 for the next, ...); the other dims as bound.
+std::vector<std::map<std::string, int64_t>> three_bindings(const onnx::Model& m, const std::set<std::string>& free) {
   std::vector<std::map<std::string, int64_t>> bindings(3, m.dims);
   int64_t i = 0;
   for (const auto& [p, v] : m.dims) {
@@ -53,6 +50,39 @@ std::string try_symbolic(const Graph& program, const std::string& as_optimised, 
       bindings[k][p] = w;
     }
   }
+  return bindings;
+}
+
+std::set<std::string> all_dims(const onnx::Model& m) {
+  std::set<std::string> all;
+  for (const auto& [p, v] : m.dims) all.insert(p);
+  return all;
+}
+
+/// The model's input shapes at the two other bindings three_bindings gives for all its
+/// symbolic dims: what every rewrite must carry over to (optimize::Options::carry_over_to).
+std::vector<optimize::Options::OtherShapes> other_shapes(const std::string& path, const onnx::Model& m, const onnx::ImportOptions& io) {
+  std::vector<optimize::Options::OtherShapes> r;
+  const auto bindings = three_bindings(m, all_dims(m));
+  for (size_t k = 1; k < bindings.size(); ++k) {
+    onnx::ImportOptions o = io;
+    o.dims = bindings[k];
+    const onnx::Model there = onnx::import_file(path, o);
+    optimize::Options::OtherShapes s{binding_text(bindings[k]), {}};
+    for (TensorId t : there.graph.inputs()) s.inputs[there.graph.tensor(t).name] = there.graph.type(t).shape;
+    r.push_back(std::move(s));
+  }
+  return r;
+}
+
+/// One try for the symbolic dims `free` (the others stay as import bound them): the program
+/// rebound at a second binding of them, the two exports written as one file with ONNX's
+/// "follow the input" extents (onnx::generalise), and that file, imported at three bindings
+/// (the one optimised for and two more), computes there what the original model computes
+/// (the end-to-end check). "" on success (`out` filled), else why not.
+std::string try_symbolic(const Graph& program, const std::string& as_optimised, const std::string& path, const onnx::Model& m,
+                         const onnx::ImportOptions& io, const optimize::Options& opt, const std::set<std::string>& free, Symbolic& out) {
+  const auto bindings = three_bindings(m, free);
   auto import_at = [&](const std::map<std::string, int64_t>& b) {
     onnx::ImportOptions o = io;
     o.dims = b;
@@ -84,14 +114,13 @@ std::string try_symbolic(const Graph& program, const std::string& as_optimised, 
 }
 
 /// The optimized program for every value of the model's symbolic dims where it carries over
-/// (try_symbolic); where not for all of them together, for as many as carry over one by one
-/// (a batch can stay symbolic where a rewrite needs the height it was optimised for). `why`
-/// says why a dim stays fixed.
+/// (try_symbolic); where not for all of them together and `subsets` (--fixed-shapes), for as
+/// many as carry over one by one (a batch can stay symbolic where a rewrite needs the height
+/// it was optimised for). `why` says why a dim stays fixed.
 std::optional<Symbolic> for_every_shape(const Graph& program, const std::string& path, const onnx::Model& m, const onnx::ImportOptions& io,
-                                        const optimize::Options& opt, std::string& why) {
+                                        const optimize::Options& opt, bool subsets, std::string& why) {
   if (m.shapes_given) return why = "--shape fixed its input shapes", std::nullopt;
-  std::set<std::string> all;
-  for (const auto& [p, v] : m.dims) all.insert(p);
+  const std::set<std::string> all = all_dims(m);
   Symbolic best;
   // The program at the values it was optimised for, in the node order rebind gives (once).
   std::string as_optimised;
@@ -102,7 +131,7 @@ std::optional<Symbolic> for_every_shape(const Graph& program, const std::string&
   }
   why = try_symbolic(program, as_optimised, path, m, io, opt, all, best);
   if (why.empty()) return best;
-  if (all.size() > 1) {
+  if (subsets && all.size() > 1) {
     std::set<std::string> free;
     for (const auto& p : all) {
       std::set<std::string> more = free;
@@ -161,6 +190,18 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   onnx::Model m = load_model(a, path, import_options(a));
   if (!quiet)
     for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  // Unless --fixed-shapes, the rewrites kept must carry over to every value of the symbolic
+  // dims (checked at two more), so that the file keeps them symbolic, as the model declares.
+  const bool fixed_shapes = a.flag("fixed-shapes");
+  if (!fixed_shapes && !m.dims.empty() && !m.shapes_given) {
+    try {
+      opt.carry_over_to = other_shapes(path, m, import_options(a));
+    } catch (const InvalidInput& e) {  // the model itself does not import there: optimised for its shapes
+      if (!quiet) std::fprintf(stderr, "note: the model does not import at other values of its symbolic dims (%s); optimising for %s\n", e.what(), binding_text(m.dims).c_str());
+    } catch (const Unsupported& e) {
+      if (!quiet) std::fprintf(stderr, "note: the model does not import at other values of its symbolic dims (%s); optimising for %s\n", e.what(), binding_text(m.dims).c_str());
+    }
+  }
   optimize::Result r;
   try {
     r = optimize::optimize(m.graph, opt);
@@ -171,21 +212,36 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   }
   if (tty && !quiet) std::fputs("\r\033[K", stderr);
   r.graph.name = m.graph.name;
-  const auto& rep = r.report;
+  auto& rep = r.report;
   // Where nothing paid off on a program specialised at import (a symbolic batch bound to 1),
   // the user's own file is written unchanged, its symbolic dims (and opset, metadata) as they
   // were, where it is self-contained and passes the checker; else the program, as imported
   // (a file ONNX Runtime cannot load as given, such as an opset-13 MeanVarianceNormalization,
   // whose function body it fails on, loads as pet writes it). An optimized program is
-  // written for every value of the symbolic dims its rewrites carry over to (for_every_shape),
-  // at the shapes it was optimised for otherwise.
+  // written for every value of the symbolic dims (for_every_shape; the search kept only
+  // rewrites that carry over to them, Options::carry_over_to), or else not at all; with
+  // --fixed-shapes for those its rewrites carry over to, at the values optimised for otherwise.
   std::string written = "optimized program", why_fixed;
   std::optional<Symbolic> symbolic;
+  bool narrowed = false;  // the optimized program was not for every value of the dims: not written
   if (!rep.kept_original && !m.dims.empty()) {
     if (!quiet)
       std::fprintf(stderr, "pet optimize: checking the optimized program at other values of its symbolic dims (optimised at %s)\n",
                    binding_text(m.dims).c_str());
-    symbolic = for_every_shape(r.graph, path, m, import_options(a), opt, why_fixed);
+    symbolic = for_every_shape(r.graph, path, m, import_options(a), opt, fixed_shapes || opt.carry_over_to.empty(), why_fixed);
+    // Without --fixed-shapes a program that takes only the values optimised for is not
+    // written: the model's interface would narrow. The original is, as when nothing paid off.
+    if (!symbolic && !fixed_shapes && !opt.carry_over_to.empty()) {
+      std::string dims;
+      for (const auto& p : all_dims(m)) dims += cat(dims.empty() ? "" : ", ", p);
+      narrowed = true;
+      rep.kept_original = true;
+      rep.why_original = cat("the optimized program does not carry over to every value of ", dims, " (", why_fixed,
+                             "); the original is written (--fixed-shapes writes the optimized program at ", binding_text(m.dims), ")");
+      rep.speedup = 1;
+      r.graph = m.graph;
+      r.graph.name = m.graph.name;
+    }
   }
   if (symbolic) {
     std::ofstream f(*out, std::ios::binary);
@@ -247,6 +303,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
                      {"search_seconds", {{"total", w.times.total}, {"generate", w.times.generate}, {"verify", w.times.verify},
                                          {"cost", w.times.cost}, {"unexamined_candidates", w.times.unexamined}}},
                      {"measure_seconds", w.measure_seconds},
+                     {"carry_over_seconds", w.carry_seconds},
                      {"decision_cached", w.decision_cached},
                      {"search_cached", w.search_cached},
                      {"reused", w.reused}};
@@ -276,7 +333,9 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     else
       std::printf("  end to end on %s: original %.3f ms, optimized %.3f ms (medians, interleaved; faster in %d of %d rounds): %.2fx%s\n",
                   opt.backend.c_str(), rep.original_ms, rep.optimized_ms, rep.timing_rounds_won, rep.timing_rounds,
-                  rep.original_ms / std::max(1e-9, rep.optimized_ms), rep.kept_original ? " -- not faster: the original is written" : "");
+                  rep.original_ms / std::max(1e-9, rep.optimized_ms),
+                  narrowed ? " -- not for every value of the symbolic dims: the original is written" : rep.kept_original ? " -- not faster: the original is written" : "");
+    if (narrowed) std::printf("  %s\n", rep.why_original.c_str());
     std::printf("  check against the original: %s\n", rep.check.c_str());
     if (written == "original file")
       std::printf("  written: the original file, unchanged (its shapes as declared)\n");
@@ -296,8 +355,9 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
       if (w.applied == "original" && !a.flag("explain")) continue;
       std::printf("  window %d (%s at '%s')%s: ", w.index, w.ops.c_str(), w.nodes.front().c_str(), w.reused ? " [reused]" : w.search_cached ? " [search cached]" : "");
       if (a.flag("explain") && !w.reused)
-        std::printf("[search %.1f s: verification %.1f s, profiling %.1f s%s; in context %.1f s] ", w.times.total, w.times.verify, w.times.cost,
-                    w.times.unexamined ? cat(", ", w.times.unexamined, " candidates unexamined").c_str() : "", w.measure_seconds);
+        std::printf("[search %.1f s: verification %.1f s, profiling %.1f s%s; in context %.1f s%s] ", w.times.total, w.times.verify, w.times.cost,
+                    w.times.unexamined ? cat(", ", w.times.unexamined, " candidates unexamined").c_str() : "", w.measure_seconds,
+                    w.carry_seconds >= 0.05 ? cat("; carry-over checks ", std::round(w.carry_seconds * 10) / 10, " s").c_str() : "");
       if (w.applied == "original") {
         std::printf("original form: %s\n", w.why_kept.c_str());
       } else {

@@ -22,6 +22,7 @@
 ///     on a mismatch the transformations are re-checked one by one and the one that broke it is
 ///     named; then the whole program is timed against the original and kept only if faster.
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,18 @@ struct Options {
   /// without measuring it in place, and the result is returned however it times. The
   /// end-to-end check still runs.
   bool apply_candidates = false;
+  /// Other values of the model's symbolic dims that every rewrite kept must carry over to (pet
+  /// optimize: the model imported at two more values of them, unless --fixed-shapes). A
+  /// window's candidate is tried in place only where the window and the candidate, rebound
+  /// at each entry's input shapes (transform::rebind), are still equivalent (the verifier, as
+  /// in the search) and the whole program with it rebinds there too; otherwise the window
+  /// keeps its form and the report says why. Empty: the program is optimised for its shapes
+  /// alone (a rewrite may need them, as the phase split of a dilated conv needs its height).
+  struct OtherShapes {
+    std::string label;                        ///< "N=2": the values, for the report
+    std::map<std::string, Shape> inputs;      ///< the graph inputs' shapes there, by name
+  };
+  std::vector<OtherShapes> carry_over_to;
   std::function<void(const Progress&)> progress;
 };
 
@@ -111,6 +124,7 @@ struct WindowReport {
   /// This window's search: wall seconds, and of them verification and costing (profiling)
   SearchTimes times;
   double measure_seconds = 0;      ///< timing candidates in context
+  double carry_seconds = 0;        ///< checking that candidates carry over (Options::carry_over_to; in measure_seconds where measured)
   bool reused = false;             ///< an identical window's search result
   bool decision_cached = false;    ///< the in-context choice came from the decision cache
   bool search_cached = false;      ///< the search result came from the decision cache (verified again)
