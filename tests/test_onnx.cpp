@@ -162,6 +162,23 @@ TEST_CASE("tensor files round-trip (ONNX backend-test layout)") {
                        cat("test-data folder '", (dir / "nope").string(), "' does not exist").c_str(), InvalidInput);
 }
 
+TEST_CASE("a model whose weights do not fit in one ONNX file is refused by name, before pet optimize searches") {
+  Graph g;
+  g.name = "big";
+  Builder b(g);
+  TensorId x = b.input("x", {10});
+  x = b.add(ops::Add{}, {x, b.constant("w", Tensor<float>({10}, 1.f))});
+  const TensorId i = b.add(ops::Cast{.to = DType::Int64}, {x});
+  const TensorId k = b.add(ops::Add{}, {i, g.add_constant("k", DType::Int64, Tensor<int64_t>({10}, int64_t(2)))});
+  b.output(b.add(ops::Add{}, {b.add(ops::Cast{.to = DType::Int8}, {k}), g.add_constant("q", DType::Int8, Tensor<int64_t>({10}, int64_t(1)))}));
+  CHECK(px::weight_bytes(g) == 10 * 4 + 10 * 8 + 10 * 1);
+  CHECK_NOTHROW(px::check_exportable(px::weight_bytes(g), "big.onnx"));
+  CHECK_NOTHROW(px::check_exportable(uint64_t(1900) << 20, "big.onnx"));  // 1.86 GiB: room left for the graph
+  CHECK_THROWS_WITH_AS(px::check_exportable(uint64_t(3) << 30, "big.onnx"),
+                       doctest::Contains("big.onnx: its weights take 3221225472 bytes (3 GiB); pet writes ONNX files with the weights inside, and protobuf limits"),
+                       Unsupported);
+}
+
 TEST_CASE("import errors name the file, node, op and problem") {
   SUBCASE("missing, garbage and truncated files") {
     CHECK_THROWS_WITH_AS(px::import_file("/nonexistent/m.onnx"), "/nonexistent/m.onnx: no such model file", InvalidInput);

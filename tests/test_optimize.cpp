@@ -557,6 +557,22 @@ TEST_CASE("optimize with carry_over_to: a rewrite is kept only where it carries 
   o2.carry_over_to = {{"N=2", {{"x", {2, 8, 6, 6}}}}};
   r = optimize::optimize(g, o2);
   CHECK(r.report.windows[0].applied == "original");
+  // A program whose shapes import folded into constants (a class token concatenated to a
+  // batch of one) does not rebind: nothing could carry over, and nothing is searched.
+  {
+    Graph t;
+    Builder tb(t);
+    const TensorId z = tb.add(ops::Concat{.axis = 1}, {tb.input("x", {1, 4, 8}), tb.constant("cls", rand_t({1, 1, 8}, rng))});
+    tb.output(tb.add(ops::Relu{}, {tb.add(ops::MatMul{}, {z, tb.constant("w", rand_t({8, 8}, rng))})}));
+    optimize::Options o3 = quick();
+    o3.carry_over_to = {{"N=2", {{"x", {2, 4, 8}}}}};
+    const auto rt = optimize::optimize(t, o3);
+    CHECK(rt.report.not_rebindable);
+    CHECK(rt.report.kept_original);
+    CHECK(rt.report.windows.empty());
+    CHECK(rt.report.why_original.find("the program does not rebind at N=2 (") == 0);
+    CHECK(max_diff(t, rt.graph) == 0);
+  }
   // (the verifier at the other shapes: the Reshape's output has another shape there)
   CHECK(r.report.windows[0].why_kept.find("no mutant carries over to other values of the symbolic dims: at N=2: output 0 is float32[8,2,6,6]") !=
         std::string::npos);

@@ -22,7 +22,26 @@ void set_type(::onnx::ValueInfoProto* vi, const std::string& name, const TensorT
 }
 }  // namespace
 
+uint64_t weight_bytes(const Graph& g) {
+  uint64_t n = 0;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const auto& info = g.tensor(t);
+    if (!info.is_constant()) continue;
+    const uint64_t width = info.type.dtype == DType::Int64 ? 8 : info.type.dtype == DType::Float32 || info.type.dtype == DType::Int32 ? 4 : 1;
+    n += width * uint64_t(std::max<int64_t>(0, numel(info.type.shape)));
+  }
+  return n;
+}
+
+void check_exportable(uint64_t bytes, const std::string& label) {
+  constexpr uint64_t limit = uint64_t(INT32_MAX) - (uint64_t(64) << 20);
+  if (bytes > limit)
+    throw Unsupported(cat(label, ": its weights take ", bytes, " bytes (", double(bytes) / double(1 << 30),
+                          " GiB); pet writes ONNX files with the weights inside, and protobuf limits such a file to 2 GiB (ONNX external data is not written)"));
+}
+
 std::string export_bytes(const Graph& g) {
+  check_exportable(weight_bytes(g), cat("exported model '", g.name, "'"));
   ::onnx::ModelProto model;
   model.set_ir_version(8);
   model.set_producer_name("pet");
@@ -50,6 +69,8 @@ std::string export_bytes(const Graph& g) {
   for (NodeId n : g.topo_order()) export_node(g, g.node(n), ctx);
   for (TensorId t : g.outputs()) set_type(gp->add_output(), g.tensor(t).name, g.type(t));
   std::string bytes;
+  if (model.ByteSizeLong() > size_t(INT32_MAX))
+    throw Unsupported(cat("exported model '", g.name, "': ", model.ByteSizeLong(), " bytes, over protobuf's 2 GiB limit on one ONNX file"));
   if (!model.SerializeToString(&bytes)) throw InternalError("export: the ONNX model could not be serialized");
   check_bytes(bytes, cat("exported model '", g.name, "'"));
   return bytes;

@@ -430,6 +430,18 @@ Result optimize(const Graph& model, const Options& opt) {
     }
     elsewhere.push_back(std::move(e));
   }
+  for (size_t k = 0; k < elsewhere.size(); ++k)
+    if (!elsewhere[k].program) {  // nothing could carry over: no search
+      rep.kept_original = rep.not_rebindable = true;
+      rep.why_original = cat("the program does not rebind at ", opt.carry_over_to[k].label, " (", elsewhere[k].why,
+                             "), so no rewrite of it could carry over there; none was searched");
+      rep.stop_reason = "no search: the program does not rebind at other values of its symbolic dims";
+      rep.check = "not needed: the original is returned";
+      res.graph = model;
+      res.graph.name = model.name;
+      rep.total_seconds = since(t0);
+      return res;
+    }
   // The optimizer's memory (the decision cache): each window's search result under its
   // structure and the search settings, and the in-context decisions of whole programs.
   std::unique_ptr<backend::CacheStore> decisions;

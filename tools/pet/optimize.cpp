@@ -188,6 +188,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     std::fflush(stderr);
   };
   onnx::Model m = load_model(a, path, import_options(a));
+  onnx::check_exportable(onnx::weight_bytes(m.graph), path);  // refused before the search, not after it
   if (!quiet)
     for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   // Unless --fixed-shapes, the rewrites kept must carry over to every value of the symbolic
@@ -213,6 +214,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   if (tty && !quiet) std::fputs("\r\033[K", stderr);
   r.graph.name = m.graph.name;
   auto& rep = r.report;
+  if (rep.not_rebindable) rep.why_original += cat(" (--fixed-shapes optimises it for ", binding_text(m.dims), ")");
   // Where nothing paid off on a program specialised at import (a symbolic batch bound to 1),
   // the user's own file is written unchanged, its symbolic dims (and opset, metadata) as they
   // were, where it is self-contained and passes the checker; else the program, as imported

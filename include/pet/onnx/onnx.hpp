@@ -66,8 +66,16 @@ Model import_bytes(std::string_view bytes, const std::string& label, const Impor
 
 /// Opset that export writes.
 inline constexpr int64_t kExportOpset = 17;
-/// Serializes a graph as an ONNX model (opset 17, checked with onnx::checker).
+/// Serializes a graph as an ONNX model (opset 17, checked with onnx::checker). Throws
+/// Unsupported where its weights do not fit in one file (check_exportable).
 std::string export_bytes(const Graph& g);
+/// The bytes g's constants take in an exported file (raw data at each ONNX type's width).
+uint64_t weight_bytes(const Graph& g);
+/// pet writes a model with its weights inside (no external data), and protobuf limits a
+/// message to 2 GiB: throws Unsupported, naming `label` and the size, where `weight_bytes`
+/// leaves too little of that for the graph (over 2 GiB less 64 MiB). pet optimize checks
+/// before its search, so that a model it cannot write is refused at once.
+void check_exportable(uint64_t weight_bytes, const std::string& label);
 void export_file(const Graph& g, const std::string& path);
 /// Runs onnx::checker (and ONNX shape inference) on serialized bytes; throws InvalidInput.
 void check_bytes(std::string_view bytes, const std::string& label);

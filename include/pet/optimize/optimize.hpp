@@ -145,6 +145,10 @@ struct Report {
   int timing_rounds = 0, timing_rounds_won = 0;  ///< interleaved rounds, and those the optimized program won
   double speedup = 1;
   bool kept_original = false;  ///< the optimized program was not faster (or not correct)
+  /// The program itself does not rebind at an entry of Options::carry_over_to (its shapes were
+  /// folded into constants at import): no rewrite could carry over, so none was searched and
+  /// the original is returned (why_original says where).
+  bool not_rebindable = false;
   std::string why_original;
   std::vector<WindowReport> windows;
   int reused_windows = 0;
