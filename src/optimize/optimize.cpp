@@ -628,10 +628,11 @@ Result optimize(const Graph& model, const Options& opt) {
   std::map<std::string, std::string> carried;  // memo: structure and shapes -> the answer
   auto carries_over = [&](size_t j, const Candidate& c) -> std::string {
     const Window& w = windows[j];
+    const Graph original = extract(canonical, w);
+    const std::string pair_key = cat(structure_key(original), "|", structure_key(c.graph), "|");
     for (size_t k = 0; k < elsewhere.size(); ++k) {
       const std::string& at = opt.carry_over_to[k].label;
       const Graph& there = *elsewhere[k].program;  // (a program that does not rebind is not searched)
-      const Graph original = extract(canonical, w);
       std::vector<Shape> shapes;
       for (TensorId t : w.inputs) {
         auto u = there.find(canonical.tensor(t).name);
@@ -643,7 +644,7 @@ Result optimize(const Graph& model, const Options& opt) {
         for (size_t x = 0; x < p.inputs().size() && x < shapes.size(); ++x) m[p.tensor(p.inputs()[x]).name] = shapes[x];
         return m;
       };
-      std::string key = cat(structure_key(original), "|", structure_key(c.graph), "|");
+      std::string key = pair_key;
       for (const auto& sh : shapes) key += cat(sh, ";");
       auto hit = carried.find(key);
       if (hit == carried.end()) {
