@@ -501,6 +501,28 @@ TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2
   CHECK(optimize::compare(program(2, 1.f), program(2, 1.5f), opt).find("max|opt-orig|") != std::string::npos);
   CHECK(optimize::compare(program(2, 1.f), program(3, 1.f), opt).find("input 0 is float32[2,96,28,28]") != std::string::npos);
   CHECK(optimize::compare(program(2, 1.f), program(2, 1.f), opt) == "");
+  // A constant import folded at the batch (a token expanded to it) that is the same for every
+  // image is written as an Expand to the input's batch; one that differs between images is not
+  // a broadcast and stays refused.
+  auto tokens = [](int64_t n, bool same) {
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {n, 96, 28, 28});
+    Tensor<float> k({n, 96, 1, 1});
+    for (int64_t i = 0; i < k.size(); ++i) k.data()[i] = float(i % 96) * 0.01f + (same ? 0.f : float(i / 96));
+    b.output(b.add(ops::Relu{}, {b.add(ops::Add{}, {x, b.constant("token", k)})}));
+    return g;
+  };
+  const std::string expanded = onnx::generalise(onnx::export_bytes(tokens(1, true)), onnx::export_bytes(tokens(2, true)), demo, {"N"});
+  CHECK(expanded.find("Expand") != std::string::npos);  // (op types: the names pet gives are lower case)
+  CHECK(expanded.find("Shape") != std::string::npos);
+  for (int64_t n : {1, 3}) {
+    onnx::ImportOptions io;
+    io.dims = {{"N", n}};
+    CHECK(optimize::compare(onnx::import_bytes(expanded, "generalised", io).graph, tokens(n, true), opt) == "");
+  }
+  CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(tokens(1, false)), onnx::export_bytes(tokens(2, false)), demo, {"N"}),
+                       doctest::Contains("constant 'token' depends on the shapes"), Unsupported);
 }
 
 namespace {
@@ -558,12 +580,21 @@ TEST_CASE("optimize with carry_over_to: a rewrite is kept only where it carries 
   r = optimize::optimize(g, o2);
   CHECK(r.report.windows[0].applied == "original");
   // A program whose shapes import folded into constants (a class token concatenated to a
-  // batch of one) does not rebind: nothing could carry over, and nothing is searched.
+  // batch of one) does not rebind: nothing could carry over, and nothing is searched. Given
+  // the model as imported there (the token expanded to the batch), it rebinds and is searched.
   {
-    Graph t;
-    Builder tb(t);
-    const TensorId z = tb.add(ops::Concat{.axis = 1}, {tb.input("x", {1, 4, 8}), tb.constant("cls", rand_t({1, 1, 8}, rng))});
-    tb.output(tb.add(ops::Relu{}, {tb.add(ops::MatMul{}, {z, tb.constant("w", rand_t({8, 8}, rng))})}));
+    auto token_program = [](int64_t n) {
+      Rng r(11);
+      Graph t;
+      Builder tb(t);
+      const Tensor<float> w = rand_t({8, 8}, r), token = rand_t({1, 1, 8}, r);
+      Tensor<float> cls({n, 1, 8});
+      for (int64_t i = 0; i < cls.size(); ++i) cls.data()[i] = token.data()[i % 8];
+      const TensorId z = tb.add(ops::Concat{.axis = 1}, {tb.input("x", {n, 4, 8}), tb.constant("cls", cls)});
+      tb.output(tb.add(ops::Relu{}, {tb.add(ops::MatMul{}, {z, tb.constant("w", w)})}));
+      return t;
+    };
+    const Graph t = token_program(1);
     optimize::Options o3 = quick();
     o3.carry_over_to = {{"N=2", {{"x", {2, 4, 8}}}}};
     const auto rt = optimize::optimize(t, o3);
@@ -572,6 +603,15 @@ TEST_CASE("optimize with carry_over_to: a rewrite is kept only where it carries 
     CHECK(rt.report.windows.empty());
     CHECK(rt.report.why_original.find("the program does not rebind at N=2 (") == 0);
     CHECK(max_diff(t, rt.graph) == 0);
+    o3.carry_over_to[0].model = std::make_shared<const Graph>(token_program(2));
+    o3.keep_if_slower = true;
+    const auto guided = optimize::optimize(t, o3);
+    CHECK_FALSE(guided.report.not_rebindable);
+    CHECK(guided.report.windows.size() == 1);
+    CHECK(max_diff(t, guided.graph) < 1e-5);
+    // what the optimizer returns rebinds there, guided alike, and computes the model there
+    const optimize::RebindLike there(t, token_program(2), o3);
+    CHECK(max_diff(token_program(2), there(guided.graph, {{"x", {2, 4, 8}}})) < 1e-5);
   }
   // (the verifier at the other shapes: the Reshape's output has another shape there)
   CHECK(r.report.windows[0].why_kept.find("no mutant carries over to other values of the symbolic dims: at N=2: output 0 is float32[8,2,6,6]") !=

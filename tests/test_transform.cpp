@@ -499,3 +499,42 @@ TEST_CASE("rebind: a program at other input shapes, extents following the inputs
     CHECK_THROWS_WITH_AS(transform::rebind(g, {{"y", {5, 2}}}), doctest::Contains("became"), Unsupported);
   }
 }
+
+TEST_CASE("rebind with a guide: what import folded at a batch of one (a Reshape target, a class token) is taken from the model there") {
+  // As PyTorch's attention exports it: the batch moves behind the sequence, tokens and batch
+  // merge for a matrix product, and split again; a class token expanded to the batch (import
+  // folds the Expand into a constant). Built at batch n, with the same names at every n.
+  // (`twisted`: the split back through a dim of 1 before the last; `scale`: other token values)
+  auto program = [](int64_t n, bool twisted = false, float scale = 0.25f) {
+    Rng rng(3);
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {n, 4, 6});
+    TensorId t = b.add(ops::Transpose{.perm = {1, 0, 2}}, {x});                        // [4, n, 6]
+    TensorId m = b.add(ops::MatMul{}, {b.add(ops::Reshape{.shape = {4 * n, 6}}, {t}), b.constant("w", rand_t({6, 6}, rng))});
+    TensorId split = twisted ? b.add(ops::Reshape{.shape = {4, n, 6}}, {b.add(ops::Reshape{.shape = {4, 6, n}}, {m})})
+                             : b.add(ops::Reshape{.shape = {4, n, 6}}, {m});
+    TensorId back = b.add(ops::Transpose{.perm = {1, 0, 2}}, {split});
+    Tensor<float> cls({n, 1, 6});
+    for (int64_t i = 0; i < cls.size(); ++i) cls.data()[i] = float(i % 6) * scale;  // the same token for every image
+    b.output(b.concat({b.constant("cls", cls), b.add(ops::Add{}, {back, x})}, 1));
+    return g;
+  };
+  const Graph g1 = program(1), g2 = program(2);
+  // By the rules alone the second Reshape puts the grown dim where the batch of one is not.
+  CHECK_THROWS_AS(transform::rebind(g1, {{"x", {2, 4, 6}}}), Unsupported);
+  const Graph r2 = transform::rebind(g1, {{"x", {2, 4, 6}}}, {{&g1, &g2}});
+  REQUIRE(r2.num_nodes() == g2.num_nodes());
+  for (NodeId n = 0; n < r2.num_nodes(); ++n) CHECK(r2.type(r2.node(n).outputs[0]) == g2.type(g2.node(n).outputs[0]));
+  same_results(r2, g2, 7);
+  // Nodes the guide's base does not have as they are (other targets, other names) follow
+  // the rules; a constant with other values than the base's is the program's own.
+  const Graph twisted = program(1, true);
+  CHECK_THROWS_AS(transform::rebind(twisted, {{"x", {2, 4, 6}}}, {{&g1, &g2}}), Unsupported);
+  const Graph other_token = program(1, false, 0.5f);
+  CHECK_THROWS_WITH_AS(transform::rebind(other_token, {{"x", {2, 4, 6}}}, {{&g1, &g2}}), doctest::Contains("Concat"), Unsupported);
+  // Of two guides, the first that knows a node or constant says (one at other shapes, or with
+  // other values, does not know it).
+  same_results(transform::rebind(g1, {{"x", {2, 4, 6}}}, {{&other_token, &other_token}, {&g1, &g2}}), g2, 8);
+  CHECK_THROWS_AS(transform::rebind(g1, {{"x", {2, 4, 6}}}, {{&g1, &g1}, {&g1, &g2}}), Unsupported);
+}

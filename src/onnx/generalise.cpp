@@ -180,6 +180,134 @@ struct Merger {
   }
 };
 
+/// The first slice along `dims` of a tensor of shape `from` (each of `dims` taken at 0), where
+/// the tensor is the same along them (a broadcast); nullopt where it is not.
+template <class E>
+std::optional<Tensor<E>> broadcast_base(const Tensor<E>& v, const std::vector<size_t>& dims) {
+  const Shape& from = v.shape();
+  Shape to = from;
+  for (size_t d : dims) to[d] = 1;
+  Tensor<E> base(to);
+  std::vector<int64_t> stride(from.size(), 1), bstride(from.size(), 1);
+  for (size_t k = from.size(); k-- > 1;) stride[k - 1] = stride[k] * from[k], bstride[k - 1] = bstride[k] * to[k];
+  for (int64_t i = 0; i < numel(from); ++i) {
+    int64_t j = 0;
+    for (size_t k = 0; k < from.size(); ++k)
+      if (to[k] != 1 || from[k] == 1) j += (i / stride[k] % from[k]) * bstride[k];
+    const bool first = [&] {
+      for (size_t d : dims)
+        if (i / stride[d] % from[d] != 0) return false;
+      return true;
+    }();
+    if (first) base.data()[j] = v.data()[i];
+    else if (!(v.data()[i] == base.data()[j])) return std::nullopt;  // slices are visited after the first
+  }
+  return base;
+}
+
+/// Constant `t` of the first program (`u` in the second) that differs only in extents, along
+/// dims where its values are all the same (a class token expanded to the batch, folded at
+/// import), written as an Expand of its first slice to a shape read from the graph inputs'
+/// extents (Shape, Concat) that are those extents at both bindings. The nodes go to `nodes`,
+/// new constants to `inits`; false (t unchanged) where t is not such a constant or no input
+/// extent matches.
+bool broadcast_from_inputs(::onnx::TensorProto& t, const ::onnx::TensorProto& u, Merger& m, std::vector<::onnx::NodeProto>& nodes,
+                           std::vector<::onnx::TensorProto>& inits) {
+  if (t.data_type() != u.data_type() || t.dims_size() != u.dims_size()) return false;
+  const Dims ta(t.dims().begin(), t.dims().end()), tb(u.dims().begin(), u.dims().end());
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < ta.size(); ++d)
+    if (ta[d] != tb[d]) dims.push_back(d);
+  if (dims.empty()) return false;
+  // Each differing extent: a graph input's dim that is it at both bindings.
+  std::vector<std::pair<std::string, int64_t>> source;
+  for (size_t d : dims) {
+    std::optional<std::pair<std::string, int64_t>> found;
+    for (const auto& vi : m.a.graph().input()) {
+      auto ia = m.sa.find(vi.name()), ib = m.sb.find(vi.name());
+      if (ia == m.sa.end() || ib == m.sb.end() || ia->second.size() != ib->second.size()) continue;
+      for (size_t k = 0; k < ia->second.size() && !found; ++k)
+        if (ia->second[k] == ta[d] && ib->second[k] == tb[d]) found = {vi.name(), int64_t(k)};
+      if (found) break;
+    }
+    if (!found) return false;
+    source.push_back(*found);
+  }
+  auto [dtype_a, va] = tensor_from_proto(t, ".", "initializer");
+  auto [dtype_b, vb] = tensor_from_proto(u, ".", "initializer");
+  if (dtype_a != dtype_b || va.index() != vb.index()) return false;
+  const std::optional<ConstValue> base = std::visit(
+      [&](const auto& x) -> std::optional<ConstValue> {
+        using T = std::decay_t<decltype(x)>;
+        const auto& y = std::get<T>(vb);
+        auto bx = broadcast_base(x, dims), by = broadcast_base(y, dims);
+        if (!bx || !by || bx->vec() != by->vec()) return std::nullopt;
+        return ConstValue(*bx);
+      },
+      va);
+  if (!base) return false;
+  const std::string name = t.name();
+  std::set<std::string> taken;
+  for (const auto& n : m.a.graph().node())
+    for (const auto& o : n.output()) taken.insert(o);
+  for (const auto& i : m.a.graph().initializer()) taken.insert(i.name());
+  for (const auto& n : nodes)
+    for (const auto& o : n.output()) taken.insert(o);
+  for (const auto& i : inits) taken.insert(i.name());
+  auto fresh = [&](const std::string& want) {
+    std::string s = want;
+    for (int k = 1; taken.count(s); ++k) s = cat(want, "_", k);
+    taken.insert(s);
+    return s;
+  };
+  const std::string base_name = fresh(name + "_slice"), shape_name = fresh(name + "_shape");
+  // The shape: the fixed extents as a constant, the others read from the inputs.
+  ::onnx::NodeProto concat;
+  concat.set_op_type("Concat");
+  concat.set_name(fresh(name + "_shape_concat"));
+  auto* axis = concat.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(::onnx::AttributeProto::INT);
+  axis->set_i(0);
+  size_t next = 0;
+  for (size_t d = 0; d < ta.size(); ++d) {
+    if (next < dims.size() && dims[next] == d) {
+      ::onnx::NodeProto sh;
+      sh.set_op_type("Shape");
+      sh.set_name(fresh(cat(name, "_extent", d)));
+      sh.add_input(source[next].first);
+      sh.add_output(sh.name());
+      for (auto [key, val] : {std::pair{"start", source[next].second}, std::pair{"end", source[next].second + 1}}) {
+        auto* at = sh.add_attribute();
+        at->set_name(key);
+        at->set_type(::onnx::AttributeProto::INT);
+        at->set_i(val);
+      }
+      concat.add_input(sh.output(0));
+      nodes.push_back(std::move(sh));
+      ++next;
+    } else {
+      const std::string c = fresh(cat(name, "_extent", d));
+      ::onnx::TensorProto& init = inits.emplace_back();
+      tensor_to_proto(DType::Int64, Tensor<int64_t>({1}, std::vector<int64_t>{ta[d]}), &init);
+      init.set_name(c);
+      concat.add_input(c);
+    }
+  }
+  concat.add_output(shape_name);
+  nodes.push_back(std::move(concat));
+  ::onnx::NodeProto expand;
+  expand.set_op_type("Expand");
+  expand.set_name(fresh(name + "_expand"));
+  expand.add_input(base_name);
+  expand.add_input(shape_name);
+  expand.add_output(name);
+  nodes.push_back(std::move(expand));
+  tensor_to_proto(dtype_a, *base, &t);
+  t.set_name(base_name);
+  return true;
+}
+
 const ::onnx::ValueInfoProto* find_info(const google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto>& v, const std::string& name) {
   for (const auto& vi : v)
     if (vi.name() == name) return &vi;
@@ -215,6 +343,8 @@ std::string generalise(std::string_view at_a, std::string_view at_b, const std::
       if (na.attribute(k).SerializeAsString() != nb.attribute(k).SerializeAsString())
         Merger::cannot(na, cat("its attribute '", na.attribute(k).name(), "' depends on the shapes"));
   }
+  std::vector<::onnx::NodeProto> prepend;  // nodes computing broadcast constants from the inputs' extents
+  std::vector<::onnx::TensorProto> added;   // and their constants
   std::map<std::string, const ::onnx::TensorProto*> binit;
   for (const auto& t : gb.initializer()) binit[t.name()] = &t;
   for (auto& t : *ga.mutable_initializer()) {
@@ -226,10 +356,17 @@ std::string generalise(std::string_view at_a, std::string_view at_b, const std::
     for (const auto& n : ga.node())
       for (int k = 0; k < n.input_size(); ++k)
         if (n.input(k) == t.name()) reader = &n, slot = k, ++readers;
-    if (readers != 1 || t.data_type() != ::onnx::TensorProto::INT64)
-      throw Unsupported(cat("constant '", t.name(), "' depends on the shapes"));
+    if (broadcast_from_inputs(t, *it->second, m, prepend, added)) continue;
+    if (readers != 1 || t.data_type() != ::onnx::TensorProto::INT64) throw Unsupported(cat("constant '", t.name(), "' depends on the shapes"));
     const Dims v = m.merge(*reader, slot, ints_of(t), ints_of(*it->second));
     tensor_to_proto(DType::Int64, Tensor<int64_t>({int64_t(v.size())}, v), &t);
+  }
+  for (auto& t : added) *ga.add_initializer() = std::move(t);
+  if (!prepend.empty()) {  // the broadcasts read graph inputs and initializers only: first
+    google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
+    for (auto& n : prepend) *nodes.Add() = std::move(n);
+    for (auto& n : *ga.mutable_node()) *nodes.Add() = std::move(n);
+    ga.mutable_node()->Swap(&nodes);
   }
   for (auto& vi : *ga.mutable_input()) m.declare(vi, find_info(o.graph().input(), vi.name()), true);
   for (auto& vi : *ga.mutable_output()) m.declare(vi, find_info(o.graph().output(), vi.name()), false);

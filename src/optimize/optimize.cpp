@@ -365,6 +365,57 @@ Graph with_model_interface(const Graph& g, const Graph& model) {
 }
 }  // namespace
 
+namespace {
+Graph post_optimised(Graph h, const Options& opt) {
+  auto p = post_optimization_pipeline(opt.extra_passes);
+  transform::PipelineOptions po = for_pipeline(p, opt.passes);
+  po.print_after.clear();
+  p.run(h, po);
+  return h;
+}
+}  // namespace
+
+RebindLike::RebindLike(const Graph& model, const Graph& there, const Options& opt) : base_(model), there_(there) {
+  canonicalise(base_, opt);
+  canonicalise(there_, opt);
+  post_base_ = post_optimised(base_, opt);
+  post_there_ = post_optimised(there_, opt);
+}
+
+Graph RebindLike::operator()(const Graph& program, const std::map<std::string, Shape>& input_shapes) const {
+  return transform::rebind(program, input_shapes, {{&base_, &there_}, {&post_base_, &post_there_}});
+}
+
+namespace {
+/// Window w of `program` as the same nodes of `there` (program rebound at other shapes,
+/// its nodes by name in `ids`), extracted; nullopt where `there` lacks one of them.
+std::optional<Graph> window_there(const Graph& there, const std::map<std::string, NodeId>& ids, const Graph& program, const Window& w) {
+  Window v;
+  for (NodeId n : w.nodes) {
+    auto it = ids.find(program.node(n).name);
+    if (it == ids.end()) return std::nullopt;
+    v.nodes.push_back(it->second);
+  }
+  for (auto [from, to] : {std::pair{&w.inputs, &v.inputs}, std::pair{&w.outputs, &v.outputs}})
+    for (TensorId t : *from) {
+      auto u = there.find(program.tensor(t).name);
+      if (!u) return std::nullopt;
+      to->push_back(*u);
+    }
+  return extract(there, v);
+}
+}  // namespace
+
+std::vector<transform::PassRecord> canonicalise(Graph& g, const Options& opt) {
+  auto p = canonicalization_pipeline();
+  auto po = for_pipeline(p, opt.passes);
+  // In a program that quantizes, a difference at float rounding level moves values across
+  // quantization steps: gelu-canonicalization, exact only up to the pattern's constants
+  // (1.4142135 for sqrt 2), is left out (it broke dynamically quantized ViT-B/16).
+  if (quantizes(g)) po.disabled.insert("gelu-canonicalization");
+  return p.run(g, po);
+}
+
 std::string compare(const Graph& program, const Graph& original, const Options& opt) {
   if (program.inputs().size() != original.inputs().size()) return cat(program.inputs().size(), " inputs instead of ", original.inputs().size());
   for (size_t k = 0; k < program.inputs().size(); ++k)
@@ -388,13 +439,7 @@ Result optimize(const Graph& model, const Options& opt) {
   // 1. Canonicalisation (fully equivalent graph rewrites).
   Graph g = model;
   {
-    auto p = canonicalization_pipeline();
-    auto po = for_pipeline(p, opt.passes);
-    // In a program that quantizes, a difference at float rounding level moves values across
-    // quantization steps: gelu-canonicalization, exact only up to the pattern's constants
-    // (1.4142135 for sqrt 2), is left out (it broke dynamically quantized ViT-B/16).
-    if (quantizes(model)) po.disabled.insert("gelu-canonicalization");
-    auto rec = p.run(g, po);
+    auto rec = canonicalise(g, opt);
     rep.passes.insert(rep.passes.end(), rec.begin(), rec.end());
   }
   const Graph canonical = g;
@@ -417,17 +462,23 @@ Result optimize(const Graph& model, const Options& opt) {
   struct Elsewhere {
     std::optional<Graph> program;  ///< the canonical program rebound there
     std::string why;               ///< why it does not rebind
+    std::map<std::string, NodeId> node_ids;  ///< its nodes by name
+    std::shared_ptr<RebindLike> rebind;      ///< guided by the model there, where given
   };
   std::vector<Elsewhere> elsewhere;
   for (const auto& o : opt.carry_over_to) {
     Elsewhere e;
     try {
-      e.program = transform::rebind(canonical, o.inputs);
+      // The model as imported there says what its folded shape arithmetic becomes.
+      if (o.model) e.rebind = std::make_shared<RebindLike>(model, *o.model, opt);
+      e.program = e.rebind ? (*e.rebind)(canonical, o.inputs) : transform::rebind(canonical, o.inputs);
     } catch (const InvalidInput& x) {
       e.why = x.what();
     } catch (const Unsupported& x) {
       e.why = x.what();
     }
+    if (e.program)
+      for (NodeId id = 0; id < e.program->num_nodes(); ++id) e.node_ids.emplace(e.program->node(id).name, id);
     elsewhere.push_back(std::move(e));
   }
   for (size_t k = 0; k < elsewhere.size(); ++k)
@@ -613,13 +664,7 @@ Result optimize(const Graph& model, const Options& opt) {
     h.compact();
     return h;
   };
-  auto post = [&](Graph h) {
-    auto p = post_optimization_pipeline(opt.extra_passes);
-    transform::PipelineOptions po = for_pipeline(p, opt.passes);
-    po.print_after.clear();
-    p.run(h, po);
-    return h;
-  };
+  auto post = [&](Graph h) { return post_optimised(std::move(h), opt); };
   // Whether window j's candidate carries over to the other values of the symbolic dims
   // (opt.carry_over_to): "" when the window and the candidate, both rebound at the window's
   // input shapes there, are equivalent (the verifier, as the search's candidates), else why not.
@@ -644,14 +689,18 @@ Result optimize(const Graph& model, const Options& opt) {
         for (size_t x = 0; x < p.inputs().size() && x < shapes.size(); ++x) m[p.tensor(p.inputs()[x]).name] = shapes[x];
         return m;
       };
-      std::string key = pair_key;
+      // The window there: the same nodes of the program rebound there (its folded shape
+      // arithmetic as the model has it there), else the window rebound by itself.
+      std::optional<Graph> a = window_there(there, elsewhere[k].node_ids, canonical, w);
+      std::string key = cat(pair_key, a ? structure_key(*a) : std::string("-"), "|");
       for (const auto& sh : shapes) key += cat(sh, ";");
       auto hit = carried.find(key);
       if (hit == carried.end()) {
         std::string why;
         try {
-          const Graph a = transform::rebind(original, by_name(original)), b = transform::rebind(c.graph, by_name(c.graph));
-          if (verify::verify(a, b).verdict != verify::Verdict::Equivalent) why = cat("at ", at, " it is not equivalent to the window");
+          if (!a) a = transform::rebind(original, by_name(original));
+          const Graph b = transform::rebind(c.graph, by_name(c.graph));
+          if (verify::verify(*a, b).verdict != verify::Verdict::Equivalent) why = cat("at ", at, " it is not equivalent to the window");
         } catch (const InvalidInput& x) {
           why = cat("at ", at, ": ", x.what());
         } catch (const Unsupported& x) {
@@ -666,9 +715,11 @@ Result optimize(const Graph& model, const Options& opt) {
   /// Whether the whole program `h` (a trial: candidates stitched, post-optimisations applied)
   /// rebinds at the other values: "" or why not (the passes across windows can need them too).
   auto rebinds = [&](const Graph& h) -> std::string {
-    for (const auto& o : opt.carry_over_to) {
+    for (size_t k = 0; k < opt.carry_over_to.size(); ++k) {
+      const auto& o = opt.carry_over_to[k];
       try {
-        transform::rebind(h, o.inputs);
+        if (elsewhere[k].rebind) (*elsewhere[k].rebind)(h, o.inputs);
+        else transform::rebind(h, o.inputs);
       } catch (const InvalidInput& x) {
         return cat("with it the program does not rebind at ", o.label, ": ", x.what());
       } catch (const Unsupported& x) {

@@ -166,7 +166,37 @@ Op follow(const Node& n, const Graph& g, const std::vector<Shape>& old_in, const
 
 }  // namespace
 
-Graph rebind(const Graph& g, const std::map<std::string, Shape>& input_shapes) {
+namespace {
+/// Nodes of a program by name.
+std::map<std::string, NodeId> nodes_by_name(const Graph* g) {
+  std::map<std::string, NodeId> m;
+  for (NodeId id = 0; id < g->num_nodes(); ++id) m.emplace(g->node(id).name, id);
+  return m;
+}
+
+std::vector<Shape> input_shapes_of(const Graph& g, const Node& n) {
+  std::vector<Shape> s;
+  for (TensorId t : n.inputs) s.push_back(g.type(t).shape);
+  return s;
+}
+
+/// Whether constants a (of g) and b (of base) are the same tensor: the same type and values
+/// (copies of a program share their constants' storage: compared at once).
+bool same_constant(const TensorInfo& a, const TensorInfo& b) {
+  if (!b.is_constant() || a.type != b.type || a.value->index() != b.value->index()) return false;
+  return std::visit(
+      [&](const auto& x) {
+        const auto& y = std::get<std::decay_t<decltype(x)>>(*b.value);
+        if (x.size() != y.size()) return false;
+        if (x.data() == y.data()) return true;
+        const auto xs = x.span(), ys = y.span();
+        return std::equal(xs.begin(), xs.end(), ys.begin());
+      },
+      *a.value);
+}
+}  // namespace
+
+Graph rebind(const Graph& g, const std::map<std::string, Shape>& input_shapes, const std::vector<RebindGuide>& guides) {
   Graph out;
   out.name = g.name;
   GraphCopy copy(g, out);
@@ -175,7 +205,41 @@ Graph rebind(const Graph& g, const std::map<std::string, Shape>& input_shapes) {
     if (auto it = input_shapes.find(g.tensor(t).name); it != input_shapes.end()) type.shape = it->second;
     copy.map[size_t(t)] = out.add_input(g.tensor(t).name, type);
   }
-  copy.leaves([&](TensorId t) { return g.tensor(t).is_constant(); });
+  for (const auto& guide : guides) PET_CHECK(guide.base && guide.there, "rebind: a guide without its two programs");
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const auto& info = g.tensor(t);
+    if (!info.is_constant()) continue;
+    const TensorInfo* there = nullptr;
+    for (const auto& guide : guides) {
+      auto b = guide.base->find(info.name);
+      auto h = guide.there->find(info.name);
+      if (b && h && same_constant(info, guide.base->tensor(*b)) && guide.there->tensor(*h).is_constant() &&
+          guide.there->type(*h).dtype == info.type.dtype) {
+        there = &guide.there->tensor(*h);
+        break;
+      }
+    }
+    copy.map[size_t(t)] = out.add_constant(info.name, info.type.dtype, there ? *there->value : *info.value);
+  }
+  struct Named {
+    std::map<std::string, NodeId> base, there;
+  };
+  std::vector<Named> named;
+  for (const auto& guide : guides) named.push_back({nodes_by_name(guide.base), nodes_by_name(guide.there)});
+  // The op of a guide's node that g's node n is, at the new input shapes, where a guide knows it.
+  auto guided_op = [&](const Node& n, const std::vector<Shape>& old_in, const std::vector<Shape>& new_in) -> const Op* {
+    for (size_t k = 0; k < guides.size(); ++k) {
+      auto b = named[k].base.find(n.name);
+      auto h = named[k].there.find(n.name);
+      if (b == named[k].base.end() || h == named[k].there.end()) continue;
+      const Node& bn = guides[k].base->node(b->second);
+      const Node& hn = guides[k].there->node(h->second);
+      if (bn.op.index() != n.op.index() || hn.op.index() != n.op.index() || op_signature(bn.op) != op_signature(n.op)) continue;
+      if (input_shapes_of(*guides[k].base, bn) != old_in || input_shapes_of(*guides[k].there, hn) != new_in) continue;
+      return &hn.op;
+    }
+    return nullptr;
+  };
   for (NodeId id : g.topo_order()) {
     const Node& n = g.node(id);
     std::vector<Shape> old_in, new_in;
@@ -183,7 +247,8 @@ Graph rebind(const Graph& g, const std::map<std::string, Shape>& input_shapes) {
       old_in.push_back(g.type(t).shape);
       new_in.push_back(out.type(copy[t]).shape);
     }
-    const Op op = follow(n, g, old_in, new_in);
+    const Op* known = guided_op(n, old_in, new_in);
+    const Op op = known ? *known : follow(n, g, old_in, new_in);
     try {
       copy.node(id, true, &op);
     } catch (const InvalidInput& e) {

@@ -68,7 +68,7 @@ std::vector<optimize::Options::OtherShapes> other_shapes(const std::string& path
     onnx::ImportOptions o = io;
     o.dims = bindings[k];
     const onnx::Model there = onnx::import_file(path, o);
-    optimize::Options::OtherShapes s{binding_text(bindings[k]), {}};
+    optimize::Options::OtherShapes s{binding_text(bindings[k]), {}, std::make_shared<const Graph>(there.graph)};
     for (TensorId t : there.graph.inputs()) s.inputs[there.graph.tensor(t).name] = there.graph.type(t).shape;
     r.push_back(std::move(s));
   }
@@ -92,7 +92,11 @@ std::string try_symbolic(const Graph& program, const std::string& as_optimised, 
     const onnx::Model second = import_at(bindings[1]);
     std::map<std::string, Shape> shapes;
     for (TensorId t : second.graph.inputs()) shapes[second.graph.tensor(t).name] = second.graph.type(t).shape;
-    Symbolic s{onnx::generalise(as_optimised, onnx::export_bytes(transform::rebind(program, shapes)), path, free), free, ""};
+    // The model imported there guides the rebind where the program still has its nodes and
+    // constants (their folded shape arithmetic, such as a Reshape target computed from the
+    // batch or a class token expanded to it).
+    const optimize::RebindLike rebind(m.graph, second.graph, opt);
+    Symbolic s{onnx::generalise(as_optimised, onnx::export_bytes(rebind(program, shapes)), path, free), free, ""};
     const std::string dir = std::filesystem::path(path).parent_path().string();
     for (size_t k = 0; k < bindings.size(); ++k) {
       onnx::ImportOptions o = io;

@@ -98,6 +98,10 @@ struct Options {
   struct OtherShapes {
     std::string label;                        ///< "N=2": the values, for the report
     std::map<std::string, Shape> inputs;      ///< the graph inputs' shapes there, by name
+    /// The model as imported there, where the caller has it: it says what the program's
+    /// folded shape arithmetic becomes there (transform::RebindGuide). Without it the
+    /// program is rebound by transform::rebind's rules alone.
+    std::shared_ptr<const Graph> model;
   };
   std::vector<OtherShapes> carry_over_to;
   std::function<void(const Progress&)> progress;
@@ -184,6 +188,23 @@ std::string compare(const Graph& program, const Graph& original, const Options& 
 
 /// The program as the optimizer's passes see it before the search (canonicalisation).
 transform::Pipeline canonicalization_pipeline();
+/// Canonicalises g in place as optimize does before its search (opt.passes applies).
+std::vector<transform::PassRecord> canonicalise(Graph& g, const Options& opt);
+
+/// Programs optimize derives from `model` (canonicalised, windows rewritten, post-optimised)
+/// at other input shapes: transform::rebind guided by `there`, the model imported at other
+/// values of its symbolic dims, canonicalised and post-optimised alike. The nodes the
+/// optimizer left as they were take their attributes from the model there (its folded shape
+/// arithmetic: a Reshape target or a class token computed from the batch); the others follow
+/// rebind's rules. Throws as rebind does.
+class RebindLike {
+ public:
+  RebindLike(const Graph& model, const Graph& there, const Options& opt);
+  Graph operator()(const Graph& program, const std::map<std::string, Shape>& input_shapes) const;
+
+ private:
+  Graph base_, there_, post_base_, post_there_;
+};
 /// The post-optimisations run after stitching (with `extra` appended).
 transform::Pipeline post_optimization_pipeline(const std::vector<std::shared_ptr<transform::Pass>>& extra = {});
 

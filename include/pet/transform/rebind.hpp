@@ -25,7 +25,21 @@ namespace pet::transform {
 /// of a changed dim, a Reshape that drops a dim of size 1 that grows, a shape check that fails
 /// at the new shapes): the program is specific to its shapes. Whether the copy computes, at the
 /// new shapes, what the original model computes there is the caller's to check.
-Graph rebind(const Graph& g, const std::map<std::string, Shape>& input_shapes);
+///
+/// A guide says what some of g's nodes become: `base` is a program g came from (the model
+/// as imported, or canonicalised) and `there` the same program at the new shapes (the model
+/// imported there: its folded shape constants, a Reshape's target computed from Shape(x) at
+/// import, are right there, where the rules above can only guess). A node of g that `base`
+/// has under its name, with the same op and attributes and the same input shapes, takes the
+/// op of `there`'s node of that name where that node has the op kind and the input shapes g's
+/// node now has; a constant of g that `base` has under its name, of the same type and values,
+/// becomes `there`'s constant of that name. Of several guides,
+/// the first that knows a node or constant says; the other nodes follow the rules above.
+struct RebindGuide {
+  const Graph* base = nullptr;
+  const Graph* there = nullptr;
+};
+Graph rebind(const Graph& g, const std::map<std::string, Shape>& input_shapes, const std::vector<RebindGuide>& guides = {});
 
 /// Where a reshape of `from` to `target` goes when its input becomes `to` (same rank as
 /// `from`), by the rule above; nullopt where it is not well defined.
