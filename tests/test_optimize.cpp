@@ -523,6 +523,22 @@ TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2
   }
   CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(tokens(1, false)), onnx::export_bytes(tokens(2, false)), demo, {"N"}),
                        doctest::Contains("constant 'token' depends on the shapes"), Unsupported);
+  // A Resize by sizes (PyTorch's interpolate to a size): its batch is read from its input.
+  auto resized = [](int64_t n, int64_t h) {
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {n, 96, 28, 28});
+    b.output(b.add(ops::Resize{.mode = ops::Resize::Mode::Linear, .sizes = {n, 96, h, 28}}, {b.add(ops::Relu{}, {x})}));
+    return g;
+  };
+  const std::string sized = onnx::generalise(onnx::export_bytes(resized(1, 28)), onnx::export_bytes(resized(2, 28)), demo, {"N"});
+  for (int64_t n : {1, 3}) {
+    onnx::ImportOptions io;
+    io.dims = {{"N", n}};
+    CHECK(optimize::compare(onnx::import_bytes(sized, "generalised", io).graph, resized(n, 28), opt) == "");
+  }
+  CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(resized(1, 28)), onnx::export_bytes(resized(2, 30)), demo, {"N"}),
+                       doctest::Contains("a size that changes is not its input's"), Unsupported);
 }
 
 namespace {

@@ -81,6 +81,23 @@ struct Merger {
   const std::set<std::string>& symbolic;  // the dim_params that stay symbolic
   std::set<std::string> input_params = {};  // the dim_params the original's inputs declare
 
+  std::set<std::string> taken = {};  // names of a's tensors and nodes, and those fresh() gave
+
+  /// A name no tensor or node of a has (nor one fresh() gave before).
+  std::string fresh(const std::string& want) {
+    if (taken.empty()) {
+      for (const auto& n : a.graph().node()) {
+        taken.insert(n.name());
+        for (const auto& o : n.output()) taken.insert(o);
+      }
+      for (const auto& i : a.graph().initializer()) taken.insert(i.name());
+      for (const auto& i : a.graph().input()) taken.insert(i.name());
+    }
+    std::string s = want;
+    for (int k = 1; taken.count(s); ++k) s = cat(want, "_", k);
+    taken.insert(s);
+    return s;
+  }
   [[noreturn]] static void cannot(const ::onnx::NodeProto& n, const std::string& why) {
     throw Unsupported(cat(n.op_type(), " '", n.name(), "': ", why));
   }
@@ -205,6 +222,51 @@ std::optional<Tensor<E>> broadcast_base(const Tensor<E>& v, const std::vector<si
   return base;
 }
 
+/// One element of a shape vector written into the program: tensor's dim `value` (read with
+/// Shape) where `tensor` is named, else the extent `value` itself.
+struct Extent {
+  std::string tensor;
+  int64_t value = 0;
+};
+
+/// Nodes that compute `extents` as an int64 vector (Shape slices and constants, one Concat)
+/// appended to `nodes`, their constants to `inits`; returns the vector's name.
+std::string extent_vector(const std::string& prefix, const std::vector<Extent>& extents, Merger& m, std::vector<::onnx::NodeProto>& nodes,
+                          std::vector<::onnx::TensorProto>& inits) {
+  auto int_attr = [](::onnx::NodeProto& n, const char* key, int64_t v) {
+    auto* at = n.add_attribute();
+    at->set_name(key);
+    at->set_type(::onnx::AttributeProto::INT);
+    at->set_i(v);
+  };
+  ::onnx::NodeProto concat;
+  concat.set_op_type("Concat");
+  concat.set_name(m.fresh(prefix + "_shape_concat"));
+  int_attr(concat, "axis", 0);
+  for (size_t d = 0; d < extents.size(); ++d) {
+    const std::string piece = m.fresh(cat(prefix, "_extent", d));
+    if (!extents[d].tensor.empty()) {
+      ::onnx::NodeProto sh;
+      sh.set_op_type("Shape");
+      sh.set_name(piece);
+      sh.add_input(extents[d].tensor);
+      sh.add_output(piece);
+      int_attr(sh, "start", extents[d].value);
+      int_attr(sh, "end", extents[d].value + 1);
+      nodes.push_back(std::move(sh));
+    } else {
+      ::onnx::TensorProto& init = inits.emplace_back();
+      tensor_to_proto(DType::Int64, Tensor<int64_t>({1}, std::vector<int64_t>{extents[d].value}), &init);
+      init.set_name(piece);
+    }
+    concat.add_input(piece);
+  }
+  const std::string out = m.fresh(prefix + "_shape");
+  concat.add_output(out);
+  nodes.push_back(std::move(concat));
+  return out;
+}
+
 /// Constant `t` of the first program (`u` in the second) that differs only in extents, along
 /// dims where its values are all the same (a class token expanded to the batch, folded at
 /// import), written as an Expand of its first slice to a shape read from the graph inputs'
@@ -246,61 +308,23 @@ bool broadcast_from_inputs(::onnx::TensorProto& t, const ::onnx::TensorProto& u,
       },
       va);
   if (!base) return false;
-  const std::string name = t.name();
-  std::set<std::string> taken;
-  for (const auto& n : m.a.graph().node())
-    for (const auto& o : n.output()) taken.insert(o);
-  for (const auto& i : m.a.graph().initializer()) taken.insert(i.name());
-  for (const auto& n : nodes)
-    for (const auto& o : n.output()) taken.insert(o);
-  for (const auto& i : inits) taken.insert(i.name());
-  auto fresh = [&](const std::string& want) {
-    std::string s = want;
-    for (int k = 1; taken.count(s); ++k) s = cat(want, "_", k);
-    taken.insert(s);
-    return s;
-  };
-  const std::string base_name = fresh(name + "_slice"), shape_name = fresh(name + "_shape");
-  // The shape: the fixed extents as a constant, the others read from the inputs.
-  ::onnx::NodeProto concat;
-  concat.set_op_type("Concat");
-  concat.set_name(fresh(name + "_shape_concat"));
-  auto* axis = concat.add_attribute();
-  axis->set_name("axis");
-  axis->set_type(::onnx::AttributeProto::INT);
-  axis->set_i(0);
+  const std::string name = t.name(), base_name = m.fresh(name + "_slice");
+  std::vector<Extent> extents;
   size_t next = 0;
   for (size_t d = 0; d < ta.size(); ++d) {
     if (next < dims.size() && dims[next] == d) {
-      ::onnx::NodeProto sh;
-      sh.set_op_type("Shape");
-      sh.set_name(fresh(cat(name, "_extent", d)));
-      sh.add_input(source[next].first);
-      sh.add_output(sh.name());
-      for (auto [key, val] : {std::pair{"start", source[next].second}, std::pair{"end", source[next].second + 1}}) {
-        auto* at = sh.add_attribute();
-        at->set_name(key);
-        at->set_type(::onnx::AttributeProto::INT);
-        at->set_i(val);
-      }
-      concat.add_input(sh.output(0));
-      nodes.push_back(std::move(sh));
+      extents.push_back({source[next].first, source[next].second});
       ++next;
     } else {
-      const std::string c = fresh(cat(name, "_extent", d));
-      ::onnx::TensorProto& init = inits.emplace_back();
-      tensor_to_proto(DType::Int64, Tensor<int64_t>({1}, std::vector<int64_t>{ta[d]}), &init);
-      init.set_name(c);
-      concat.add_input(c);
+      extents.push_back({"", ta[d]});
     }
   }
-  concat.add_output(shape_name);
-  nodes.push_back(std::move(concat));
+  const std::string shape = extent_vector(name, extents, m, nodes, inits);
   ::onnx::NodeProto expand;
   expand.set_op_type("Expand");
-  expand.set_name(fresh(name + "_expand"));
+  expand.set_name(m.fresh(name + "_expand"));
   expand.add_input(base_name);
-  expand.add_input(shape_name);
+  expand.add_input(shape);
   expand.add_output(name);
   nodes.push_back(std::move(expand));
   tensor_to_proto(dtype_a, *base, &t);
@@ -344,7 +368,9 @@ std::string generalise(std::string_view at_a, std::string_view at_b, const std::
         Merger::cannot(na, cat("its attribute '", na.attribute(k).name(), "' depends on the shapes"));
   }
   std::vector<::onnx::NodeProto> prepend;  // nodes computing broadcast constants from the inputs' extents
-  std::vector<::onnx::TensorProto> added;   // and their constants
+  std::vector<::onnx::TensorProto> added;   // and their constants and those of `before`
+  std::map<std::string, std::vector<::onnx::NodeProto>> before;  // nodes computing a node's extents, by its name
+  std::set<std::string> dropped;  // initializers computed by nodes now
   std::map<std::string, const ::onnx::TensorProto*> binit;
   for (const auto& t : gb.initializer()) binit[t.name()] = &t;
   for (auto& t : *ga.mutable_initializer()) {
@@ -356,16 +382,45 @@ std::string generalise(std::string_view at_a, std::string_view at_b, const std::
     for (const auto& n : ga.node())
       for (int k = 0; k < n.input_size(); ++k)
         if (n.input(k) == t.name()) reader = &n, slot = k, ++readers;
+    if (readers == 1 && reader->op_type() == "Resize" && slot == 3 && t.data_type() == ::onnx::TensorProto::INT64) {
+      // A Resize's sizes: where a size is the input's extent at both bindings, that extent
+      // read from the input (ONNX 17's Resize has no "keep this dim").
+      const Dims va = ints_of(t), vb = ints_of(*it->second);
+      const Dims &ia = m.shape(m.sa, *reader, reader->input(0)), &ib = m.shape(m.sb, *reader, reader->input(0));
+      if (va.size() != vb.size() || va.size() != ia.size() || ia.size() != ib.size())
+        Merger::cannot(*reader, "its sizes and its input differ in rank");
+      std::vector<Extent> extents;
+      for (size_t k = 0; k < va.size(); ++k) {
+        if (va[k] == vb[k]) extents.push_back({"", va[k]});
+        else if (va[k] == ia[k] && vb[k] == ib[k]) extents.push_back({reader->input(0), int64_t(k)});
+        else Merger::cannot(*reader, cat("it resizes to ", va, " of ", ia, " and ", vb, " of ", ib, ": a size that changes is not its input's"));
+      }
+      const std::string sizes = extent_vector(t.name(), extents, m, before[reader->name()], added);
+      for (auto& n : *ga.mutable_node())
+        if (n.name() == reader->name()) n.set_input(3, sizes);
+      dropped.insert(t.name());
+      continue;
+    }
     if (broadcast_from_inputs(t, *it->second, m, prepend, added)) continue;
     if (readers != 1 || t.data_type() != ::onnx::TensorProto::INT64) throw Unsupported(cat("constant '", t.name(), "' depends on the shapes"));
     const Dims v = m.merge(*reader, slot, ints_of(t), ints_of(*it->second));
     tensor_to_proto(DType::Int64, Tensor<int64_t>({int64_t(v.size())}, v), &t);
   }
+  if (!dropped.empty()) {
+    google::protobuf::RepeatedPtrField<::onnx::TensorProto> kept;
+    for (auto& t : *ga.mutable_initializer())
+      if (!dropped.count(t.name())) *kept.Add() = std::move(t);
+    ga.mutable_initializer()->Swap(&kept);
+  }
   for (auto& t : added) *ga.add_initializer() = std::move(t);
-  if (!prepend.empty()) {  // the broadcasts read graph inputs and initializers only: first
+  if (!prepend.empty() || !before.empty()) {  // the broadcasts read graph inputs and initializers only: first
     google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
     for (auto& n : prepend) *nodes.Add() = std::move(n);
-    for (auto& n : *ga.mutable_node()) *nodes.Add() = std::move(n);
+    for (auto& n : *ga.mutable_node()) {
+      if (auto b = before.find(n.name()); b != before.end())
+        for (auto& x : b->second) *nodes.Add() = std::move(x);
+      *nodes.Add() = std::move(n);
+    }
     ga.mutable_node()->Swap(&nodes);
   }
   for (auto& vi : *ga.mutable_input()) m.declare(vi, find_info(o.graph().input(), vi.name()), true);

@@ -18,6 +18,12 @@
 // interface, the reference interpreter and the backend on it against the original's
 // reference outputs, and an ONNX round trip; --emit writes the optimized programs.
 //
+// With --carry-over (implies --optimize), the optimizer must also keep only rewrites that carry
+// over to the program at its inputs' leading dims plus one (pet optimize's check for
+// symbolic dims: Options::carry_over_to, with that program as the model there), and the
+// optimized program, rebound there (optimize::RebindLike), must compute what that program
+// computes. Programs that do not rebind there are optimized without it.
+//
 // Exit: 0 all agree, 1 a failure, 2 bad usage, 3 the backend is not here (cuda without a
 // CUDA device, or not built).
 #include <poll.h>
@@ -43,6 +49,7 @@
 #include "pet/eval/interpreter.hpp"
 #include "pet/onnx/onnx.hpp"
 #include "pet/optimize/optimize.hpp"
+#include "pet/transform/rebind.hpp"
 #include "program_gen.hpp"
 
 namespace fs = std::filesystem;
@@ -62,6 +69,8 @@ struct Config {
 std::string g_backend = "cpu";
 /// --optimize: programs go through the optimizer first (check_optimized), with this budget.
 bool g_optimize = false;
+/// --carry-over: the optimizer keeps rewrites that carry over to the leading dims plus one.
+bool g_carry = false;
 double g_optimize_budget = 3;
 
 /// The backend of this process, made once (a cuda backend holds a CUDA context; workers are
@@ -310,6 +319,23 @@ Outcome check_optimized(const Graph& g) {
   o.time_runs = 1;
   o.apply_candidates = true;
   set_num_threads(1);
+  // --carry-over: the program at its inputs' leading dims plus one, where it rebinds there.
+  std::map<std::string, Shape> shapes;
+  std::optional<Graph> there;
+  if (g_carry) {
+    for (TensorId t : g.inputs()) {
+      Shape sh = g.type(t).shape;
+      if (!sh.empty()) ++sh[0];
+      shapes[g.tensor(t).name] = sh;
+    }
+    try {
+      there = transform::rebind(g, shapes);
+      backend::make_backend("reference")->compile(*there)->run(inputs_for(*there, kInputSeeds[0]));
+      o.carry_over_to = {{"leading dims + 1", shapes, std::make_shared<const Graph>(*there)}};
+    } catch (const Error&) {
+      there.reset();
+    }
+  }
   optimize::Result r;
   try {
     r = optimize::optimize(g, o);
@@ -355,6 +381,30 @@ Outcome check_optimized(const Graph& g) {
   check_runs(g_backend == "cuda" ? "optimized/cuda" : "optimized/cpu", [&] { return backend_under_test().compile(h); });
   check_runs("optimized/onnx-roundtrip",
              [&] { return backend::make_backend("reference")->compile(onnx::import_bytes(onnx::export_bytes(h), "optimized program").graph); });
+  // --carry-over: what was kept carries over; the optimized program rebound there (where it
+  // rebinds: pet optimize writes the original where not) computes what the program there does.
+  if (there) {
+    std::optional<Graph> h2;
+    try {
+      h2 = optimize::RebindLike(g, *there, o)(h, shapes);
+    } catch (const Error&) {  // not rebound: pet optimize would write the original
+    }
+    if (h2) {
+      try {
+        const auto in = inputs_for(*there, kInputSeeds[0]);
+        const auto want = backend::make_backend("reference")->compile(*there)->run(in);
+        const auto got = backend::make_backend("reference")->compile(*h2)->run(in);
+        std::optional<std::vector<Value<float>>> exact;
+        for (size_t k = 0; k < got.size() && k < want.size(); ++k)
+          if (std::string d = disagreement(*there, k, got[k], want[k], in, exact); !d.empty()) {
+            fail("mismatch", "carry-over", cat(d, " at the leading dims + 1, where the search found its rewrites carry over"));
+            break;
+          }
+      } catch (const std::exception& e) {
+        fail("error", "carry-over", e.what());
+      }
+    }
+  }
   return out;
 }
 
@@ -688,14 +738,14 @@ int cmd_run(const RunOptions& ro) {
         std::ofstream txt(fs::path(ro.out_dir) / (tag + ".txt"));
         txt << "difftest failure: " << kind << " (program " << f.index << " of run seed " << ro.seed << ")\n"
             << "first seen: " << f.config << ": " << f.detail.substr(0, 600) << "\n\n"
-            << "replay: build/tests/difftest replay " << (g_optimize ? "--optimize " : "") << exported << "\n"
-            << "regenerate: build/tests/difftest show " << (g_optimize ? "--optimize " : "") << ro.seed << " " << f.index << "\n\n"
+            << "replay: build/tests/difftest replay " << (g_carry ? "--carry-over " : g_optimize ? "--optimize " : "") << exported << "\n"
+            << "regenerate: build/tests/difftest show " << (g_carry ? "--carry-over " : g_optimize ? "--optimize " : "") << ro.seed << " " << f.index << "\n\n"
             << "minimal program (" << small.num_nodes() << " nodes):\n"
             << to_text(small) << "\noriginal program (" << g.num_nodes() << " nodes):\n"
             << to_text(g);
         if (!ro.asan.empty() && (kind == "crash" || kind == "error") && !exported.empty() && exported[0] != '(') {
           const std::string log = (fs::path(ro.out_dir) / (tag + ".asan.txt")).string();
-          std::string cmd = cat("'", ro.asan, "' replay ", g_optimize ? "--optimize '" : "'", exported, "' > '", log, "' 2>&1");
+          std::string cmd = cat("'", ro.asan, "' replay ", g_carry ? "--carry-over '" : g_optimize ? "--optimize '" : "'", exported, "' > '", log, "' 2>&1");
           int rc = std::system(cmd.c_str());
           e["asan_log"] = log;
           e["asan_exit"] = rc;
@@ -783,7 +833,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: difftest run [--count N] [--seed S] [--start I] [--workers W] [--out DIR] [--json FILE] [--emit DIR]\n"
                "                    [--emit-every K] [--min-ops A] [--max-ops B] [--timeout SEC] [--max-shrink N] [--asan BIN] [--quiet]\n"
-               "                    [--backend cpu|cuda] [--optimize] [--optimize-budget S]\n"
+               "                    [--backend cpu|cuda] [--optimize] [--optimize-budget S] [--carry-over]\n"
                "       difftest replay [--backend cpu|cuda] [--optimize] MODEL.onnx|DIR...\n"
                "       difftest show [--backend cpu|cuda] [--optimize] SEED INDEX\n");
   return 2;
@@ -820,6 +870,7 @@ int main(int argc, char** argv) {
       else if (a == "--quiet") ro.quiet = true;
       else if (a == "--backend") g_backend = val();
       else if (a == "--optimize") g_optimize = true;
+      else if (a == "--carry-over") g_optimize = g_carry = true;
       else if (a == "--optimize-budget") g_optimize_budget = std::stod(val()), g_optimize = true;
       else if (!a.empty() && a[0] == '-') throw InvalidInput(cat("unknown option ", a));
       else pos.push_back(a);

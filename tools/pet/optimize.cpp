@@ -320,6 +320,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   j["passes"] = nlohmann::json::array();
   for (const auto& p : rep.passes)
     j["passes"].push_back({{"name", p.name}, {"skipped", p.skipped}, {"changed", p.stats.changed}, {"seconds", p.seconds}});
+  if (!rep.passes_left_out.empty()) j["post_passes_left_out"] = rep.passes_left_out;
   if (auto jf = a.get("json")) {
     std::ofstream f(*jf);
     if (!f) throw InvalidInput(cat("--json: cannot write '", *jf, "'"));
@@ -342,6 +343,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
                   rep.original_ms / std::max(1e-9, rep.optimized_ms),
                   narrowed ? " -- not for every value of the symbolic dims: the original is written" : rep.kept_original ? " -- not faster: the original is written" : "");
     if (narrowed) std::printf("  %s\n", rep.why_original.c_str());
+    for (const auto& l : rep.passes_left_out) std::printf("  post-optimisation pass left out: %s\n", l.c_str());
     std::printf("  check against the original: %s\n", rep.check.c_str());
     if (written == "original file")
       std::printf("  written: the original file, unchanged (its shapes as declared)\n");

@@ -163,6 +163,10 @@ struct Report {
   /// candidates made with them were not considered).
   int64_t profiler_skipped = 0;
   std::vector<transform::PassRecord> passes;
+  /// Post-optimisation passes left out at the end, and why: with one, the program did not
+  /// compute at other values of the symbolic dims what the model does there (a pass sees the
+  /// bound extents: Options::carry_over_to).
+  std::vector<std::string> passes_left_out;
   std::string check;  ///< "pass (max error ...)" of the end-to-end numeric check
   std::string stop_reason;
 };
