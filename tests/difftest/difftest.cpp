@@ -158,6 +158,9 @@ struct Outcome {
   std::optional<Graph> optimized;  ///< --optimize: the program the optimizer made (what --emit writes)
   std::string applied;             ///< --optimize: what it applied (applied_text)
   int rewritten = 0;               ///< --optimize: windows rewritten
+  /// --carry-over: 1 the program rebound at the leading dims + 1 (the optimizer got it), 2 and
+  /// the optimized program rebound there too and was checked there
+  int carried = 0;
 };
 
 /// The reference interpreter's outputs computed in double, rounded to float.
@@ -332,6 +335,7 @@ Outcome check_optimized(const Graph& g) {
       there = transform::rebind(g, shapes);
       backend::make_backend("reference")->compile(*there)->run(inputs_for(*there, kInputSeeds[0]));
       o.carry_over_to = {{"leading dims + 1", shapes, std::make_shared<const Graph>(*there)}};
+      out.carried = 1;
     } catch (const Error&) {
       there.reset();
     }
@@ -390,6 +394,7 @@ Outcome check_optimized(const Graph& g) {
     } catch (const Error&) {  // not rebound: pet optimize would write the original
     }
     if (h2) {
+      out.carried = 2;
       try {
         const auto in = inputs_for(*there, kInputSeeds[0]);
         const auto want = backend::make_backend("reference")->compile(*there)->run(in);
@@ -460,7 +465,7 @@ struct RunOptions {
 };
 
 /// A worker's loop (in the child): for each program, "S i" before it and "R i kind<TAB>config<TAB>detail"
-/// per failure, then "D i ok|invalid" after it.
+/// per failure, then "D i ok|rewritten|invalid" after it (with " rebound" or " carried" for --carry-over).
 [[noreturn]] void worker(int fd, const RunOptions& ro, uint64_t begin, uint64_t end) {
   FILE* f = fdopen(fd, "w");
   setvbuf(f, nullptr, _IOLBF, 0);
@@ -474,7 +479,8 @@ struct RunOptions {
         o.failures.push_back(*fl);
     for (const Failure& fl : o.failures)
       std::fprintf(f, "R %lu %s\t%s\t%s\n", (unsigned long)i, fl.kind.c_str(), fl.config.c_str(), one_line(fl.detail).c_str());
-    std::fprintf(f, "D %lu %s\n", (unsigned long)i, o.invalid ? "invalid" : o.rewritten ? "rewritten" : "ok");
+    std::fprintf(f, "D %lu %s%s\n", (unsigned long)i, o.invalid ? "invalid" : o.rewritten ? "rewritten" : "ok",
+                 o.carried == 2 ? " carried" : o.carried == 1 ? " rebound" : "");
     std::fflush(f);
   }
   std::fclose(f);
@@ -622,6 +628,7 @@ int cmd_run(const RunOptions& ro) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Found> found;
   uint64_t done = 0, invalid = 0, rewritten = 0;  // rewritten: --optimize rewrote a window
+  uint64_t rebound = 0, carried = 0;  // --carry-over: programs rebound there, and optimized ones checked there
   std::vector<std::pair<uint64_t, uint64_t>> batches;
   for (uint64_t b = ro.start; b < ro.start + ro.count; b += uint64_t(ro.batch))
     batches.push_back({b, std::min(b + uint64_t(ro.batch), ro.start + ro.count)});
@@ -670,8 +677,11 @@ int cmd_run(const RunOptions& ro) {
         if (line[0] == 'S') k.current = idx, k.started = true;
         else if (line[0] == 'D') {
           k.started = false, ++done;
-          if (rest == "invalid") ++invalid;
-          if (rest == "rewritten") ++rewritten;
+          const std::string what = rest.substr(0, rest.find(' '));
+          if (what == "invalid") ++invalid;
+          if (what == "rewritten") ++rewritten;
+          if (rest.find(" rebound") != std::string::npos) ++rebound;
+          if (rest.find(" carried") != std::string::npos) ++rebound, ++carried;
         } else if (line[0] == 'R') {
           std::string kind = rest.substr(0, rest.find('\t'));
           std::string r2 = rest.substr(rest.find('\t') + 1);
@@ -760,6 +770,7 @@ int cmd_run(const RunOptions& ro) {
                    {"seed", ro.seed},         {"start", ro.start},      {"seconds", seconds}, {"input_seeds", {kInputSeeds[0], kInputSeeds[1]}},
                    {"min_ops", ro.gen.min_ops}, {"max_ops", ro.gen.max_ops}};
   if (g_optimize) j["optimize"] = {{"budget_s", g_optimize_budget}, {"programs_rewritten", rewritten}};
+  if (g_carry) j["carry_over"] = {{"programs_rebound", rebound}, {"optimized_checked_there", carried}};
   std::set<uint64_t> bad;
   for (const Found& f : found) bad.insert(f.index);
   j["failed_programs"] = bad.size();
@@ -770,6 +781,9 @@ int cmd_run(const RunOptions& ro) {
   std::printf("difftest: %lu programs (seed %lu, from %lu), %lu refused by the reference, %zu failing, %.1f s\n", (unsigned long)done,
               (unsigned long)ro.seed, (unsigned long)ro.start, (unsigned long)invalid, bad.size(), seconds);
   if (g_optimize) std::printf("difftest: --optimize rewrote a window of %lu programs\n", (unsigned long)rewritten);
+  if (g_carry)
+    std::printf("difftest: --carry-over: %lu programs rebound at their leading dims + 1; of them %lu optimized programs rebound there and checked\n",
+                (unsigned long)rebound, (unsigned long)carried);
   for (const Found& f : found)
     std::printf("  program %lu: %s on %s: %s\n", (unsigned long)f.index, f.kind.c_str(), f.config.c_str(),
                 one_line(f.detail.substr(0, 300)).c_str());

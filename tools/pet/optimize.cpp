@@ -83,19 +83,24 @@ std::vector<optimize::Options::OtherShapes> other_shapes(const std::string& path
 std::string try_symbolic(const Graph& program, const std::string& as_optimised, const std::string& path, const onnx::Model& m,
                          const onnx::ImportOptions& io, const optimize::Options& opt, const std::set<std::string>& free, Symbolic& out) {
   const auto bindings = three_bindings(m, free);
-  auto import_at = [&](const std::map<std::string, int64_t>& b) {
+  // The model at a binding: the import the search's carry-over check made there (the same
+  // values: opt.carry_over_to), else imported now (each import holds its own weights).
+  auto import_at = [&](const std::map<std::string, int64_t>& b) -> std::shared_ptr<const Graph> {
+    for (const auto& o : opt.carry_over_to)
+      if (o.label == binding_text(b) && o.model) return o.model;
     onnx::ImportOptions o = io;
     o.dims = b;
-    return onnx::import_file(path, o);
+    return std::make_shared<const Graph>(onnx::import_file(path, o).graph);
   };
   try {
-    const onnx::Model second = import_at(bindings[1]);
+    const std::shared_ptr<const Graph> second_model = import_at(bindings[1]);
+    const Graph& second = *second_model;
     std::map<std::string, Shape> shapes;
-    for (TensorId t : second.graph.inputs()) shapes[second.graph.tensor(t).name] = second.graph.type(t).shape;
+    for (TensorId t : second.inputs()) shapes[second.tensor(t).name] = second.type(t).shape;
     // The model imported there guides the rebind where the program still has its nodes and
     // constants (their folded shape arithmetic, such as a Reshape target computed from the
     // batch or a class token expanded to it).
-    const optimize::RebindLike rebind(m.graph, second.graph, opt);
+    const optimize::RebindLike rebind(m.graph, second, opt);
     Symbolic s{onnx::generalise(as_optimised, onnx::export_bytes(rebind(program, shapes)), path, free), free, ""};
     const std::string dir = std::filesystem::path(path).parent_path().string();
     for (size_t k = 0; k < bindings.size(); ++k) {
@@ -103,7 +108,8 @@ std::string try_symbolic(const Graph& program, const std::string& as_optimised, 
       o.dims.clear();
       for (const auto& p : free) o.dims[p] = bindings[k].at(p);  // the others are fixed in the written file
       const onnx::Model written = onnx::import_bytes(s.bytes, "the optimized program", o, dir.empty() ? "." : dir);
-      const Graph& original = k == 0 ? m.graph : k == 1 ? second.graph : import_at(bindings[k]).graph;
+      const std::shared_ptr<const Graph> there = k == 0 ? nullptr : k == 1 ? second_model : import_at(bindings[k]);
+      const Graph& original = k == 0 ? m.graph : *there;
       if (std::string d = optimize::compare(written.graph, original, opt); !d.empty())
         throw Unsupported(cat("at ", binding_text(bindings[k]), " it differs from the original: ", d));
       s.checked += cat(k ? "; " : "", binding_text(o.dims));
