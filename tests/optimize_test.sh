@@ -90,6 +90,23 @@ PY
   grep -q "written: the optimized program for every value of N (checked against the original at N=1; N=2; N=3)" "$tmp/cls.txt"
   "$pet" run "$tmp/cls.onnx" --dim N=5 --save "$tmp/ref_cls" --seed 9 > /dev/null
   "$pet" run "$tmp/cls.pet.onnx" --dim N=5 --check "$tmp/ref_cls" | grep -q "pass"
+  # A Resize to sizes built from the input's batch (PyTorch's interpolate to a size): import
+  # folds them at N=1; the file for every N reads the batch from the Resize's input.
+  /usr/bin/python3 - "$tmp/resize.onnx" << 'PY'
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+r = np.random.RandomState(0)
+nodes = [h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         h.make_node("Shape", ["c"], ["s"], start=0, end=2), h.make_node("Concat", ["s", "hw"], ["sizes"], axis=0),
+         h.make_node("Resize", ["c", "", "", "sizes"], ["r"], mode="linear"), h.make_node("Relu", ["r"], ["y"])]
+inits = [nh.from_array(r.randn(4, 4, 3, 3).astype(np.float32), "w"), nh.from_array(np.array([16, 16], np.int64), "hw")]
+g = h.make_graph(nodes, "resize", [h.make_tensor_value_info("x", T.FLOAT, ["N", 4, 8, 8])], [h.make_tensor_value_info("y", T.FLOAT, ["N", 4, 16, 16])], inits)
+onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
+PY
+  "$pet" optimize "$tmp/resize.onnx" -o "$tmp/resize.pet.onnx" --keep-slower --profile-cache none --algorithm-cache none --decision-cache none 2> /dev/null > "$tmp/resize.txt"
+  grep -q "written: the optimized program for every value of N (checked against the original at N=1; N=2; N=3)" "$tmp/resize.txt"
+  "$pet" run "$tmp/resize.onnx" --dim N=4 --save "$tmp/ref_rs" --seed 9 > /dev/null
+  "$pet" run "$tmp/resize.pet.onnx" --dim N=4 --check "$tmp/ref_rs" | grep -q "pass"
   # A model that computes something else at a batch of one (an If on the batch, which import
   # folds): the program rebinds, but at N=2 it differs from the original, so the original file
   # is written, unchanged.
@@ -127,6 +144,7 @@ if [ -f "$tmp/vol.pet.onnx" ]; then
   "$py" "$src/tests/ort_compare.py" "$tmp/vol.onnx" "$tmp/vol.pet.onnx" --dim 2
   "$py" "$src/tests/ort_compare.py" "$tmp/unnamed.onnx" "$tmp/unnamed.pet.onnx" --dim 2
   "$py" "$src/tests/ort_compare.py" "$tmp/cls.onnx" "$tmp/cls.pet.onnx" --dim 3
+  "$py" "$src/tests/ort_compare.py" "$tmp/resize.onnx" "$tmp/resize.pet.onnx" --dim 3
 fi
 # every mutant pet mutate writes loads and runs in ONNX Runtime with the subprogram's outputs
 "$lab_pairs" "$tmp/pairs" > /dev/null
@@ -147,6 +165,7 @@ if [ -f "$tmp/vol.pet.onnx" ]; then
   ov "$tmp/vol.onnx" "$tmp/vol.pet.onnx" --dim 2
   ov "$tmp/unnamed.onnx" "$tmp/unnamed.pet.onnx" --dim 2
   ov "$tmp/cls.onnx" "$tmp/cls.pet.onnx" --dim 3
+  ov "$tmp/resize.onnx" "$tmp/resize.pet.onnx" --dim 3
 fi
 for sub in dilated-to-dense-blocks conv-batch-to-width matmuls-to-batched; do
   ov "$tmp/pairs/$sub.original.onnx" "$tmp/m_$sub"/mutant_*.onnx
