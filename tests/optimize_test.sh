@@ -129,6 +129,21 @@ PY
 else
   echo "optimize: symbolic height and width, 3-D, unnamed batch checks SKIPPED (/usr/bin/python3 lacks onnx or numpy)"
 fi
+# --external-data: the weights go to OUT.data beside OUT (ONNX external data), as pet does by
+# itself where they exceed what one file holds; a model that keeps its weights so is read, and
+# where nothing is rewritten written as the original file, its weights inside, N symbolic.
+"$pet" optimize "$src/models/dilated_demo.onnx" -o "$tmp/ext.pet.onnx" --external-data --apply-candidates --only conv-dilated-to-dense --depth 0 \
+  --profile-cache none --algorithm-cache none --decision-cache none 2> /dev/null > "$tmp/ext.txt"
+grep -q "written: the optimized program for every value of N" "$tmp/ext.txt"
+grep -q "weights: $tmp/ext.pet.onnx.data (ONNX external data, beside it)" "$tmp/ext.txt"
+test "$(stat -c %s "$tmp/ext.pet.onnx.data")" -gt 600000 && test "$(stat -c %s "$tmp/ext.pet.onnx")" -lt 100000
+"$pet" run "$tmp/ext.pet.onnx" --check "$tmp/ref" | grep -q "pass"
+"$pet" optimize "$tmp/ext.pet.onnx" -o "$tmp/ext_in.pet.onnx" --policy none --depth 0 --budget 5 \
+  --profile-cache none --algorithm-cache none --decision-cache none 2> /dev/null > "$tmp/ext_in.txt"
+grep -q "written: the original file, unchanged but for its weights, now inside (its shapes as declared)" "$tmp/ext_in.txt"
+test ! -e "$tmp/ext_in.pet.onnx.data"
+"$pet" info "$tmp/ext_in.pet.onnx" | grep -q "dimension 0 ('N') set to 1"
+"$pet" run "$tmp/ext_in.pet.onnx" --dim N=3 --check "$tmp/ref3" | grep -q "pass"
 # bad options are user errors
 set +e
 "$pet" optimize "$src/models/dilated_demo.onnx" -o "$tmp/x.onnx" --policy sometimes > /dev/null 2> "$tmp/err.txt"; rc=$?
@@ -140,6 +155,8 @@ if [ ! -x "$py" ] || ! "$py" -c "import onnxruntime" 2> /dev/null; then
 fi
 "$py" "$src/tests/ort_compare.py" "$src/models/dilated_demo.onnx" "$tmp/demo.pet.onnx"
 "$py" "$src/tests/ort_compare.py" "$src/models/dilated_demo.onnx" "$tmp/demo.pet.onnx" --dim 3
+"$py" "$src/tests/ort_compare.py" "$src/models/dilated_demo.onnx" "$tmp/ext.pet.onnx" --dim 2
+"$py" "$src/tests/ort_compare.py" "$src/models/dilated_demo.onnx" "$tmp/ext_in.pet.onnx" --dim 2
 if [ -f "$tmp/vol.pet.onnx" ]; then
   "$py" "$src/tests/ort_compare.py" "$tmp/vol.onnx" "$tmp/vol.pet.onnx" --dim 2
   "$py" "$src/tests/ort_compare.py" "$tmp/unnamed.onnx" "$tmp/unnamed.pet.onnx" --dim 2

@@ -3,6 +3,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <climits>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -37,11 +38,12 @@ void check_exportable(uint64_t bytes, const std::string& label) {
   constexpr uint64_t limit = uint64_t(INT32_MAX) - (uint64_t(64) << 20);
   if (bytes > limit)
     throw Unsupported(cat(label, ": its weights take ", bytes, " bytes (", double(bytes) / double(1 << 30),
-                          " GiB); pet writes ONNX files with the weights inside, and protobuf limits such a file to 2 GiB (ONNX external data is not written)"));
+                          " GiB); protobuf limits an ONNX file with its weights inside to 2 GiB (a model file is written with its weights as ONNX external data instead)"));
 }
 
-std::string export_bytes(const Graph& g) {
-  check_exportable(weight_bytes(g), cat("exported model '", g.name, "'"));
+namespace {
+/// g as an ONNX model proto (opset 17), its weights inside (not yet serialized or checked).
+::onnx::ModelProto model_of(const Graph& g) {
   ::onnx::ModelProto model;
   model.set_ir_version(8);
   model.set_producer_name("pet");
@@ -68,6 +70,64 @@ std::string export_bytes(const Graph& g) {
   }
   for (NodeId n : g.topo_order()) export_node(g, g.node(n), ctx);
   for (TensorId t : g.outputs()) set_type(gp->add_output(), g.tensor(t).name, g.type(t));
+  return model;
+}
+
+/// Moves m's initializers of at least kExternalMin bytes into the file `data_path` (ONNX
+/// external data: location = its file name, offset, length; each tensor 64-byte aligned).
+void move_weights_out(::onnx::ModelProto& m, const std::string& data_path) {
+  constexpr size_t kExternalMin = 1024;
+  std::ofstream f(data_path, std::ios::binary | std::ios::trunc);
+  if (!f) throw InvalidInput(cat("cannot write '", data_path, "'"));
+  const std::string location = std::filesystem::path(data_path).filename().string();
+  uint64_t offset = 0;
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() == ::onnx::TensorProto::EXTERNAL || t.raw_data().size() < kExternalMin) continue;
+    const uint64_t pad = (64 - offset % 64) % 64;
+    const std::string zeros(pad, '\0');
+    std::string* raw = t.mutable_raw_data();
+    if (!f.write(zeros.data(), std::streamsize(pad)) || !f.write(raw->data(), std::streamsize(raw->size())))
+      throw InvalidInput(cat("cannot write '", data_path, "'"));
+    offset += pad;
+    for (auto [key, value] : {std::pair<const char*, std::string>{"location", location}, {"offset", std::to_string(offset)},
+                              {"length", std::to_string(raw->size())}}) {
+      auto* e = t.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    }
+    offset += raw->size();
+    t.set_data_location(::onnx::TensorProto::EXTERNAL);
+    std::string().swap(*raw);
+    t.clear_raw_data();
+  }
+  if (!f.flush()) throw InvalidInput(cat("cannot write '", data_path, "'"));
+}
+
+/// Writes m to `path`, its large weights in `path`.data (ONNX external data).
+void write_without_weights(::onnx::ModelProto& m, const std::string& path, const std::string& label) {
+  move_weights_out(m, path + ".data");
+  if (m.ByteSizeLong() > size_t(INT32_MAX))
+    throw Unsupported(cat(label, ": ", m.ByteSizeLong(), " bytes without its weights, over protobuf's 2 GiB limit on one ONNX file"));
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f || !m.SerializeToOstream(&f)) throw InvalidInput(cat("cannot write '", path, "'"));
+}
+
+/// write_without_weights, then the file checked with onnx::checker (which opens the data
+/// file) and ONNX shape inference.
+void write_external(::onnx::ModelProto& m, const std::string& path, const std::string& label) {
+  write_without_weights(m, path, label);
+  try {
+    ::onnx::checker::check_model(path);
+    ::onnx::shape_inference::InferShapes(m, ::onnx::OpSchemaRegistry::Instance(), ::onnx::ShapeInferenceOptions(true, 1, false));
+  } catch (const std::exception& e) {
+    throw InvalidInput(cat(label, ": ONNX checker: ", e.what()));
+  }
+}
+}  // namespace
+
+std::string export_bytes(const Graph& g) {
+  check_exportable(weight_bytes(g), cat("exported model '", g.name, "'"));
+  ::onnx::ModelProto model = model_of(g);
   std::string bytes;
   if (model.ByteSizeLong() > size_t(INT32_MAX))
     throw Unsupported(cat("exported model '", g.name, "': ", model.ByteSizeLong(), " bytes, over protobuf's 2 GiB limit on one ONNX file"));
@@ -126,8 +186,63 @@ bool self_contained(const std::string& path) {
   return true;
 }
 
-void export_file(const Graph& g, const std::string& path) {
+void export_file(const Graph& g, const std::string& path, bool external_data) {
+  constexpr uint64_t limit = uint64_t(INT32_MAX) - (uint64_t(64) << 20);
+  if (external_data || weight_bytes(g) > limit) {
+    ::onnx::ModelProto m = model_of(g);
+    write_external(m, path, cat("exported model '", g.name, "'"));
+    return;
+  }
   std::string bytes = export_bytes(g);
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !f.write(bytes.data(), std::streamsize(bytes.size())))
+    throw InvalidInput(cat("cannot write '", path, "'"));
+}
+
+bool write_original(const std::string& path, const std::string& out, bool external_data) {
+  ::onnx::ModelProto m;
+  {
+    std::ifstream f(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (!f.good() && !f.eof()) return false;
+    if (bytes.size() > size_t(INT32_MAX) || !m.ParseFromArray(bytes.data(), int(bytes.size()))) return false;
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != ::onnx::TensorProto::EXTERNAL) continue;
+    std::string raw = external_bytes(t, dir.empty() ? "." : dir, cat("initializer '", t.name(), "'"));
+    t.clear_external_data();
+    t.set_data_location(::onnx::TensorProto::DEFAULT);
+    t.set_raw_data(std::move(raw));
+  }
+  if (has_external_data(m.graph())) return false;  // (a Constant node's or a subgraph's: rare, exported instead)
+  // This ONNX library's checker (1.12) knows IR versions up to 8; newer exporters write 9
+  // and 10 for the same content, which ONNX Runtime and the newer checkers accept.
+  const int64_t ir = m.ir_version();
+  try {
+    if (ir > 8) m.set_ir_version(8);
+    ::onnx::checker::check_model(m);
+  } catch (const std::exception&) {
+    return false;
+  }
+  m.set_ir_version(ir);
+  if (external_data || m.ByteSizeLong() > size_t(INT32_MAX)) {
+    write_without_weights(m, out, path);
+  } else {
+    std::ofstream f(out, std::ios::binary | std::ios::trunc);
+    if (!f || !m.SerializeToOstream(&f)) throw InvalidInput(cat("cannot write '", out, "'"));
+  }
+  return true;
+}
+
+void write_file(std::string_view bytes, const std::string& path, bool external_data) {
+  if (external_data) {
+    ::onnx::ModelProto m;
+    if (bytes.size() > size_t(INT32_MAX) || !m.ParseFromArray(bytes.data(), int(bytes.size())))
+      throw InvalidInput(cat("'", path, "': not a valid ONNX model to write"));
+    write_external(m, path, path);
+    return;
+  }
   std::ofstream f(path, std::ios::binary);
   if (!f || !f.write(bytes.data(), std::streamsize(bytes.size())))
     throw InvalidInput(cat("cannot write '", path, "'"));

@@ -15,5 +15,8 @@ std::string_view onnx_type_name(int32_t t);
 std::pair<DType, ConstValue> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& base_dir,
                                                std::string_view who);
 void tensor_to_proto(DType dtype, const ConstValue& v, ::onnx::TensorProto* p);
+/// Reads a tensor's external data (ONNX "location"/"offset"/"length" entries) relative to
+/// base_dir; `who` names it in errors.
+std::string external_bytes(const ::onnx::TensorProto& p, const std::string& base_dir, std::string_view who);
 
 }  // namespace pet::onnx::detail

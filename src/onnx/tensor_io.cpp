@@ -43,8 +43,6 @@ std::string_view onnx_type_name(int32_t t) {
   return "an invalid type";
 }
 
-namespace {
-/// Reads external data (ONNX "location"/"offset"/"length" entries) relative to base_dir.
 std::string external_bytes(const TensorProto& p, const std::string& base_dir, std::string_view who) {
   std::string location;
   int64_t offset = 0, length = -1;
@@ -75,6 +73,7 @@ std::string external_bytes(const TensorProto& p, const std::string& base_dir, st
   return buf;
 }
 
+namespace {
 template <class E, class Field>
 std::vector<E> from_field(const Field& f) {
   return std::vector<E>(f.begin(), f.end());

@@ -69,6 +69,7 @@ const std::vector<CommandSpec>& commands() {
                    {"json", "FILE", "write the report as JSON"},
                    {"explain", "", "also say why each window kept its original form"},
                    {"keep-slower", "", "write the optimized program even if it measured slower (for analysis)"},
+                   {"external-data", "", "write the weights as ONNX external data in OUT.data beside OUT (automatic where they exceed the 2 GiB one ONNX file holds)"},
                    {"fixed-shapes", "", "allow rewrites that need the values the symbolic dims were bound to, and write those dims at them where such a rewrite is kept (default: every rewrite carries over to every value, and the dims stay symbolic)"},
                    {"apply-candidates", "", "for tests: every window takes its best mutant without measuring it in place; written however it times"},
                    {"quiet", "", "no progress and no report"}})},

@@ -198,7 +198,16 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     std::fflush(stderr);
   };
   onnx::Model m = load_model(a, path, import_options(a));
-  onnx::check_exportable(onnx::weight_bytes(m.graph), path);  // refused before the search, not after it
+  // Weights over what one ONNX file holds go to OUT.data (ONNX external data).
+  const uint64_t weights = onnx::weight_bytes(m.graph);
+  bool external = a.flag("external-data");
+  try {
+    onnx::check_exportable(weights, path);
+  } catch (const Unsupported&) {
+    external = true;
+    m.notes.push_back(cat("its weights take ", double(weights) / double(1 << 30), " GiB, more than one ONNX file holds with its graph (2 GiB): they are written to ",
+                          *out, ".data beside it (ONNX external data)"));
+  }
   if (!quiet)
     for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   // Unless --fixed-shapes, the rewrites kept must carry over to every value of the symbolic
@@ -256,18 +265,19 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     }
   }
   if (symbolic) {
-    std::ofstream f(*out, std::ios::binary);
-    if (!f || !f.write(symbolic->bytes.data(), std::streamsize(symbolic->bytes.size()))) throw InvalidInput(cat("-o: cannot write '", *out, "'"));
+    onnx::write_file(symbolic->bytes, *out, external);
     written = "optimized program for every value of";
     for (const auto& p : symbolic->dims) written += cat(p == *symbolic->dims.begin() ? " " : ", ", p);
-  } else if (rep.kept_original && m.specialised && onnx::self_contained(path)) {
+  } else if (rep.kept_original && m.specialised && !external && onnx::self_contained(path)) {
     std::error_code ec;
     if (!std::filesystem::equivalent(path, *out, ec) &&
         !std::filesystem::copy_file(path, *out, std::filesystem::copy_options::overwrite_existing, ec))
       throw InvalidInput(cat("-o: cannot write '", *out, "': ", ec.message()));
     written = "original file";
+  } else if (rep.kept_original && m.specialised && onnx::write_original(path, *out, external)) {
+    written = "original file";  // its weights read in from its external data, or moved out to OUT.data
   } else {
-    onnx::export_file(r.graph, *out);
+    onnx::export_file(r.graph, *out, external);
     if (rep.kept_original) written = "original program";
   }
 
@@ -287,6 +297,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   j["timing_rounds_won"] = rep.timing_rounds_won;
   j["kept_original"] = rep.kept_original;
   j["written"] = written;
+  if (external) j["external_data"] = *out + ".data";
   if (symbolic) {
     j["symbolic_dims"] = symbolic->dims;
     j["symbolic_dims_checked_at"] = symbolic->checked;
@@ -352,7 +363,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     for (const auto& l : rep.passes_left_out) std::printf("  post-optimisation pass left out: %s\n", l.c_str());
     std::printf("  check against the original: %s\n", rep.check.c_str());
     if (written == "original file")
-      std::printf("  written: the original file, unchanged (its shapes as declared)\n");
+      std::printf("  written: the original file, %s (its shapes as declared)\n", external ? "its weights as external data" : cat("unchanged", onnx::self_contained(path) ? "" : " but for its weights, now inside").c_str());
     else if (symbolic) {
       std::string dims, fixed;
       for (const auto& [p, v] : m.dims) {
@@ -365,6 +376,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     else if (!m.notes.empty())
       std::printf("  written: the %s at the shapes it was optimised for (the notes above; --dim and --shape choose others)%s\n", written.c_str(),
                   why_fixed.empty() ? "" : cat(": not for every shape, ", why_fixed).c_str());
+    if (external) std::printf("  weights: %s.data (ONNX external data, beside it)\n", out->c_str());
     for (const auto& w : rep.windows) {
       if (w.applied == "original" && !a.flag("explain")) continue;
       std::printf("  window %d (%s at '%s')%s: ", w.index, w.ops.c_str(), w.nodes.front().c_str(), w.reused ? " [reused]" : w.search_cached ? " [search cached]" : "");

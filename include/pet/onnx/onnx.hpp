@@ -66,17 +66,29 @@ Model import_bytes(std::string_view bytes, const std::string& label, const Impor
 
 /// Opset that export writes.
 inline constexpr int64_t kExportOpset = 17;
-/// Serializes a graph as an ONNX model (opset 17, checked with onnx::checker). Throws
-/// Unsupported where its weights do not fit in one file (check_exportable).
+/// Serializes a graph as an ONNX model (opset 17, checked with onnx::checker), its weights
+/// inside. Throws Unsupported where they do not fit in one message (check_exportable).
 std::string export_bytes(const Graph& g);
 /// The bytes g's constants take in an exported file (raw data at each ONNX type's width).
 uint64_t weight_bytes(const Graph& g);
-/// pet writes a model with its weights inside (no external data), and protobuf limits a
-/// message to 2 GiB: throws Unsupported, naming `label` and the size, where `weight_bytes`
-/// leaves too little of that for the graph (over 2 GiB less 64 MiB). pet optimize checks
-/// before its search, so that a model it cannot write is refused at once.
+/// Protobuf limits a message to 2 GiB: throws Unsupported, naming `label` and the size, where
+/// `weight_bytes` leaves too little of that for the graph (over 2 GiB less 64 MiB) in bytes
+/// with the weights inside (export_bytes; export_file writes such a model with external data).
 void check_exportable(uint64_t weight_bytes, const std::string& label);
-void export_file(const Graph& g, const std::string& path);
+/// Writes g as an ONNX file (as export_bytes). With `external_data`, or where its weights do
+/// not fit in one file, every initializer of 1 KiB or more goes to `path`.data beside it (ONNX
+/// external data: its file name as the location, offsets 64-byte aligned), and the file is
+/// checked with onnx::checker from disk.
+void export_file(const Graph& g, const std::string& path, bool external_data = false);
+/// Writes serialized model bytes to `path`; with `external_data`, its initializers of 1 KiB
+/// or more to `path`.data, as export_file.
+void write_file(std::string_view bytes, const std::string& path, bool external_data);
+/// Writes the model file at `path` to `out` as it is (its symbolic dims, opset, metadata),
+/// with the weights it keeps as external data read in; with `external_data`, or where they
+/// do not fit in one file, its initializers of 1 KiB or more go to `out`.data. False (nothing
+/// written) where the file does not pass onnx::checker or holds external data elsewhere than
+/// in its initializers.
+bool write_original(const std::string& path, const std::string& out, bool external_data);
 /// Runs onnx::checker (and ONNX shape inference) on serialized bytes; throws InvalidInput.
 void check_bytes(std::string_view bytes, const std::string& label);
 /// Whether the model file at `path` can be copied elsewhere as it is: every tensor is inside
