@@ -138,7 +138,11 @@ grep -q "written: the optimized program for every value of N" "$tmp/ext.txt"
 grep -q "weights: $tmp/ext.pet.onnx.data (ONNX external data, beside it)" "$tmp/ext.txt"
 test "$(stat -c %s "$tmp/ext.pet.onnx.data")" -gt 600000 && test "$(stat -c %s "$tmp/ext.pet.onnx")" -lt 100000
 "$pet" run "$tmp/ext.pet.onnx" --check "$tmp/ref" | grep -q "pass"
-"$pet" optimize "$tmp/ext.pet.onnx" -o "$tmp/ext_in.pet.onnx" --policy none --depth 0 --budget 5 \
+"$pet" optimize "$src/models/dilated_demo.onnx" -o "$tmp/ext0.pet.onnx" --external-data --policy none --depth 0 \
+  --profile-cache none --algorithm-cache none --decision-cache none 2> /dev/null > "$tmp/ext0.txt"
+grep -q "written: the original file, its weights as external data (its shapes as declared)" "$tmp/ext0.txt"
+test -s "$tmp/ext0.pet.onnx.data"
+"$pet" optimize "$tmp/ext0.pet.onnx" -o "$tmp/ext_in.pet.onnx" --policy none --depth 0 \
   --profile-cache none --algorithm-cache none --decision-cache none 2> /dev/null > "$tmp/ext_in.txt"
 grep -q "written: the original file, unchanged but for its weights, now inside (its shapes as declared)" "$tmp/ext_in.txt"
 test ! -e "$tmp/ext_in.pet.onnx.data"

@@ -34,9 +34,13 @@ uint64_t weight_bytes(const Graph& g) {
   return n;
 }
 
+namespace {
+/// The most weight bytes an ONNX file holds inside: protobuf's 2 GiB, less room for the graph.
+constexpr uint64_t kWeightsInside = uint64_t(INT32_MAX) - (uint64_t(64) << 20);
+}  // namespace
+
 void check_exportable(uint64_t bytes, const std::string& label) {
-  constexpr uint64_t limit = uint64_t(INT32_MAX) - (uint64_t(64) << 20);
-  if (bytes > limit)
+  if (bytes > kWeightsInside)
     throw Unsupported(cat(label, ": its weights take ", bytes, " bytes (", double(bytes) / double(1 << 30),
                           " GiB); protobuf limits an ONNX file with its weights inside to 2 GiB (a model file is written with its weights as ONNX external data instead)"));
 }
@@ -187,8 +191,7 @@ bool self_contained(const std::string& path) {
 }
 
 void export_file(const Graph& g, const std::string& path, bool external_data) {
-  constexpr uint64_t limit = uint64_t(INT32_MAX) - (uint64_t(64) << 20);
-  if (external_data || weight_bytes(g) > limit) {
+  if (external_data || weight_bytes(g) > kWeightsInside) {
     ::onnx::ModelProto m = model_of(g);
     write_external(m, path, cat("exported model '", g.name, "'"));
     return;
