@@ -196,10 +196,7 @@ void export_file(const Graph& g, const std::string& path, bool external_data) {
     write_external(m, path, cat("exported model '", g.name, "'"));
     return;
   }
-  std::string bytes = export_bytes(g);
-  std::ofstream f(path, std::ios::binary);
-  if (!f || !f.write(bytes.data(), std::streamsize(bytes.size())))
-    throw InvalidInput(cat("cannot write '", path, "'"));
+  write_file(export_bytes(g), path, false);
 }
 
 bool write_original(const std::string& path, const std::string& out, bool external_data) {

@@ -712,14 +712,18 @@ Result optimize(const Graph& model, const Options& opt) {
     }
     return "";
   };
+  /// Program h (derived from the canonical one) at entry k of opt.carry_over_to.
+  auto rebound_at = [&](size_t k, const Graph& h) {
+    const auto& shapes = opt.carry_over_to[k].inputs;
+    return elsewhere[k].rebind ? (*elsewhere[k].rebind)(h, shapes) : transform::rebind(h, shapes);
+  };
   /// Whether the whole program `h` (a trial: candidates stitched, post-optimisations applied)
   /// rebinds at the other values: "" or why not (the passes across windows can need them too).
   auto rebinds = [&](const Graph& h) -> std::string {
     for (size_t k = 0; k < opt.carry_over_to.size(); ++k) {
       const auto& o = opt.carry_over_to[k];
       try {
-        if (elsewhere[k].rebind) (*elsewhere[k].rebind)(h, o.inputs);
-        else transform::rebind(h, o.inputs);
+        rebound_at(k, h);
       } catch (const InvalidInput& x) {
         return cat("with it the program does not rebind at ", o.label, ": ", x.what());
       } catch (const Unsupported& x) {
@@ -978,7 +982,7 @@ Result optimize(const Graph& model, const Options& opt) {
       for (size_t k = 0; k < elsewhere.size(); ++k) {
         try {
           if (!there_out[k]) there_out[k] = reference_outputs(*elsewhere[k].program, 1, quantizes(model));
-          const Graph r = elsewhere[k].rebind ? (*elsewhere[k].rebind)(h, opt.carry_over_to[k].inputs) : transform::rebind(h, opt.carry_over_to[k].inputs);
+          const Graph r = rebound_at(k, h);
           if (std::string d = differs(r, *there_out[k], opt.check_atol, opt.check_rtol); !d.empty()) return cat("at ", opt.carry_over_to[k].label, ": ", d);
         } catch (const Error& e) {
           return cat("at ", opt.carry_over_to[k].label, ": ", e.what());
