@@ -473,7 +473,7 @@ TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2
   const Graph at1 = transform::rebind(r.graph, {});
   const Graph at2 = transform::rebind(r.graph, {{"x", {2, 96, 28, 28}}});
   CHECK(at2.type(at2.outputs()[0]).shape == Shape{2, 96, 28, 28});
-  const std::string bytes = onnx::generalise(onnx::export_bytes(at1), onnx::export_bytes(at2), demo, {"N"});
+  const std::string bytes = onnx::generalise(onnx::export_bytes(at1), onnx::export_bytes(at2), m, demo, {"N"});
   for (int64_t n : {1, 3, 5}) {
     onnx::ImportOptions io;
     io.dims = {{"N", n}};
@@ -483,6 +483,42 @@ TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2
     CHECK(written.dims == io.dims);  // the input is declared with the symbolic 'N'
     CHECK(written.graph.type(written.graph.outputs()[0]).shape == Shape{n, 96, 28, 28});
     CHECK(optimize::compare(written.graph, original.graph, opt) == "");
+  }
+  {
+    // The same with lean exports (what pet optimize does): the weights stay in a WeightStore,
+    // shared with the program, the bytes hold the graph only, the imports take the store's
+    // tensors, and write_file puts the weights back (inside, or in OUT.data).
+    onnx::WeightStore store;
+    const std::string lean1 = onnx::export_bytes(at1, &store), lean2 = onnx::export_bytes(at2, &store);
+    CHECK(lean1.size() * 10 < onnx::export_bytes(at1).size());
+    CHECK(store.size() >= onnx::weight_bytes(at1) / 2);
+    const std::string lean = onnx::generalise(lean1, lean2, m, demo, {"N"}, &store);
+    CHECK(lean.size() * 10 < bytes.size());
+    CHECK_THROWS_WITH_AS(onnx::import_bytes(lean, "lean", {}), doctest::Contains("cannot be opened"), InvalidInput);  // no store: no weights
+    onnx::ImportOptions io;
+    io.dims = {{"N", 3}};
+    io.weights = &store;
+    const onnx::Model written = onnx::import_bytes(lean, "lean", io);
+    int shared = 0;
+    for (TensorId t = 0; t < written.graph.num_tensors(); ++t)
+      if (const auto* w = written.graph.tensor(t).is_constant() ? std::get_if<Tensor<float>>(&*written.graph.tensor(t).value) : nullptr)
+        for (const auto& [off, s] : store.tensors()) shared += s.shares_storage_with(*w);
+    CHECK(shared > 0);
+    CHECK(optimize::compare(written.graph, onnx::import_file(demo, io).graph, opt) == "");
+    const auto dir = std::filesystem::temp_directory_path() / "pet_test_lean";
+    std::filesystem::create_directories(dir);
+    for (bool external : {false, true}) {
+      CAPTURE(external);
+      const std::string out = (dir / (external ? "ext.onnx" : "inside.onnx")).string();
+      std::filesystem::remove(out + ".data");
+      onnx::write_file(lean, out, external, &store);
+      CHECK(std::filesystem::exists(out + ".data") == external);
+      CHECK(onnx::self_contained(out) == !external);
+      io.weights = nullptr;
+      const onnx::Model back = onnx::import_file(out, io);
+      CHECK(optimize::compare(back.graph, onnx::import_file(demo, io).graph, opt) == "");
+    }
+    std::filesystem::remove_all(dir);
   }
   // Two programs that differ in more than extents are not one program for every N, and the
   // comparison sees what differs.
@@ -495,9 +531,9 @@ TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2
     b.output(b.add(ops::Relu{}, {b.add(ops::Add{}, {x, b.constant("k", k)})}));
     return g;
   };
-  CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(program(1, 1.f)), onnx::export_bytes(program(2, 2.f)), demo, {"N"}),
+  CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(program(1, 1.f)), onnx::export_bytes(program(2, 2.f)), m, demo, {"N"}),
                        doctest::Contains("constant 'k' depends on the shapes"), Unsupported);
-  CHECK_NOTHROW(onnx::generalise(onnx::export_bytes(program(1, 1.f)), onnx::export_bytes(program(2, 1.f)), demo, {"N"}));
+  CHECK_NOTHROW(onnx::generalise(onnx::export_bytes(program(1, 1.f)), onnx::export_bytes(program(2, 1.f)), m, demo, {"N"}));
   CHECK(optimize::compare(program(2, 1.f), program(2, 1.5f), opt).find("max|opt-orig|") != std::string::npos);
   CHECK(optimize::compare(program(2, 1.f), program(3, 1.f), opt).find("input 0 is float32[2,96,28,28]") != std::string::npos);
   CHECK(optimize::compare(program(2, 1.f), program(2, 1.f), opt) == "");
@@ -513,7 +549,16 @@ TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2
     b.output(b.add(ops::Relu{}, {b.add(ops::Add{}, {x, b.constant("token", k)})}));
     return g;
   };
-  const std::string expanded = onnx::generalise(onnx::export_bytes(tokens(1, true)), onnx::export_bytes(tokens(2, true)), demo, {"N"});
+  const std::string expanded = onnx::generalise(onnx::export_bytes(tokens(1, true)), onnx::export_bytes(tokens(2, true)), m, demo, {"N"});
+  {  // lean (the token, 96 floats per image, is 1 KiB or more at N = 3 and 4: in the store)
+    onnx::WeightStore store;
+    const std::string lean = onnx::generalise(onnx::export_bytes(tokens(3, true), &store), onnx::export_bytes(tokens(4, true), &store), m, demo, {"N"}, &store);
+    CHECK(store.size() >= 3 * 96 * 4);
+    onnx::ImportOptions io;
+    io.dims = {{"N", 2}};
+    io.weights = &store;
+    CHECK(optimize::compare(onnx::import_bytes(lean, "generalised", io).graph, tokens(2, true), opt) == "");
+  }
   CHECK(expanded.find("Expand") != std::string::npos);  // (op types: the names pet gives are lower case)
   CHECK(expanded.find("Shape") != std::string::npos);
   for (int64_t n : {1, 3}) {
@@ -521,7 +566,7 @@ TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2
     io.dims = {{"N", n}};
     CHECK(optimize::compare(onnx::import_bytes(expanded, "generalised", io).graph, tokens(n, true), opt) == "");
   }
-  CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(tokens(1, false)), onnx::export_bytes(tokens(2, false)), demo, {"N"}),
+  CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(tokens(1, false)), onnx::export_bytes(tokens(2, false)), m, demo, {"N"}),
                        doctest::Contains("constant 'token' depends on the shapes"), Unsupported);
   // A Resize by sizes (PyTorch's interpolate to a size): its batch is read from its input.
   auto resized = [](int64_t n, int64_t h) {
@@ -531,13 +576,13 @@ TEST_CASE("a program optimised at N = 1 is written for every N: rebound at N = 2
     b.output(b.add(ops::Resize{.mode = ops::Resize::Mode::Linear, .sizes = {n, 96, h, 28}}, {b.add(ops::Relu{}, {x})}));
     return g;
   };
-  const std::string sized = onnx::generalise(onnx::export_bytes(resized(1, 28)), onnx::export_bytes(resized(2, 28)), demo, {"N"});
+  const std::string sized = onnx::generalise(onnx::export_bytes(resized(1, 28)), onnx::export_bytes(resized(2, 28)), m, demo, {"N"});
   for (int64_t n : {1, 3}) {
     onnx::ImportOptions io;
     io.dims = {{"N", n}};
     CHECK(optimize::compare(onnx::import_bytes(sized, "generalised", io).graph, resized(n, 28), opt) == "");
   }
-  CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(resized(1, 28)), onnx::export_bytes(resized(2, 30)), demo, {"N"}),
+  CHECK_THROWS_WITH_AS(onnx::generalise(onnx::export_bytes(resized(1, 28)), onnx::export_bytes(resized(2, 30)), m, demo, {"N"}),
                        doctest::Contains("a size that changes is not its input's"), Unsupported);
 }
 

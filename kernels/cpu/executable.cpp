@@ -51,9 +51,15 @@ CpuExecutable::CpuExecutable(const Graph& original, const CompileOptions& opt) :
       Slot& s = slots_[size_t(t)];
       s.host = *g_.tensor(t).value;
       if (s.is_float()) {
-        const auto& v = std::get<Tensor<float>>(*s.host);
-        s.owned = aligned_floats(size_t(v.size()));
-        std::memcpy(s.owned.get(), v.data(), size_t(v.size()) * sizeof(float));
+        // The graph's own storage (64-byte aligned), not a copy: an executable adds no copy of
+        // the weights but the reorders its kernels ask for. No step writes it (add_step).
+        auto held = std::make_shared<Tensor<float>>(std::get<Tensor<float>>(*s.host));
+        if (held->size() == 0) {
+          s.owned = aligned_floats(1);  // (an empty vector's data() may be null: a slot's storage is not)
+        } else {
+          s.owned = std::shared_ptr<float[]>(held, held->data());
+          graph_constants_.insert(s.owned.get());
+        }
         s.md = plain_md(s.type.shape);
       }
     }
@@ -213,6 +219,9 @@ bool CpuExecutable::is_plain(int s) const { return slots_[size_t(s)].md == plain
 bool CpuExecutable::is_const(int s) const { return bool(slots_[size_t(s)].owned) || (s < g_.num_tensors() && g_.tensor(TensorId(s)).is_constant()); }
 
 Step& CpuExecutable::add_step(std::string text, std::vector<int> reads, std::vector<int> writes) {
+  for (int w : writes)
+    if (slots_[size_t(w)].owned && graph_constants_.count(slots_[size_t(w)].owned.get()))
+      throw InternalError(cat("cpu backend: step '", text, "' would write a constant of the graph it compiles"));
   Step st;
   st.text = std::move(text);
   st.reads = std::move(reads);

@@ -221,6 +221,8 @@ class CpuExecutable final : public Executable {
   bool is_plain(int s) const;
   bool is_const(int s) const;
   Step& add_step(std::string text, std::vector<int> reads, std::vector<int> writes);
+  /// The graph's float constants' storage, which slots use in place (read only).
+  std::set<const float*> graph_constants_;
   /// A slot holding s in layout md (a reorder step, cached for the plain layout; constants
   /// are reordered once here).
   int as_layout(int s, const md_t& md, const std::string& why);

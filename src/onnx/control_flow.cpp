@@ -207,8 +207,8 @@ Importer::Body Importer::instantiate(const ::onnx::GraphProto& g, const std::str
     n->set_name(cat(owner, "/", tag, "/", n->name().empty() ? cat(n->op_type(), "_", i) : n->name()));
   }
   for (auto& init : *b.graph.mutable_initializer()) {
-    consts[init.name()] = tensor_from_proto(init, base_dir, "initializer");
-    init.clear_raw_data();
+    consts[init.name()] = tensor_from_proto(init, base_dir, "initializer", opt.weights);
+    release_data(init);
   }
   for (const auto& v : b.graph.input()) b.inputs.push_back(v.name());
   for (const auto& v : b.graph.output()) b.outputs.push_back(v.name());

@@ -46,8 +46,12 @@ void check_exportable(uint64_t bytes, const std::string& label) {
 }
 
 namespace {
-/// g as an ONNX model proto (opset 17), its weights inside (not yet serialized or checked).
-::onnx::ModelProto model_of(const Graph& g) {
+/// Float weights of at least this many bytes go to a WeightStore (lean bytes) or to OUT.data.
+constexpr size_t kExternalMin = 1024;
+
+/// g as an ONNX model proto (opset 17), its weights inside or, given `weights`, its float
+/// constants of kExternalMin bytes or more left there (not yet serialized or checked).
+::onnx::ModelProto model_of(const Graph& g, WeightStore* weights = nullptr) {
   ::onnx::ModelProto model;
   model.set_ir_version(8);
   model.set_producer_name("pet");
@@ -70,46 +74,64 @@ namespace {
     if (!info.is_constant() || (uses[size_t(t)].empty() && !is_output)) continue;
     auto* init = gp->add_initializer();
     init->set_name(info.name);
-    tensor_to_proto(info.type.dtype, *info.value, init);
+    const auto* f = std::get_if<Tensor<float>>(&*info.value);
+    if (weights && f && size_t(f->size()) * 4 >= kExternalMin) store_ref(*f, *weights, init);
+    else tensor_to_proto(info.type.dtype, *info.value, init);
   }
   for (NodeId n : g.topo_order()) export_node(g, g.node(n), ctx);
   for (TensorId t : g.outputs()) set_type(gp->add_output(), g.tensor(t).name, g.type(t));
   return model;
 }
 
-/// Moves m's initializers of at least kExternalMin bytes into the file `data_path` (ONNX
-/// external data: location = its file name, offset, length; each tensor 64-byte aligned).
-void move_weights_out(::onnx::ModelProto& m, const std::string& data_path) {
-  constexpr size_t kExternalMin = 1024;
+/// Moves m's initializers of at least kExternalMin bytes, and those left in `weights` (lean
+/// bytes), into the file `data_path` (ONNX external data: location = its file name, offset,
+/// length; each tensor 64-byte aligned).
+void move_weights_out(::onnx::ModelProto& m, const std::string& data_path, const WeightStore* weights = nullptr) {
   std::ofstream f(data_path, std::ios::binary | std::ios::trunc);
   if (!f) throw InvalidInput(cat("cannot write '", data_path, "'"));
   const std::string location = std::filesystem::path(data_path).filename().string();
   uint64_t offset = 0;
   for (auto& t : *m.mutable_graph()->mutable_initializer()) {
-    if (t.data_location() == ::onnx::TensorProto::EXTERNAL || t.raw_data().size() < kExternalMin) continue;
+    uint64_t at = 0, length = 0;
+    const bool stored = weights && in_store(t, &at, &length);
+    if (!stored && (t.data_location() == ::onnx::TensorProto::EXTERNAL || t.raw_data().size() < kExternalMin)) continue;
+    const std::string_view data = stored ? std::string_view(reinterpret_cast<const char*>(weights->at(at, length, t.name()).data()), length)
+                                         : std::string_view(t.raw_data());
     const uint64_t pad = (64 - offset % 64) % 64;
     const std::string zeros(pad, '\0');
-    std::string* raw = t.mutable_raw_data();
-    if (!f.write(zeros.data(), std::streamsize(pad)) || !f.write(raw->data(), std::streamsize(raw->size())))
+    if (!f.write(zeros.data(), std::streamsize(pad)) || !f.write(data.data(), std::streamsize(data.size())))
       throw InvalidInput(cat("cannot write '", data_path, "'"));
     offset += pad;
+    t.clear_external_data();
     for (auto [key, value] : {std::pair<const char*, std::string>{"location", location}, {"offset", std::to_string(offset)},
-                              {"length", std::to_string(raw->size())}}) {
+                              {"length", std::to_string(data.size())}}) {
       auto* e = t.add_external_data();
       e->set_key(key);
       e->set_value(value);
     }
-    offset += raw->size();
+    offset += data.size();
     t.set_data_location(::onnx::TensorProto::EXTERNAL);
-    std::string().swap(*raw);
-    t.clear_raw_data();
+    release_data(t);
   }
   if (!f.flush()) throw InvalidInput(cat("cannot write '", data_path, "'"));
 }
 
-/// Writes m to `path`, its large weights in `path`.data (ONNX external data).
-void write_without_weights(::onnx::ModelProto& m, const std::string& path, const std::string& label) {
-  move_weights_out(m, path + ".data");
+/// The weights lean bytes left in `weights` put back inside m (raw data).
+void fill_weights(::onnx::ModelProto& m, const WeightStore& weights) {
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    uint64_t at = 0, length = 0;
+    if (!in_store(t, &at, &length)) continue;
+    const Tensor<float>& w = weights.at(at, length, t.name());
+    t.clear_external_data();
+    t.set_data_location(::onnx::TensorProto::DEFAULT);
+    t.set_raw_data(reinterpret_cast<const char*>(w.data()), length);
+  }
+}
+
+/// Writes m to `path`, its large weights (and those left in `weights`) in `path`.data (ONNX
+/// external data).
+void write_without_weights(::onnx::ModelProto& m, const std::string& path, const std::string& label, const WeightStore* weights = nullptr) {
+  move_weights_out(m, path + ".data", weights);
   if (m.ByteSizeLong() > size_t(INT32_MAX))
     throw Unsupported(cat(label, ": ", m.ByteSizeLong(), " bytes without its weights, over protobuf's 2 GiB limit on one ONNX file"));
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -118,8 +140,8 @@ void write_without_weights(::onnx::ModelProto& m, const std::string& path, const
 
 /// write_without_weights, then the file checked with onnx::checker (which opens the data
 /// file) and ONNX shape inference.
-void write_external(::onnx::ModelProto& m, const std::string& path, const std::string& label) {
-  write_without_weights(m, path, label);
+void write_external(::onnx::ModelProto& m, const std::string& path, const std::string& label, const WeightStore* weights = nullptr) {
+  write_without_weights(m, path, label, weights);
   try {
     ::onnx::checker::check_model(path);
     ::onnx::shape_inference::InferShapes(m, ::onnx::OpSchemaRegistry::Instance(), ::onnx::ShapeInferenceOptions(true, 1, false));
@@ -129,9 +151,9 @@ void write_external(::onnx::ModelProto& m, const std::string& path, const std::s
 }
 }  // namespace
 
-std::string export_bytes(const Graph& g) {
-  check_exportable(weight_bytes(g), cat("exported model '", g.name, "'"));
-  ::onnx::ModelProto model = model_of(g);
+std::string export_bytes(const Graph& g, WeightStore* weights) {
+  if (!weights) check_exportable(weight_bytes(g), cat("exported model '", g.name, "'"));
+  ::onnx::ModelProto model = model_of(g, weights);
   std::string bytes;
   if (model.ByteSizeLong() > size_t(INT32_MAX))
     throw Unsupported(cat("exported model '", g.name, "': ", model.ByteSizeLong(), " bytes, over protobuf's 2 GiB limit on one ONNX file"));
@@ -142,8 +164,20 @@ std::string export_bytes(const Graph& g) {
 
 void check_bytes(std::string_view bytes, const std::string& label) {
   ::onnx::ModelProto model;
-  if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
+  if (bytes.size() > size_t(INT32_MAX) || !model.ParseFromArray(bytes.data(), int(bytes.size())))
     throw InvalidInput(cat(label, ": not a valid ONNX model"));
+  // Weights left in a WeightStore (lean bytes) are checked as graph inputs of their type and
+  // shape (the checker would look for their data in a file).
+  auto& inits = *model.mutable_graph()->mutable_initializer();
+  for (int i = inits.size(); i-- > 0;) {
+    if (!in_store(inits[i])) continue;
+    auto* vi = model.mutable_graph()->add_input();
+    vi->set_name(inits[i].name());
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(inits[i].data_type());
+    for (int64_t d : inits[i].dims()) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    inits.DeleteSubrange(i, 1);
+  }
   try {
     ::onnx::checker::check_model(model);
     ::onnx::shape_inference::InferShapes(model, ::onnx::OpSchemaRegistry::Instance(),
@@ -235,12 +269,26 @@ bool write_original(const std::string& path, const std::string& out, bool extern
   return true;
 }
 
-void write_file(std::string_view bytes, const std::string& path, bool external_data) {
-  if (external_data) {
+void write_file(std::string_view bytes, const std::string& path, bool external_data, const WeightStore* weights) {
+  if (external_data || weights) {
     ::onnx::ModelProto m;
     if (bytes.size() > size_t(INT32_MAX) || !m.ParseFromArray(bytes.data(), int(bytes.size())))
       throw InvalidInput(cat("'", path, "': not a valid ONNX model to write"));
-    write_external(m, path, path);
+    if (!external_data && weights->size() <= kWeightsInside) {
+      check_bytes(bytes, path);  // (shape inference on the lean bytes: it would write into m)
+      fill_weights(m, *weights);
+      if (m.ByteSizeLong() <= size_t(INT32_MAX)) {
+        try {
+          ::onnx::checker::check_model(m);
+        } catch (const std::exception& e) {
+          throw InvalidInput(cat(path, ": ONNX checker: ", e.what()));
+        }
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        if (!f || !m.SerializeToOstream(&f)) throw InvalidInput(cat("cannot write '", path, "'"));
+        return;
+      }
+    }
+    write_external(m, path, path, weights);  // (weights filled in above that do not fit in one file go out again)
     return;
   }
   std::ofstream f(path, std::ios::binary);

@@ -3,8 +3,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <climits>
-#include <fstream>
-#include <iterator>
+#include <cstring>
 
 #include "proto_util.hpp"
 
@@ -44,7 +43,7 @@ std::map<std::string, Dims> shapes_of(::onnx::ModelProto m) {
 }
 
 Dims ints_of(const ::onnx::TensorProto& t) {
-  auto [dtype, v] = tensor_from_proto(t, ".", "initializer");
+  auto [dtype, v] = tensor_from_proto(t, ".", "initializer");  // (never a WeightStore's: those are float)
   const auto* i = std::get_if<Tensor<int64_t>>(&v);
   if (dtype != DType::Int64 || !i) throw Unsupported(cat("initializer '", t.name(), "' is not an int64 list"));
   return i->vec();
@@ -79,6 +78,7 @@ struct Merger {
   ::onnx::ModelProto a, b;
   std::map<std::string, Dims> sa, sb;  // shapes at the two bindings
   const std::set<std::string>& symbolic;  // the dim_params that stay symbolic
+  const WeightStore* weights;             // where lean exports left their weights
   std::set<std::string> input_params = {};  // the dim_params the original's inputs declare
 
   std::set<std::string> taken = {};  // names of a's tensors and nodes, and those fresh() gave
@@ -295,8 +295,8 @@ bool broadcast_from_inputs(::onnx::TensorProto& t, const ::onnx::TensorProto& u,
     if (!found) return false;
     source.push_back(*found);
   }
-  auto [dtype_a, va] = tensor_from_proto(t, ".", "initializer");
-  auto [dtype_b, vb] = tensor_from_proto(u, ".", "initializer");
+  auto [dtype_a, va] = tensor_from_proto(t, ".", "initializer", m.weights);
+  auto [dtype_b, vb] = tensor_from_proto(u, ".", "initializer", m.weights);
   if (dtype_a != dtype_b || va.index() != vb.index()) return false;
   const std::optional<ConstValue> base = std::visit(
       [&](const auto& x) -> std::optional<ConstValue> {
@@ -327,6 +327,8 @@ bool broadcast_from_inputs(::onnx::TensorProto& t, const ::onnx::TensorProto& u,
   expand.add_input(shape);
   expand.add_output(name);
   nodes.push_back(std::move(expand));
+  t.clear_external_data();
+  t.set_data_location(::onnx::TensorProto::DEFAULT);
   tensor_to_proto(dtype_a, *base, &t);
   t.set_name(base_name);
   return true;
@@ -338,13 +340,21 @@ const ::onnx::ValueInfoProto* find_info(const google::protobuf::RepeatedPtrField
   return nullptr;
 }
 
+/// Whether lean initializers t and u hold equal values in `weights` (their type and shape too).
+bool same_in_store(const ::onnx::TensorProto& t, const ::onnx::TensorProto& u, const WeightStore* weights) {
+  uint64_t ta = 0, tl = 0, ua = 0, ul = 0;
+  if (!weights || !in_store(t, &ta, &tl) || !in_store(u, &ua, &ul) || t.data_type() != u.data_type() ||
+      !std::equal(t.dims().begin(), t.dims().end(), u.dims().begin(), u.dims().end()) || tl != ul)
+    return false;
+  return std::memcmp(weights->at(ta, tl, t.name()).data(), weights->at(ua, ul, u.name()).data(), tl) == 0;
+}
+
 }  // namespace
 
-std::string generalise(std::string_view at_a, std::string_view at_b, const std::string& original, const std::set<std::string>& symbolic) {
-  Merger m{parse(at_a, "generalise: the first program"), parse(at_b, "generalise: the second program"), {}, {}, symbolic};
-  std::ifstream f(original, std::ios::binary);
-  const std::string obytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const ::onnx::ModelProto o = parse(obytes, original);
+std::string generalise(std::string_view at_a, std::string_view at_b, const Model& original, const std::string& label,
+                       const std::set<std::string>& symbolic, const WeightStore* weights) {
+  Merger m{parse(at_a, "generalise: the first program"), parse(at_b, "generalise: the second program"), {}, {}, symbolic, weights};
+  const ::onnx::ModelProto o = parse(original.declared, label);
   for (const auto& vi : o.graph().input())
     if (vi.type().has_tensor_type() && vi.type().tensor_type().has_shape())
       for (const auto& d : vi.type().tensor_type().shape().dim())
@@ -376,7 +386,7 @@ std::string generalise(std::string_view at_a, std::string_view at_b, const std::
   for (auto& t : *ga.mutable_initializer()) {
     auto it = binit.find(t.name());
     if (it == binit.end()) throw InternalError(cat("generalise: initializer '", t.name(), "' is in one program only"));
-    if (t.SerializeAsString() == it->second->SerializeAsString()) continue;
+    if (t.SerializeAsString() == it->second->SerializeAsString() || same_in_store(t, *it->second, weights)) continue;
     const ::onnx::NodeProto* reader = nullptr;
     int slot = -1, readers = 0;
     for (const auto& n : ga.node())
@@ -426,7 +436,7 @@ std::string generalise(std::string_view at_a, std::string_view at_b, const std::
   for (auto& vi : *ga.mutable_input()) m.declare(vi, find_info(o.graph().input(), vi.name()), true);
   for (auto& vi : *ga.mutable_output()) m.declare(vi, find_info(o.graph().output(), vi.name()), false);
   std::string bytes = m.a.SerializeAsString();
-  check_bytes(bytes, cat("the program for every shape of '", original, "'"));
+  check_bytes(bytes, cat("the program for every shape of '", label, "'"));
   return bytes;
 }
 

@@ -1,4 +1,5 @@
 // ONNX import: parse, bind shapes, order nodes, map ops, fold constant arithmetic.
+#include <climits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -38,13 +39,16 @@ Model import_file(const std::string& path, const ImportOptions& opt) {
   if (std::filesystem::file_size(path, ec) == 0) throw InvalidInput(cat(path, ": the file is empty (0 bytes), not an ONNX model"));
   ::onnx::ModelProto model;
   {
-    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    // Parsed from the stream: the file's bytes are not held besides the message (peak memory).
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    if (size > uintmax_t(INT32_MAX)) throw Unsupported(cat(path, ": ", size, " bytes exceed protobuf's 2 GiB limit"));
+    std::ifstream f(path, std::ios::binary);
     if (!f) throw InvalidInput(cat(path, ": cannot open the model file"));
-    std::string bytes(size_t(f.tellg()), '\0');
-    f.seekg(0);
-    if (!f.read(bytes.data(), std::streamsize(bytes.size()))) throw InvalidInput(cat(path, ": cannot read the model file"));
-    parse(model, bytes, path);
-  }  // the file's bytes are released before the tensors are converted
+    if (!model.ParseFromIstream(&f)) {
+      if (f.bad()) throw InvalidInput(cat(path, ": cannot read the model file"));
+      throw InvalidInput(cat(path, ": not a valid ONNX model (the protobuf message could not be parsed)"));
+    }
+  }
   std::string base = std::filesystem::path(path).parent_path().string();
   return import_model(model, path, opt, base.empty() ? "." : base);
 }

@@ -2,6 +2,7 @@
 // The ONNX importer's state and per-node logic (private to src/onnx): import.cpp binds inputs,
 // orders and maps nodes and folds constants; control_flow.cpp inlines If, Loop and Scan and
 // keeps sequences as import-time lists of tensors.
+#include <cstring>
 #include <unordered_map>
 
 #include "op_mapping.hpp"
@@ -555,12 +556,20 @@ struct Importer {
     if (!model.has_graph()) fail_invalid("the model has no graph");
     auto& g = *model.mutable_graph();
     m.graph.name = g.name().empty() ? "model" : g.name();
+    {
+      ::onnx::ModelProto declared;
+      *declared.mutable_graph()->mutable_input() = g.input();
+      *declared.mutable_graph()->mutable_output() = g.output();
+      m.declared = declared.SerializeAsString();
+    }
     for (auto& init : *g.mutable_initializer()) {
       if (init.name().empty()) fail_invalid("an initializer has an empty name");
       if (consts.count(init.name())) fail_invalid(cat("initializer '", init.name(), "' is defined twice"));
       try {
-        consts[init.name()] = tensor_from_proto(init, base_dir, "initializer");
-        init.clear_raw_data();
+        auto c = tensor_from_proto(init, base_dir, "initializer", opt.weights);
+        release_data(init);
+        if (opt.share_weights_with) share_weights(init.name(), c);
+        consts[init.name()] = std::move(c);
       } catch (const InvalidInput& e) {
         fail_invalid(e.what());
       } catch (const Unsupported& e) {
@@ -589,6 +598,25 @@ struct Importer {
                             dropped_empty.size() > some.size() ? " ..." : ""));
     }
     m.graph.validate();
+  }
+
+  /// Where ImportOptions::share_weights_with has a constant named `name` equal to c (type,
+  /// shape, values), c takes its storage (this copy is freed).
+  void share_weights(const std::string& name, std::pair<DType, ConstValue>& c) {
+    const Graph& o = *opt.share_weights_with;
+    auto t = o.find(name);
+    if (!t || !o.tensor(*t).is_constant() || o.type(*t).dtype != c.first) return;
+    const ConstValue& v = *o.tensor(*t).value;
+    if (v.index() != c.second.index()) return;
+    std::visit(
+        [&](const auto& mine) {
+          using T = std::decay_t<decltype(mine)>;
+          const T& theirs = std::get<T>(v);
+          if (theirs.shape() == mine.shape() && !theirs.shares_storage_with(mine) &&
+              std::memcmp(mine.data(), theirs.data(), size_t(mine.size()) * sizeof(*mine.data())) == 0)
+            c.second = theirs;
+        },
+        c.second);
   }
 
   /// Bound inputs became constants; the graph no longer takes them.

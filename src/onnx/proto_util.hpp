@@ -11,9 +11,16 @@ DType dtype_from_onnx(int32_t t, std::string_view who);
 int32_t dtype_to_onnx(DType t);
 std::string_view onnx_type_name(int32_t t);
 
-/// Decodes a TensorProto (raw_data, typed fields or external data under base_dir).
+/// Decodes a TensorProto (raw_data, typed fields or external data under base_dir, or in
+/// `weights` where it names WeightStore::kLocation: that tensor, shared).
 std::pair<DType, ConstValue> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& base_dir,
-                                               std::string_view who);
+                                               std::string_view who, const WeightStore* weights = nullptr);
+/// Frees a TensorProto's data (raw or typed; clear() alone keeps the capacity).
+void release_data(::onnx::TensorProto& p);
+/// Whether p is a weight left in a WeightStore (lean bytes), and its offset and length there.
+bool in_store(const ::onnx::TensorProto& p, uint64_t* offset = nullptr, uint64_t* length = nullptr);
+/// p as a reference to float tensor t in `weights` (lean bytes): type, dims and external data.
+void store_ref(const Tensor<float>& t, WeightStore& weights, ::onnx::TensorProto* p);
 void tensor_to_proto(DType dtype, const ConstValue& v, ::onnx::TensorProto* p);
 /// Reads a tensor's external data (ONNX "location"/"offset"/"length" entries) relative to
 /// base_dir; `who` names it in errors.

@@ -43,18 +43,60 @@ std::string_view onnx_type_name(int32_t t) {
   return "an invalid type";
 }
 
-std::string external_bytes(const TensorProto& p, const std::string& base_dir, std::string_view who) {
+namespace {
+/// A TensorProto's external data entries.
+struct External {
   std::string location;
   int64_t offset = 0, length = -1;
+};
+External external_of(const TensorProto& p, std::string_view who) {
+  External x;
   for (const auto& e : p.external_data()) {
     try {
-      if (e.key() == "location") location = e.value();
-      else if (e.key() == "offset") offset = std::stoll(e.value());
-      else if (e.key() == "length") length = std::stoll(e.value());
+      if (e.key() == "location") x.location = e.value();
+      else if (e.key() == "offset") x.offset = std::stoll(e.value());
+      else if (e.key() == "length") x.length = std::stoll(e.value());
     } catch (const std::exception&) {
       throw InvalidInput(cat(who, ": external data entry '", e.key(), "' has the non-numeric value '", e.value(), "'"));
     }
   }
+  return x;
+}
+}  // namespace
+
+bool in_store(const TensorProto& p, uint64_t* offset, uint64_t* length) {
+  if (p.data_location() != TensorProto::EXTERNAL) return false;
+  External x = external_of(p, "tensor");
+  if (x.location != WeightStore::kLocation || x.offset < 0 || x.length < 0) return false;
+  if (offset) *offset = uint64_t(x.offset);
+  if (length) *length = uint64_t(x.length);
+  return true;
+}
+
+void store_ref(const Tensor<float>& t, WeightStore& weights, TensorProto* p) {
+  p->set_data_type(TensorProto::FLOAT);
+  p->clear_dims();
+  for (int64_t d : t.shape()) p->add_dims(d);
+  p->set_data_location(TensorProto::EXTERNAL);
+  p->clear_external_data();
+  for (auto [key, value] : {std::pair<const char*, std::string>{"location", std::string(WeightStore::kLocation)},
+                            {"offset", std::to_string(weights.add(t))}, {"length", std::to_string(uint64_t(t.size()) * 4)}}) {
+    auto* e = p->add_external_data();
+    e->set_key(key);
+    e->set_value(value);
+  }
+}
+
+void release_data(TensorProto& p) {
+  std::string().swap(*p.mutable_raw_data());
+  p.clear_raw_data();
+  google::protobuf::RepeatedField<float>().Swap(p.mutable_float_data());
+  google::protobuf::RepeatedField<int64_t>().Swap(p.mutable_int64_data());
+  google::protobuf::RepeatedField<int32_t>().Swap(p.mutable_int32_data());
+}
+
+std::string external_bytes(const TensorProto& p, const std::string& base_dir, std::string_view who) {
+  auto [location, offset, length] = external_of(p, who);
   if (location.empty()) throw InvalidInput(cat(who, " is stored externally but names no location"));
   std::filesystem::path path = std::filesystem::path(base_dir) / location;
   if (location.find("..") != std::string::npos || std::filesystem::path(location).is_absolute())
@@ -80,7 +122,8 @@ std::vector<E> from_field(const Field& f) {
 }
 }  // namespace
 
-std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::string& base_dir, std::string_view who_in) {
+std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::string& base_dir, std::string_view who_in,
+                                               const WeightStore* weights) {
   std::string who = cat(who_in.empty() ? "tensor" : who_in, p.name().empty() ? "" : cat(" '", p.name(), "'"));
   DType dt = dtype_from_onnx(p.data_type(), who);
   Shape shape(p.dims().begin(), p.dims().end());
@@ -95,6 +138,12 @@ std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::
   const bool external = p.data_location() == TensorProto::EXTERNAL;
   std::string ext;
   const std::string* raw = nullptr;
+  uint64_t offset = 0, length = 0;
+  if (weights && in_store(p, &offset, &length)) {
+    if (dt != DType::Float32 || uint64_t(n) * 4 != length)
+      throw InvalidInput(cat(who, " is left in pet's weight store but is not float32 of shape ", shape));
+    return {dt, weights->at(offset, length, who).reshaped(shape)};
+  }
   if (external) {
     ext = external_bytes(p, base_dir, who);
     raw = &ext;
@@ -171,6 +220,23 @@ void tensor_to_proto(DType dtype, const ConstValue& v, TensorProto* p) {
 }
 
 }  // namespace detail
+
+uint64_t WeightStore::add(const Tensor<float>& t) {
+  const std::pair<const float*, Shape> key{t.data(), t.shape()};
+  if (auto it = index_.find(key); it != index_.end()) return it->second;
+  const uint64_t at = end_;
+  by_offset_.emplace(at, t);
+  index_.emplace(key, at);
+  end_ = (at + uint64_t(t.size()) * 4 + 63) / 64 * 64;
+  return at;
+}
+
+const Tensor<float>& WeightStore::at(uint64_t offset, uint64_t bytes, std::string_view who) const {
+  auto it = by_offset_.find(offset);
+  if (it == by_offset_.end() || uint64_t(it->second.size()) * 4 != bytes)
+    throw InvalidInput(cat(who, ": pet's weight store holds no tensor of ", bytes, " bytes at offset ", offset));
+  return it->second;
+}
 
 NamedTensor read_tensor_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -239,6 +239,9 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
   if (!reference_runs(g, ins, refs, out)) return out;
   std::vector<std::optional<std::vector<Value<float>>>> exact(ins.size());  // double-precision references, when needed
   backend::Backend& be = backend_under_test();
+  std::vector<std::vector<float>> constants(size_t(g.num_tensors()));  // the float constants' values before
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (const auto* f = g.tensor(t).is_constant() ? std::get_if<Tensor<float>>(&*g.tensor(t).value) : nullptr) constants[size_t(t)] = f->vec();
   for (const Config& c : configs) {
     backend::CompileOptions opt;
     opt.threads = c.threads;
@@ -285,6 +288,13 @@ Outcome check_program(const Graph& g, const std::vector<Config>& configs) {
       out.failures.push_back({"error", config_label(c), e.what()});
     }
   }
+  // The backend reads the graph's constants in place: no configuration may have changed them.
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).is_constant() && !constants[size_t(t)].empty() &&
+        std::memcmp(constants[size_t(t)].data(), std::get<Tensor<float>>(*g.tensor(t).value).data(), constants[size_t(t)].size() * sizeof(float)) != 0) {
+      out.failures.push_back({"mismatch", "all", cat("constant '", g.tensor(t).name, "' changed while the backend compiled and ran the program")});
+      break;
+    }
   return out;
 }
 

@@ -30,7 +30,8 @@ std::string binding_text(const std::map<std::string, int64_t>& b) {
 
 /// The optimized program written for every value of some of the model's symbolic dims.
 struct Symbolic {
-  std::string bytes;
+  std::string bytes;  ///< lean bytes: the float weights are in `weights` (onnx::WeightStore)
+  std::shared_ptr<onnx::WeightStore> weights;
   std::set<std::string> dims;  ///< the dims it takes any value of (the others: as bound)
   std::string checked;         ///< the bindings it was checked at
 };
@@ -67,6 +68,7 @@ std::vector<optimize::Options::OtherShapes> other_shapes(const std::string& path
   for (size_t k = 1; k < bindings.size(); ++k) {
     onnx::ImportOptions o = io;
     o.dims = bindings[k];
+    o.share_weights_with = &m.graph;  // the weights held once
     const onnx::Model there = onnx::import_file(path, o);
     optimize::Options::OtherShapes s{binding_text(bindings[k]), {}, std::make_shared<const Graph>(there.graph)};
     for (TensorId t : there.graph.inputs()) s.inputs[there.graph.tensor(t).name] = there.graph.type(t).shape;
@@ -80,8 +82,9 @@ std::vector<optimize::Options::OtherShapes> other_shapes(const std::string& path
 /// "follow the input" extents (onnx::generalise), and that file, imported at three bindings
 /// (the one optimised for and two more), computes there what the original model computes
 /// (the end-to-end check). "" on success (`out` filled), else why not.
-std::string try_symbolic(const Graph& program, const std::string& as_optimised, const std::string& path, const onnx::Model& m,
-                         const onnx::ImportOptions& io, const optimize::Options& opt, const std::set<std::string>& free, Symbolic& out) {
+std::string try_symbolic(const Graph& program, const std::string& as_optimised, const std::shared_ptr<onnx::WeightStore>& weights,
+                         const std::string& path, const onnx::Model& m, const onnx::ImportOptions& io, const optimize::Options& opt,
+                         const std::set<std::string>& free, Symbolic& out) {
   const auto bindings = three_bindings(m, free);
   // The model at a binding: the import the search's carry-over check made there (the same
   // values: opt.carry_over_to), else imported now (each import holds its own weights).
@@ -90,6 +93,7 @@ std::string try_symbolic(const Graph& program, const std::string& as_optimised, 
       if (o.label == binding_text(b) && o.model) return o.model;
     onnx::ImportOptions o = io;
     o.dims = b;
+    o.share_weights_with = &m.graph;
     return std::make_shared<const Graph>(onnx::import_file(path, o).graph);
   };
   try {
@@ -101,10 +105,14 @@ std::string try_symbolic(const Graph& program, const std::string& as_optimised, 
     // constants (their folded shape arithmetic, such as a Reshape target computed from the
     // batch or a class token expanded to it).
     const optimize::RebindLike rebind(m.graph, second, opt);
-    Symbolic s{onnx::generalise(as_optimised, onnx::export_bytes(rebind(program, shapes)), path, free), free, ""};
+    // Lean exports: the weights stay in `weights`, shared with the program, not copied into
+    // bytes (or over protobuf's 2 GiB), and the imports below take them from there.
+    Symbolic s{onnx::generalise(as_optimised, onnx::export_bytes(rebind(program, shapes), weights.get()), m, path, free, weights.get()),
+               weights, free, ""};
     const std::string dir = std::filesystem::path(path).parent_path().string();
     for (size_t k = 0; k < bindings.size(); ++k) {
       onnx::ImportOptions o = io;
+      o.weights = weights.get();
       o.dims.clear();
       for (const auto& p : free) o.dims[p] = bindings[k].at(p);  // the others are fixed in the written file
       const onnx::Model written = onnx::import_bytes(s.bytes, "the optimized program", o, dir.empty() ? "." : dir);
@@ -134,19 +142,20 @@ std::optional<Symbolic> for_every_shape(const Graph& program, const std::string&
   Symbolic best;
   // The program at the values it was optimised for, in the node order rebind gives (once).
   std::string as_optimised;
+  auto weights = std::make_shared<onnx::WeightStore>();
   try {
-    as_optimised = onnx::export_bytes(transform::rebind(program, {}));
+    as_optimised = onnx::export_bytes(transform::rebind(program, {}), weights.get());
   } catch (const Unsupported& e) {
     return why = e.what(), std::nullopt;
   }
-  why = try_symbolic(program, as_optimised, path, m, io, opt, all, best);
+  why = try_symbolic(program, as_optimised, weights, path, m, io, opt, all, best);
   if (why.empty()) return best;
   if (subsets && all.size() > 1) {
     std::set<std::string> free;
     for (const auto& p : all) {
       std::set<std::string> more = free;
       more.insert(p);
-      if (try_symbolic(program, as_optimised, path, m, io, opt, more, best).empty()) free = more;
+      if (try_symbolic(program, as_optimised, weights, path, m, io, opt, more, best).empty()) free = more;
     }
     if (!free.empty()) return best;
   }
@@ -265,7 +274,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     }
   }
   if (symbolic) {
-    onnx::write_file(symbolic->bytes, *out, external);
+    onnx::write_file(symbolic->bytes, *out, external, symbolic->weights.get());
     written = "optimized program for every value of";
     for (const auto& p : symbolic->dims) written += cat(p == *symbolic->dims.begin() ? " " : ", ", p);
   } else if (rep.kept_original && m.specialised && !external && onnx::self_contained(path)) {

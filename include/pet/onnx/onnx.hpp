@@ -16,6 +16,31 @@
 
 namespace pet::onnx {
 
+/// Float weights kept out of serialized model bytes while pet passes its own programs through
+/// ONNX (export_bytes -> generalise -> import_bytes -> write_file): such "lean" bytes name each
+/// float constant of 1 KiB or more as ONNX external data at WeightStore::kLocation, by its
+/// offset in the store's layout, and the store holds the tensor itself, its storage shared
+/// with the graph it came from (not copied). Only functions given the store read lean bytes;
+/// write_file puts the weights back (inside the file, or in OUT.data in the same layout).
+class WeightStore {
+ public:
+  static constexpr std::string_view kLocation = "pet:weights-in-memory";
+  /// The offset of t in the layout (64-byte aligned): where the store holds t's storage at
+  /// t's shape, that one's; else t is added at the end.
+  uint64_t add(const Tensor<float>& t);
+  /// The tensor at `offset` of `bytes` bytes (shares its storage); InvalidInput naming `who`
+  /// where the store holds none there.
+  const Tensor<float>& at(uint64_t offset, uint64_t bytes, std::string_view who) const;
+  /// The bytes the layout spans, and its tensors by offset.
+  uint64_t size() const { return end_; }
+  const std::map<uint64_t, Tensor<float>>& tensors() const { return by_offset_; }
+
+ private:
+  std::map<uint64_t, Tensor<float>> by_offset_;
+  std::map<std::pair<const float*, Shape>, uint64_t> index_;
+  uint64_t end_ = 0;
+};
+
 struct ImportOptions {
   /// Full shapes for named graph inputs (overrides what the model declares).
   std::map<std::string, Shape> input_shapes;
@@ -36,6 +61,13 @@ struct ImportOptions {
   std::vector<std::string> ordered_input_sources, ordered_input_names;
   /// Fold constant shape arithmetic (integer-typed nodes with constant inputs, Shape).
   bool fold_constants = true;
+  /// Where lean bytes (WeightStore) name their weights: import_bytes of such bytes takes the
+  /// store's tensors (shared, not copied).
+  const WeightStore* weights = nullptr;
+  /// A graph imported before from the same model (at other shapes): an initializer equal to
+  /// its constant of the same name (type, shape and values) takes that constant's storage, so
+  /// that imports of one model at several shapes hold its weights once.
+  const Graph* share_weights_with = nullptr;
 };
 
 struct Model {
@@ -51,6 +83,9 @@ struct Model {
   /// `unnamed_dims`; `shapes_given`: an input's whole shape came from ImportOptions::input_shapes.
   std::map<std::string, int64_t> dims;
   bool unnamed_dims = false, shapes_given = false;
+  /// The file's graph inputs and outputs as it declares them (a serialized ModelProto holding
+  /// only those): what generalise writes the optimized program's interface from.
+  std::string declared;
 };
 
 /// The name import gives dimension k of graph input `input` where the model declares neither
@@ -68,7 +103,9 @@ Model import_bytes(std::string_view bytes, const std::string& label, const Impor
 inline constexpr int64_t kExportOpset = 17;
 /// Serializes a graph as an ONNX model (opset 17, checked with onnx::checker), its weights
 /// inside. Throws Unsupported where they do not fit in one message (check_exportable).
-std::string export_bytes(const Graph& g);
+/// Given `weights`, lean bytes: its float constants of 1 KiB or more are left in the store
+/// (WeightStore), which bounds the bytes by the graph's size, not its weights'.
+std::string export_bytes(const Graph& g, WeightStore* weights = nullptr);
 /// The bytes g's constants take in an exported file (raw data at each ONNX type's width).
 uint64_t weight_bytes(const Graph& g);
 /// Protobuf limits a message to 2 GiB: throws Unsupported, naming `label` and the size, where
@@ -81,8 +118,10 @@ void check_exportable(uint64_t weight_bytes, const std::string& label);
 /// checked with onnx::checker from disk.
 void export_file(const Graph& g, const std::string& path, bool external_data = false);
 /// Writes serialized model bytes to `path`; with `external_data`, its initializers of 1 KiB
-/// or more to `path`.data, as export_file.
-void write_file(std::string_view bytes, const std::string& path, bool external_data);
+/// or more to `path`.data, as export_file. Lean bytes (WeightStore) need their store, and
+/// get their weights back (inside, or in `path`.data where they do not fit; checked with
+/// onnx::checker).
+void write_file(std::string_view bytes, const std::string& path, bool external_data, const WeightStore* weights = nullptr);
 /// Writes the model file at `path` to `out` as it is (its symbolic dims, opset, metadata),
 /// with the weights it keeps as external data read in; with `external_data`, or where they
 /// do not fit in one file, its initializers of 1 KiB or more go to `out`.data. False (nothing
@@ -90,6 +129,8 @@ void write_file(std::string_view bytes, const std::string& path, bool external_d
 /// in its initializers.
 bool write_original(const std::string& path, const std::string& out, bool external_data);
 /// Runs onnx::checker (and ONNX shape inference) on serialized bytes; throws InvalidInput.
+/// In lean bytes (WeightStore) the weights left in a store are checked as graph inputs of
+/// their type and shape.
 void check_bytes(std::string_view bytes, const std::string& label);
 /// Whether the model file at `path` can be copied elsewhere as it is: every tensor is inside
 /// it (no external data, which a copy in another folder would lose) and it passes
@@ -98,15 +139,17 @@ bool self_contained(const std::string& path);
 
 /// One model for every value of the symbolic dims. `at_a` and `at_b` are exports of one
 /// program at two bindings of them (transform::rebind: the same tensors and nodes in the same
-/// order); `original` is the model file the program came from. The result declares the
-/// original's graph inputs (their symbolic dims) and, where it declares them consistently,
-/// its outputs, and writes each extent that differs between the two the way ONNX says
-/// "follow the input": a Reshape target's 0 or -1, a Slice's end INT64_MAX, an Expand's 1.
-/// Dims of the original's declarations named in `symbolic` stay symbolic; its other symbolic
-/// dims are written at the value they have in `at_a` (and must have the same in `at_b`).
-/// Throws Unsupported naming the node where a difference is anything else. What the result
-/// computes at other bindings is the caller's to check.
-std::string generalise(std::string_view at_a, std::string_view at_b, const std::string& original, const std::set<std::string>& symbolic);
+/// order); `original` is the model the program came from (imported from the file `label`).
+/// The result declares the original's graph inputs (their symbolic dims) and, where it
+/// declares them consistently, its outputs, and writes each extent that differs between the
+/// two the way ONNX says "follow the input": a Reshape target's 0 or -1, a Slice's end
+/// INT64_MAX, an Expand's 1. Dims of the original's declarations named in `symbolic` stay
+/// symbolic; its other symbolic dims are written at the value they have in `at_a` (and must
+/// have the same in `at_b`). Throws Unsupported naming the node where a difference is
+/// anything else. What the result computes at other bindings is the caller's to check.
+/// Lean exports (WeightStore) need their store; the result is lean then too.
+std::string generalise(std::string_view at_a, std::string_view at_b, const Model& original, const std::string& label,
+                       const std::set<std::string>& symbolic, const WeightStore* weights = nullptr);
 
 /// A named tensor as stored in ONNX TensorProto files (input_N.pb / output_N.pb).
 struct NamedTensor {
