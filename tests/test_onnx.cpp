@@ -214,6 +214,71 @@ TEST_CASE("export_file and write_file with external data: weights of 1 KiB or mo
   CHECK(px::self_contained(path3));
 }
 
+TEST_CASE("lean bytes: weights left in a WeightStore (shared, not copied), imported from it, written back; imports of one model share its weights") {
+  Graph g;
+  g.name = "lean";
+  Builder b(g);
+  TensorId x = b.input("x", {2, 64});
+  Tensor<float> w({64, 64}), bias({64});
+  for (int64_t i = 0; i < w.size(); ++i) w.data()[i] = float(i % 13) * 0.01f - 0.06f;
+  for (int64_t i = 0; i < bias.size(); ++i) bias.data()[i] = float(i) * 0.001f;
+  const TensorId wt = b.constant("w", w);
+  x = b.add(ops::Add{}, {b.add(ops::MatMul{}, {x, wt}), b.constant("bias", bias)});
+  b.output(b.add(ops::Relu{}, {b.add(ops::MatMul{}, {x, wt})}));  // w read twice: one entry
+  px::WeightStore store;
+  const std::string lean = px::export_bytes(g, &store);
+  CHECK(lean.size() < 2000);
+  REQUIRE(store.tensors().size() == 1);  // w (16 KiB); the bias (256 bytes) stays inside
+  CHECK(store.size() == 64 * 64 * 4);
+  CHECK(store.tensors().begin()->second.shares_storage_with(w));
+  CHECK(store.add(w) == 0);
+  CHECK(store.add(bias) == 64 * 64 * 4);  // the next one, 64-byte aligned
+  CHECK_NOTHROW(px::check_bytes(lean, "lean"));  // the store's weights checked as inputs
+  // Without the store the weights are a file that is not there; with it they are its tensors.
+  CHECK_THROWS_WITH_AS(px::import_bytes(lean, "lean.onnx"), doctest::Contains("initializer 'w': external data file"), InvalidInput);
+  px::ImportOptions io;
+  io.weights = &store;
+  const px::Model back = px::import_bytes(lean, "lean.onnx", io);
+  CHECK(std::get<Tensor<float>>(*back.graph.tensor(*back.graph.find("w")).value).shares_storage_with(w));
+  check_same(run(g, 3), run(back.graph, 3));
+  // A reference that does not fit what the store holds is refused by name.
+  std::string wrong = lean;
+  const std::string len = std::to_string(64 * 64 * 4);
+  REQUIRE(wrong.find(len) != std::string::npos);
+  wrong.replace(wrong.find(len), len.size(), std::to_string(64 * 64 * 4 - 4));  // (same digit count)
+  CHECK_THROWS_WITH_AS(px::import_bytes(wrong, "wrong.onnx", io), doctest::Contains("initializer 'w' is left in pet's weight store but is not float32 of shape [64,64]"),
+                       InvalidInput);
+  // Written back: inside (a self-contained file) or in OUT.data.
+  const std::string inside = write_temp("lean_inside.onnx", ""), outside = write_temp("lean_outside.onnx", "");
+  fs::remove(inside + ".data");
+  px::write_file(lean, inside, false, &store);
+  CHECK(px::self_contained(inside));
+  CHECK_FALSE(fs::exists(inside + ".data"));
+  px::write_file(lean, outside, true, &store);
+  CHECK(fs::file_size(outside + ".data") == 64 * 64 * 4);
+  for (const auto& path : {inside, outside}) {
+    CAPTURE(path);
+    const px::Model m = px::import_file(path);
+    CHECK(std::get<Tensor<float>>(*m.graph.tensor(*m.graph.find("w")).value).vec() == w.vec());
+    check_same(run(g, 4), run(m.graph, 4));
+    // A second import that shares the first one's weights holds them once; a constant whose
+    // values differ keeps its own.
+    px::ImportOptions share;
+    share.share_weights_with = &m.graph;
+    const px::Model again = px::import_file(path, share);
+    const auto& w1 = std::get<Tensor<float>>(*m.graph.tensor(*m.graph.find("w")).value);
+    CHECK(std::get<Tensor<float>>(*again.graph.tensor(*again.graph.find("w")).value).shares_storage_with(w1));
+    Graph other;
+    Tensor<float> w2 = w.clone();
+    w2.data()[5] += 1.f;
+    other.add_constant("w", w2);
+    share.share_weights_with = &other;
+    const px::Model third = px::import_file(path, share);
+    CHECK_FALSE(std::get<Tensor<float>>(*third.graph.tensor(*third.graph.find("w")).value).shares_storage_with(w2));
+    CHECK(std::get<Tensor<float>>(*third.graph.tensor(*third.graph.find("w")).value).vec() == w.vec());
+  }
+}
+
 TEST_CASE("import errors name the file, node, op and problem") {
   SUBCASE("missing, garbage and truncated files") {
     CHECK_THROWS_WITH_AS(px::import_file("/nonexistent/m.onnx"), "/nonexistent/m.onnx: no such model file", InvalidInput);

@@ -5,7 +5,6 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "op_mapping.hpp"
 
@@ -208,17 +207,18 @@ bool has_external_data(const ::onnx::GraphProto& g) {
 }  // namespace
 
 bool self_contained(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) > uintmax_t(INT32_MAX) || ec) return false;
   std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  ::onnx::ModelProto model;
-  if (bytes.size() > size_t(INT32_MAX) || !model.ParseFromArray(bytes.data(), int(bytes.size())) || has_external_data(model.graph())) return false;
+  ::onnx::ModelProto model;  // parsed from the stream and checked as it is: the model is held once
+  if (!f || !model.ParseFromIstream(&f) || has_external_data(model.graph())) return false;
   // This ONNX library's checker (1.12) knows IR versions up to 8; newer exporters write 9 and
   // 10 for the same content, which ONNX Runtime and the newer checkers accept.
   if (model.ir_version() > 8) model.set_ir_version(8);
   try {
-    check_bytes(model.SerializeAsString(), path);
-  } catch (const InvalidInput&) {
+    ::onnx::checker::check_model(model);
+    ::onnx::shape_inference::InferShapes(model, ::onnx::OpSchemaRegistry::Instance(), ::onnx::ShapeInferenceOptions(true, 1, false));
+  } catch (const std::exception&) {
     return false;
   }
   return true;
@@ -236,10 +236,10 @@ void export_file(const Graph& g, const std::string& path, bool external_data) {
 bool write_original(const std::string& path, const std::string& out, bool external_data) {
   ::onnx::ModelProto m;
   {
+    std::error_code ec;
+    if (std::filesystem::file_size(path, ec) > uintmax_t(INT32_MAX) || ec) return false;
     std::ifstream f(path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (!f.good() && !f.eof()) return false;
-    if (bytes.size() > size_t(INT32_MAX) || !m.ParseFromArray(bytes.data(), int(bytes.size()))) return false;
+    if (!f || !m.ParseFromIstream(&f)) return false;
   }
   const std::string dir = std::filesystem::path(path).parent_path().string();
   for (auto& t : *m.mutable_graph()->mutable_initializer()) {

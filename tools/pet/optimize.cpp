@@ -253,6 +253,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   // --fixed-shapes for those its rewrites carry over to, at the values optimised for otherwise.
   std::string written = "optimized program", why_fixed;
   std::optional<Symbolic> symbolic;
+  bool self_contained = false;  // (the original file: onnx::self_contained, asked where it is copied)
   bool narrowed = false;  // the optimized program was not for every value of the dims: not written
   if (!rep.kept_original && !m.dims.empty()) {
     if (!quiet)
@@ -277,7 +278,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     onnx::write_file(symbolic->bytes, *out, external, symbolic->weights.get());
     written = "optimized program for every value of";
     for (const auto& p : symbolic->dims) written += cat(p == *symbolic->dims.begin() ? " " : ", ", p);
-  } else if (rep.kept_original && m.specialised && !external && onnx::self_contained(path)) {
+  } else if (rep.kept_original && m.specialised && !external && (self_contained = onnx::self_contained(path))) {
     std::error_code ec;
     if (!std::filesystem::equivalent(path, *out, ec) &&
         !std::filesystem::copy_file(path, *out, std::filesystem::copy_options::overwrite_existing, ec))
@@ -372,7 +373,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     for (const auto& l : rep.passes_left_out) std::printf("  post-optimisation pass left out: %s\n", l.c_str());
     std::printf("  check against the original: %s\n", rep.check.c_str());
     if (written == "original file")
-      std::printf("  written: the original file, %s (its shapes as declared)\n", external ? "its weights as external data" : cat("unchanged", onnx::self_contained(path) ? "" : " but for its weights, now inside").c_str());
+      std::printf("  written: the original file, %s (its shapes as declared)\n", external ? "its weights as external data" : cat("unchanged", self_contained ? "" : " but for its weights, now inside").c_str());
     else if (symbolic) {
       std::string dims, fixed;
       for (const auto& [p, v] : m.dims) {
