@@ -214,7 +214,7 @@ TEST_CASE("export_file and write_file with external data: weights of 1 KiB or mo
   CHECK(px::self_contained(path3));
 }
 
-TEST_CASE("lean bytes: weights left in a WeightStore (shared, not copied), imported from it, written back; imports of one model share its weights") {
+TEST_CASE("lean bytes: weights left in a WeightStore (shared, not copied), imported from it, written back, and imports of one model share its weights") {
   Graph g;
   g.name = "lean";
   Builder b(g);

@@ -566,6 +566,7 @@ struct Importer {
       if (init.name().empty()) fail_invalid("an initializer has an empty name");
       if (consts.count(init.name())) fail_invalid(cat("initializer '", init.name(), "' is defined twice"));
       try {
+        if (init.data_location() == ::onnx::TensorProto::EXTERNAL && !(opt.weights && in_store(init))) m.external_data = true;
         auto c = tensor_from_proto(init, base_dir, "initializer", opt.weights);
         release_data(init);
         if (opt.share_weights_with) share_weights(init.name(), c);

@@ -217,6 +217,11 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     m.notes.push_back(cat("its weights take ", double(weights) / double(1 << 30), " GiB, more than one ONNX file holds with its graph (2 GiB): they are written to ",
                           *out, ".data beside it (ONNX external data)"));
   }
+  // A model that keeps its weights as external data is written so too.
+  if (m.external_data && !external) {
+    external = true;
+    m.notes.push_back(cat("it keeps its weights as ONNX external data: so does ", *out, " (in ", *out, ".data beside it)"));
+  }
   if (!quiet)
     for (const auto& note : m.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   // Unless --fixed-shapes, the rewrites kept must carry over to every value of the symbolic
@@ -373,7 +378,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     for (const auto& l : rep.passes_left_out) std::printf("  post-optimisation pass left out: %s\n", l.c_str());
     std::printf("  check against the original: %s\n", rep.check.c_str());
     if (written == "original file")
-      std::printf("  written: the original file, %s (its shapes as declared)\n", external ? "its weights as external data" : cat("unchanged", self_contained ? "" : " but for its weights, now inside").c_str());
+      std::printf("  written: the original file, %s (its shapes as declared)\n", external ? "its weights as external data" : self_contained ? "unchanged" : "as it is");
     else if (symbolic) {
       std::string dims, fixed;
       for (const auto& [p, v] : m.dims) {

@@ -83,6 +83,8 @@ struct Model {
   /// `unnamed_dims`; `shapes_given`: an input's whole shape came from ImportOptions::input_shapes.
   std::map<std::string, int64_t> dims;
   bool unnamed_dims = false, shapes_given = false;
+  /// Its initializers keep their data in files beside it (ONNX external data).
+  bool external_data = false;
   /// The file's graph inputs and outputs as it declares them (a serialized ModelProto holding
   /// only those): what generalise writes the optimized program's interface from.
   std::string declared;
