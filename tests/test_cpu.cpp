@@ -1754,6 +1754,48 @@ TEST_CASE("cpu concat: every input copied into its slice, the output in the layo
 
 // Regressions of the defects the differential test found (tests/difftest): each program here
 // gave wrong answers or crashed before the fix.
+TEST_CASE("cpu constants: read in place from the graph, their reorders shared by the executables alive, the results alike") {
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {1, 32, 12, 12});
+  Tensor<float> w({32, 32, 3, 3});
+  for (int64_t i = 0; i < w.size(); ++i) w.data()[i] = float(i % 11) * 0.02f - 0.1f;
+  b.output(b.add(ops::Relu{}, {b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, b.constant("w", w)})}));
+  backend::CompileOptions opt;
+  opt.conv_algorithm = "direct";
+  opt.conv_layout = "blocked";  // oneDNN's blocked weights: a reorder of w (on every ISA)
+  opt.threads = 1;
+  const auto be = backend::make_backend("cpu");
+  Rng rng(3);
+  const std::vector<Value<float>> in = random_inputs({g.type(g.inputs()[0])}, rng, {});
+  auto first = be->compile(g, opt);
+  const std::string p1 = first->describe();
+  CAPTURE(p1);
+  CHECK(p1.find("constants reordered for kernels: 36 KiB, of them 0 KiB shared with another executable") != std::string::npos);
+  {
+    auto second = be->compile(g, opt);  // while the first is alive: its reorder is taken
+    CHECK(second->describe().find("constants reordered for kernels: 36 KiB, of them 36 KiB shared with another executable") != std::string::npos);
+    CHECK(compare(first->run(in)[0], second->run(in)[0], 0, 0).pass);
+  }
+  first.reset();
+  // None alive: reordered again. A graph whose constant has other values at another address
+  // never takes another's reorder.
+  Graph h = g;
+  auto third = be->compile(h, opt);
+  CHECK(third->describe().find("of them 0 KiB shared") != std::string::npos);
+  Graph other;
+  Builder ob(other);
+  TensorId y = ob.input("x", {1, 32, 12, 12});
+  Tensor<float> w2 = w.clone();
+  w2.data()[0] = 5.f;
+  ob.output(ob.add(ops::Relu{}, {ob.add(ops::Conv{.pads = {1, 1, 1, 1}}, {y, ob.constant("w", w2)})}));
+  auto fourth = be->compile(other, opt);
+  CHECK(fourth->describe().find("of them 0 KiB shared") != std::string::npos);
+  same_as_reference(other, 4, "the conv with its own weights", opt);
+  // The graph's constants are what they were.
+  CHECK(std::get<Tensor<float>>(*g.tensor(*g.find("w")).value).vec() == w.vec());
+}
+
 TEST_CASE("fusion defect A: two post-ops of one kind keep their own parameters") {
   Rng rng(2001);
   {  // Mul(a, b) * 0.5 * 0.689 on a binary primitive

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <mutex>
+#include <unordered_map>
 
 #include "executable.hpp"
 #include "pet/core/stats.hpp"
@@ -162,6 +164,9 @@ std::string CpuExecutable::describe() const {
     s += t;
   }
   s += cat("memory: ", buffers_.size(), " buffers, ", planned_bytes_ / 1024, " KiB (", requested_bytes_ / 1024, " KiB without reuse)\n");
+  if (reordered_bytes_)
+    s += cat("constants reordered for kernels: ", reordered_bytes_ / 1024, " KiB, of them ", shared_reorder_bytes_ / 1024,
+             " KiB shared with another executable\n");
   return s;
 }
 
@@ -230,6 +235,42 @@ Step& CpuExecutable::add_step(std::string text, std::vector<int> reads, std::vec
   return steps_.back();
 }
 
+namespace {
+/// Constants reordered for a kernel, shared by the executables of the process (the original
+/// and the optimized program pet optimize times side by side hold one copy of each weight's
+/// reorder): by the source's address and the two layouts. An entry is found only while an
+/// executable holds it, and that executable holds its source too, so the address still names
+/// the same data (constants are never written: add_step).
+class SharedReorders {
+ public:
+  std::shared_ptr<float[]> find(const float* data, const md_t& from, const md_t& to) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [b, e] = map_.equal_range(data);
+    for (auto it = b; it != e; ++it)
+      if (it->second.from == from && it->second.to == to)
+        if (auto p = it->second.buffer.lock()) return p;
+    return nullptr;
+  }
+  void add(const float* data, const md_t& from, const md_t& to, const std::shared_ptr<float[]>& buffer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = map_.begin(); it != map_.end();) it = it->second.buffer.expired() ? map_.erase(it) : std::next(it);
+    map_.emplace(data, Entry{from, to, buffer});
+  }
+
+ private:
+  struct Entry {
+    md_t from, to;
+    std::weak_ptr<float[]> buffer;
+  };
+  std::mutex mu_;
+  std::unordered_multimap<const float*, Entry> map_;
+};
+SharedReorders& shared_reorders() {
+  static SharedReorders r;
+  return r;
+}
+}  // namespace
+
 int CpuExecutable::as_layout(int s, const md_t& md, const std::string& why) {
   if (slots_[size_t(s)].md == md) return s;
   const bool to_plain = md == plain_md(slots_[size_t(s)].type.shape);
@@ -240,10 +281,17 @@ int CpuExecutable::as_layout(int s, const md_t& md, const std::string& why) {
     Slot c;
     c.type = slots_[size_t(s)].type;
     c.md = md;
-    c.owned = aligned_floats(md.get_size() / sizeof(float) + 1);
-    memory src(slots_[size_t(s)].md, eng_, ptr(s)), dst(md, eng_, c.owned.get());
-    dnnl_call(why, [&] { reorder(src, dst).execute(strm_, src, dst); });
-    strm_.wait();
+    c.owned = shared_reorders().find(ptr(s), slots_[size_t(s)].md, md);
+    reordered_bytes_ += md.get_size();
+    if (c.owned) shared_reorder_bytes_ += md.get_size();
+    if (!c.owned) {
+      c.owned = aligned_floats(md.get_size() / sizeof(float) + 1);
+      memory src(slots_[size_t(s)].md, eng_, ptr(s)), dst(md, eng_, c.owned.get());
+      dnnl_call(why, [&] { reorder(src, dst).execute(strm_, src, dst); });
+      strm_.wait();
+      shared_reorders().add(ptr(s), slots_[size_t(s)].md, md, c.owned);
+    }
+    graph_constants_.insert(c.owned.get());  // (shared: no step writes it either)
     slots_.push_back(c);
     int r = int(slots_.size()) - 1;
     if (to_plain) slots_[size_t(s)].plain = r;

@@ -223,6 +223,8 @@ class CpuExecutable final : public Executable {
   Step& add_step(std::string text, std::vector<int> reads, std::vector<int> writes);
   /// The graph's float constants' storage, which slots use in place (read only).
   std::set<const float*> graph_constants_;
+  /// Bytes of constants as_layout reordered, and of them those another executable had (shared).
+  size_t reordered_bytes_ = 0, shared_reorder_bytes_ = 0;
   /// A slot holding s in layout md (a reorder step, cached for the plain layout; constants
   /// are reordered once here).
   int as_layout(int s, const md_t& md, const std::string& why);
