@@ -207,6 +207,19 @@ TEST_CASE("export_file and write_file with external data: weights of 1 KiB or mo
   const std::string path2 = write_temp("ext2.onnx", "");
   px::write_file(px::export_bytes(g), path2, true);
   CHECK(px::import_file(path2).graph.num_nodes() == back.graph.num_nodes());
+  // The original file written again: with its weights as external data they are copied
+  // over tensor by tensor (the same bytes); without, read in.
+  const std::string copy_ext = write_temp("copy_ext.onnx", ""), copy_in = write_temp("copy_in.onnx", "");
+  fs::remove(copy_in + ".data");
+  REQUIRE(px::write_original(path, copy_ext, true));
+  CHECK(fs::file_size(copy_ext + ".data") == fs::file_size(path + ".data"));
+  check_same(run(g, 6), run(px::import_file(copy_ext).graph, 6));
+  CHECK(px::import_file(copy_ext).external_data);
+  REQUIRE(px::write_original(path, copy_in, false));
+  CHECK_FALSE(fs::exists(copy_in + ".data"));
+  CHECK(px::self_contained(copy_in));
+  CHECK_FALSE(px::import_file(copy_in).external_data);
+  check_same(run(g, 6), run(px::import_file(copy_in).graph, 6));
   // A file with the weights inside where asked for none
   const std::string path3 = write_temp("inside.onnx", "");
   px::export_file(g, path3);

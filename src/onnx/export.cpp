@@ -85,7 +85,8 @@ constexpr size_t kExternalMin = 1024;
 /// Moves m's initializers of at least kExternalMin bytes, and those left in `weights` (lean
 /// bytes), into the file `data_path` (ONNX external data: location = its file name, offset,
 /// length; each tensor 64-byte aligned).
-void move_weights_out(::onnx::ModelProto& m, const std::string& data_path, const WeightStore* weights = nullptr) {
+void move_weights_out(::onnx::ModelProto& m, const std::string& data_path, const WeightStore* weights = nullptr,
+                      const std::string& source_dir = "") {
   std::ofstream f(data_path, std::ios::binary | std::ios::trunc);
   if (!f) throw InvalidInput(cat("cannot write '", data_path, "'"));
   const std::string location = std::filesystem::path(data_path).filename().string();
@@ -93,22 +94,33 @@ void move_weights_out(::onnx::ModelProto& m, const std::string& data_path, const
   for (auto& t : *m.mutable_graph()->mutable_initializer()) {
     uint64_t at = 0, length = 0;
     const bool stored = weights && in_store(t, &at, &length);
-    if (!stored && (t.data_location() == ::onnx::TensorProto::EXTERNAL || t.raw_data().size() < kExternalMin)) continue;
-    const std::string_view data = stored ? std::string_view(reinterpret_cast<const char*>(weights->at(at, length, t.name()).data()), length)
-                                         : std::string_view(t.raw_data());
+    const bool copied = !stored && !source_dir.empty() && t.data_location() == ::onnx::TensorProto::EXTERNAL;
+    if (!stored && !copied && (t.data_location() == ::onnx::TensorProto::EXTERNAL || t.raw_data().size() < kExternalMin)) continue;
     const uint64_t pad = (64 - offset % 64) % 64;
     const std::string zeros(pad, '\0');
-    if (!f.write(zeros.data(), std::streamsize(pad)) || !f.write(data.data(), std::streamsize(data.size())))
-      throw InvalidInput(cat("cannot write '", data_path, "'"));
+    if (!f.write(zeros.data(), std::streamsize(pad))) throw InvalidInput(cat("cannot write '", data_path, "'"));
+    std::string_view data;
+    std::string chunk;
+    if (stored) {
+      data = std::string_view(reinterpret_cast<const char*>(weights->at(at, length, t.name()).data()), length);
+    } else if (copied) {  // the source model's external data, copied over in chunks
+      length = copy_external(t, source_dir, f, cat("initializer '", t.name(), "'"));
+    } else {
+      data = t.raw_data();
+    }
+    if (!copied) {
+      if (!f.write(data.data(), std::streamsize(data.size()))) throw InvalidInput(cat("cannot write '", data_path, "'"));
+      length = data.size();
+    }
     offset += pad;
     t.clear_external_data();
     for (auto [key, value] : {std::pair<const char*, std::string>{"location", location}, {"offset", std::to_string(offset)},
-                              {"length", std::to_string(data.size())}}) {
+                              {"length", std::to_string(length)}}) {
       auto* e = t.add_external_data();
       e->set_key(key);
       e->set_value(value);
     }
-    offset += data.size();
+    offset += length;
     t.set_data_location(::onnx::TensorProto::EXTERNAL);
     release_data(t);
   }
@@ -161,15 +173,14 @@ std::string export_bytes(const Graph& g, WeightStore* weights) {
   return bytes;
 }
 
-void check_bytes(std::string_view bytes, const std::string& label) {
-  ::onnx::ModelProto model;
-  if (bytes.size() > size_t(INT32_MAX) || !model.ParseFromArray(bytes.data(), int(bytes.size())))
-    throw InvalidInput(cat(label, ": not a valid ONNX model"));
-  // Weights left in a WeightStore (lean bytes) are checked as graph inputs of their type and
-  // shape (the checker would look for their data in a file).
+namespace {
+/// onnx::checker and ONNX shape inference on `model`, its initializers held outside (in a
+/// WeightStore, or with `all_external` any external data) checked as graph inputs of their
+/// type and shape: the checker would look for their data in a file beside the working folder.
+void check_structure(::onnx::ModelProto model, const std::string& label, bool all_external) {
   auto& inits = *model.mutable_graph()->mutable_initializer();
   for (int i = inits.size(); i-- > 0;) {
-    if (!in_store(inits[i])) continue;
+    if (!in_store(inits[i]) && !(all_external && inits[i].data_location() == ::onnx::TensorProto::EXTERNAL)) continue;
     auto* vi = model.mutable_graph()->add_input();
     vi->set_name(inits[i].name());
     auto* tt = vi->mutable_type()->mutable_tensor_type();
@@ -179,18 +190,27 @@ void check_bytes(std::string_view bytes, const std::string& label) {
   }
   try {
     ::onnx::checker::check_model(model);
-    ::onnx::shape_inference::InferShapes(model, ::onnx::OpSchemaRegistry::Instance(),
-                                         ::onnx::ShapeInferenceOptions(true, 1, false));
+    ::onnx::shape_inference::InferShapes(model, ::onnx::OpSchemaRegistry::Instance(), ::onnx::ShapeInferenceOptions(true, 1, false));
   } catch (const std::exception& e) {
     throw InvalidInput(cat(label, ": ONNX checker: ", e.what()));
   }
 }
+}  // namespace
+
+void check_bytes(std::string_view bytes, const std::string& label) {
+  ::onnx::ModelProto model;
+  if (bytes.size() > size_t(INT32_MAX) || !model.ParseFromArray(bytes.data(), int(bytes.size())))
+    throw InvalidInput(cat(label, ": not a valid ONNX model"));
+  check_structure(std::move(model), label, false);
+}
 
 namespace {
-bool has_external_data(const ::onnx::GraphProto& g) {
+/// Whether g (its subgraphs too) keeps any tensor as external data; with `initializers`
+/// false, any but its own initializers.
+bool has_external_data(const ::onnx::GraphProto& g, bool initializers = true) {
   auto external = [](const ::onnx::TensorProto& t) { return t.data_location() == ::onnx::TensorProto::EXTERNAL; };
   for (const auto& t : g.initializer())
-    if (external(t)) return true;
+    if (initializers && external(t)) return true;
   for (const auto& s : g.sparse_initializer())
     if (external(s.values()) || external(s.indices())) return true;
   for (const auto& n : g.node())
@@ -242,6 +262,27 @@ bool write_original(const std::string& path, const std::string& out, bool extern
     if (!f || !m.ParseFromIstream(&f)) return false;
   }
   const std::string dir = std::filesystem::path(path).parent_path().string();
+  uint64_t outside = 0;  // the bytes of its external data
+  for (const auto& t : m.graph().initializer())
+    if (t.data_location() == ::onnx::TensorProto::EXTERNAL) outside += uint64_t(std::max<int64_t>(0, external_length(t, dir.empty() ? "." : dir, t.name())));
+  if (external_data || m.ByteSizeLong() + outside > size_t(INT32_MAX)) {
+    // Written with its weights as external data again: copied tensor by tensor (none held in
+    // whole), the model checked with them as inputs, as the file is written.
+    if (has_external_data(m.graph(), false)) return false;  // (a Constant node's or a subgraph's: rare, exported instead)
+    move_weights_out(m, out + ".data", nullptr, dir.empty() ? "." : dir);
+    const int64_t ir = m.ir_version();
+    try {
+      ::onnx::ModelProto checked = m;  // (the graph only: its weights are in OUT.data now)
+      if (ir > 8) checked.set_ir_version(8);
+      check_structure(std::move(checked), path, true);
+    } catch (const InvalidInput&) {
+      std::filesystem::remove(out + ".data");
+      return false;
+    }
+    std::ofstream f(out, std::ios::binary | std::ios::trunc);
+    if (!f || !m.SerializeToOstream(&f)) throw InvalidInput(cat("cannot write '", out, "'"));
+    return true;
+  }
   for (auto& t : *m.mutable_graph()->mutable_initializer()) {
     if (t.data_location() != ::onnx::TensorProto::EXTERNAL) continue;
     std::string raw = external_bytes(t, dir.empty() ? "." : dir, cat("initializer '", t.name(), "'"));
@@ -260,12 +301,8 @@ bool write_original(const std::string& path, const std::string& out, bool extern
     return false;
   }
   m.set_ir_version(ir);
-  if (external_data || m.ByteSizeLong() > size_t(INT32_MAX)) {
-    write_without_weights(m, out, path);
-  } else {
-    std::ofstream f(out, std::ios::binary | std::ios::trunc);
-    if (!f || !m.SerializeToOstream(&f)) throw InvalidInput(cat("cannot write '", out, "'"));
-  }
+  std::ofstream f(out, std::ios::binary | std::ios::trunc);
+  if (!f || !m.SerializeToOstream(&f)) throw InvalidInput(cat("cannot write '", out, "'"));
   return true;
 }
 

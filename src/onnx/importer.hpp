@@ -567,6 +567,11 @@ struct Importer {
       if (consts.count(init.name())) fail_invalid(cat("initializer '", init.name(), "' is defined twice"));
       try {
         if (init.data_location() == ::onnx::TensorProto::EXTERNAL && !(opt.weights && in_store(init))) m.external_data = true;
+        if (auto shared = shared_weight(init)) {  // (compared without reading it in whole)
+          release_data(init);
+          consts[init.name()] = {DType::Float32, std::move(*shared)};
+          continue;
+        }
         auto c = tensor_from_proto(init, base_dir, "initializer", opt.weights);
         release_data(init);
         if (opt.share_weights_with) share_weights(init.name(), c);
@@ -601,6 +606,16 @@ struct Importer {
     m.graph.validate();
   }
 
+  /// ImportOptions::share_weights_with's float constant of init's name where init holds the
+  /// same shape and bytes (raw or external data, compared in chunks).
+  std::optional<Tensor<float>> shared_weight(const ::onnx::TensorProto& init) {
+    if (!opt.share_weights_with || (opt.weights && in_store(init))) return std::nullopt;
+    const Graph& o = *opt.share_weights_with;
+    auto t = o.find(init.name());
+    const auto* f = t && o.tensor(*t).is_constant() && o.type(*t).dtype == DType::Float32 ? std::get_if<Tensor<float>>(&*o.tensor(*t).value) : nullptr;
+    if (!f || !same_data(init, base_dir, *f, cat("initializer '", init.name(), "'"))) return std::nullopt;
+    return *f;
+  }
   /// Where ImportOptions::share_weights_with has a constant named `name` equal to c (type,
   /// shape, values), c takes its storage (this copy is freed).
   void share_weights(const std::string& name, std::pair<DType, ConstValue>& c) {

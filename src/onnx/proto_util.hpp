@@ -2,6 +2,8 @@
 // TensorProto <-> pet tensors (private to src/onnx).
 #include <onnx/onnx_pb.h>
 
+#include <ostream>
+
 #include "pet/onnx/onnx.hpp"
 
 namespace pet::onnx::detail {
@@ -15,6 +17,9 @@ std::string_view onnx_type_name(int32_t t);
 /// `weights` where it names WeightStore::kLocation: that tensor, shared).
 std::pair<DType, ConstValue> tensor_from_proto(const ::onnx::TensorProto& p, const std::string& base_dir,
                                                std::string_view who, const WeightStore* weights = nullptr);
+/// Whether float TensorProto p (raw or external data, read in chunks) holds t's shape and
+/// bytes; false for other types and layouts.
+bool same_data(const ::onnx::TensorProto& p, const std::string& base_dir, const Tensor<float>& t, std::string_view who);
 /// Frees a TensorProto's data (raw or typed; clear() alone keeps the capacity).
 void release_data(::onnx::TensorProto& p);
 /// Whether p is a weight left in a WeightStore (lean bytes), and its offset and length there.
@@ -25,5 +30,9 @@ void tensor_to_proto(DType dtype, const ConstValue& v, ::onnx::TensorProto* p);
 /// Reads a tensor's external data (ONNX "location"/"offset"/"length" entries) relative to
 /// base_dir; `who` names it in errors.
 std::string external_bytes(const ::onnx::TensorProto& p, const std::string& base_dir, std::string_view who);
+/// The bytes of a tensor's external data (its range checked against the file).
+int64_t external_length(const ::onnx::TensorProto& p, const std::string& base_dir, std::string_view who);
+/// Copies a tensor's external data to `out` in chunks (never held in whole); its length.
+uint64_t copy_external(const ::onnx::TensorProto& p, const std::string& base_dir, std::ostream& out, std::string_view who);
 
 }  // namespace pet::onnx::detail

@@ -95,24 +95,77 @@ void release_data(TensorProto& p) {
   google::protobuf::RepeatedField<int32_t>().Swap(p.mutable_int32_data());
 }
 
-std::string external_bytes(const TensorProto& p, const std::string& base_dir, std::string_view who) {
+namespace {
+/// A tensor's external data, opened and its range checked against the file.
+struct ExternalData {
+  std::ifstream file;
+  int64_t offset = 0, length = 0;
+  std::string path;
+};
+ExternalData open_external(const TensorProto& p, const std::string& base_dir, std::string_view who) {
   auto [location, offset, length] = external_of(p, who);
   if (location.empty()) throw InvalidInput(cat(who, " is stored externally but names no location"));
   std::filesystem::path path = std::filesystem::path(base_dir) / location;
   if (location.find("..") != std::string::npos || std::filesystem::path(location).is_absolute())
     throw InvalidInput(cat(who, ": external data location '", location, "' must stay inside the model's folder"));
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InvalidInput(cat(who, ": external data file '", path.string(), "' cannot be opened"));
-  f.seekg(0, std::ios::end);
-  int64_t size = int64_t(f.tellg());
+  ExternalData x{std::ifstream(path, std::ios::binary), 0, 0, path.string()};
+  if (!x.file) throw InvalidInput(cat(who, ": external data file '", x.path, "' cannot be opened"));
+  x.file.seekg(0, std::ios::end);
+  const int64_t size = int64_t(x.file.tellg());
   if (length < 0) length = size - offset;
   if (offset < 0 || length < 0 || offset > size || length > size - offset)
-    throw InvalidInput(cat(who, ": external data [", offset, ", +", length, ") lies outside '", path.string(),
-                           "' (", size, " bytes)"));
-  std::string buf(size_t(length), '\0');
-  f.seekg(offset);
-  f.read(buf.data(), length);
+    throw InvalidInput(cat(who, ": external data [", offset, ", +", length, ") lies outside '", x.path, "' (", size, " bytes)"));
+  x.file.seekg(offset);
+  x.offset = offset;
+  x.length = length;
+  return x;
+}
+void read_external(ExternalData& x, char* into, std::string_view who) {
+  if (!x.file.read(into, std::streamsize(x.length))) throw InvalidInput(cat(who, ": external data file '", x.path, "' could not be read"));
+}
+}  // namespace
+
+int64_t external_length(const TensorProto& p, const std::string& base_dir, std::string_view who) {
+  return open_external(p, base_dir, who).length;
+}
+
+uint64_t copy_external(const TensorProto& p, const std::string& base_dir, std::ostream& out, std::string_view who) {
+  ExternalData x = open_external(p, base_dir, who);
+  std::vector<char> chunk(std::min<size_t>(size_t(x.length), size_t(16) << 20));
+  for (int64_t done = 0; done < x.length;) {
+    const size_t n = std::min<size_t>(chunk.size(), size_t(x.length - done));
+    if (!x.file.read(chunk.data(), std::streamsize(n))) throw InvalidInput(cat(who, ": external data file '", x.path, "' could not be read"));
+    if (!out.write(chunk.data(), std::streamsize(n))) throw InvalidInput(cat(who, ": its data could not be written"));
+    done += int64_t(n);
+  }
+  return uint64_t(x.length);
+}
+
+std::string external_bytes(const TensorProto& p, const std::string& base_dir, std::string_view who) {
+  ExternalData x = open_external(p, base_dir, who);
+  std::string buf(size_t(x.length), '\0');
+  read_external(x, buf.data(), who);
   return buf;
+}
+
+bool same_data(const TensorProto& p, const std::string& base_dir, const Tensor<float>& t, std::string_view who) {
+  if (p.data_type() != TensorProto::FLOAT || !std::equal(p.dims().begin(), p.dims().end(), t.shape().begin(), t.shape().end()) ||
+      p.has_segment())
+    return false;
+  const size_t bytes = size_t(t.size()) * 4;
+  const char* want = reinterpret_cast<const char*>(t.data());
+  if (p.data_location() != TensorProto::EXTERNAL)
+    return p.has_raw_data() && p.raw_data().size() == bytes && std::memcmp(p.raw_data().data(), want, bytes) == 0;
+  ExternalData x = open_external(p, base_dir, who);
+  if (size_t(x.length) != bytes) return false;
+  std::vector<char> chunk(std::min<size_t>(bytes, size_t(16) << 20));
+  for (size_t done = 0; done < bytes;) {  // in chunks: the tensor is not read in whole
+    const size_t n = std::min(chunk.size(), bytes - done);
+    if (!x.file.read(chunk.data(), std::streamsize(n))) throw InvalidInput(cat(who, ": external data file '", x.path, "' could not be read"));
+    if (std::memcmp(chunk.data(), want + done, n) != 0) return false;
+    done += n;
+  }
+  return true;
 }
 
 namespace {
@@ -143,6 +196,13 @@ std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::
     if (dt != DType::Float32 || uint64_t(n) * 4 != length)
       throw InvalidInput(cat(who, " is left in pet's weight store but is not float32 of shape ", shape));
     return {dt, weights->at(offset, length, who).reshaped(shape)};
+  }
+  if (external && dt == DType::Float32) {  // straight into the tensor's storage (no copy of it)
+    ExternalData x = open_external(p, base_dir, who);
+    if (x.length != n * 4) throw InvalidInput(cat(who, " of shape ", shape, " needs ", n * 4, " bytes of data but has ", x.length));
+    Tensor<float> t(shape);
+    if (n) read_external(x, reinterpret_cast<char*>(t.data()), who);
+    return {dt, t};
   }
   if (external) {
     ext = external_bytes(p, base_dir, who);
