@@ -175,6 +175,14 @@ grep -q "written: the original file, its weights as external data (its shapes as
 grep -q "note: it keeps its weights as ONNX external data: so does $tmp/ext_in.pet.onnx" "$tmp/ext_in_err.txt"
 test -s "$tmp/ext_in.pet.onnx.data"
 "$pet" info "$tmp/ext_in.pet.onnx" | grep -q "dimension 0 ('N') set to 1"
+# In place (-o the model itself): its external data is copied over to a file beside it, then
+# renamed over the one it was read from.
+mkdir "$tmp/inplace" && cp "$tmp/ext0.pet.onnx" "$tmp/ext0.pet.onnx.data" "$tmp/inplace/"
+"$pet" optimize "$tmp/inplace/ext0.pet.onnx" -o "$tmp/inplace/ext0.pet.onnx" --policy none --depth 0 \
+  --profile-cache none --algorithm-cache none --decision-cache none 2> /dev/null | grep -q "written: the original file, its weights as external data"
+cmp "$tmp/ext0.pet.onnx.data" "$tmp/inplace/ext0.pet.onnx.data"
+test "$(ls "$tmp/inplace" | wc -l)" -eq 2
+"$pet" run "$tmp/inplace/ext0.pet.onnx" --check "$tmp/ref" | grep -q "pass"
 "$pet" run "$tmp/ext_in.pet.onnx" --dim N=3 --check "$tmp/ref3" | grep -q "pass"
 # bad options are user errors
 set +e

@@ -87,7 +87,17 @@ constexpr size_t kExternalMin = 1024;
 /// length; each tensor 64-byte aligned).
 void move_weights_out(::onnx::ModelProto& m, const std::string& data_path, const WeightStore* weights = nullptr,
                       const std::string& source_dir = "") {
-  std::ofstream f(data_path, std::ios::binary | std::ios::trunc);
+  // Written beside it, then renamed over it: the source model's external data may be that
+  // very file (a model optimised in place), and a failed write leaves the old one.
+  const std::string tmp = data_path + ".pet-tmp";
+  struct Cleanup {
+    const std::string& path;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);  // (gone once renamed)
+    }
+  } cleanup{tmp};
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
   if (!f) throw InvalidInput(cat("cannot write '", data_path, "'"));
   const std::string location = std::filesystem::path(data_path).filename().string();
   uint64_t offset = 0;
@@ -124,7 +134,9 @@ void move_weights_out(::onnx::ModelProto& m, const std::string& data_path, const
     t.set_data_location(::onnx::TensorProto::EXTERNAL);
     release_data(t);
   }
-  if (!f.flush()) throw InvalidInput(cat("cannot write '", data_path, "'"));
+  f.close();
+  std::error_code ec;
+  if (!f || (std::filesystem::rename(tmp, data_path, ec), ec)) throw InvalidInput(cat("cannot write '", data_path, "'"));
 }
 
 /// The weights lean bytes left in `weights` put back inside m (raw data).

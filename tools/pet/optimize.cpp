@@ -87,7 +87,7 @@ std::string try_symbolic(const Graph& program, const std::string& as_optimised, 
                          const std::set<std::string>& free, Symbolic& out) {
   const auto bindings = three_bindings(m, free);
   // The model at a binding: the import the search's carry-over check made there (the same
-  // values: opt.carry_over_to), else imported now (each import holds its own weights).
+  // values: opt.carry_over_to), else imported now (sharing the model's weights).
   auto import_at = [&](const std::map<std::string, int64_t>& b) -> std::shared_ptr<const Graph> {
     for (const auto& o : opt.carry_over_to)
       if (o.label == binding_text(b) && o.model) return o.model;
