@@ -248,9 +248,8 @@ bool self_contained(const std::string& path) {
   // 10 for the same content, which ONNX Runtime and the newer checkers accept.
   if (model.ir_version() > 8) model.set_ir_version(8);
   try {
-    ::onnx::checker::check_model(model);
-    ::onnx::shape_inference::InferShapes(model, ::onnx::OpSchemaRegistry::Instance(), ::onnx::ShapeInferenceOptions(true, 1, false));
-  } catch (const std::exception&) {
+    check_structure(std::move(model), path, false);
+  } catch (const InvalidInput&) {
     return false;
   }
   return true;
