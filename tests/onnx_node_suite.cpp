@@ -88,7 +88,7 @@ std::string run_test(const fs::path& dir, pet::backend::Backend* backend) {
       auto ins = pet::onnx::read_test_data(s.string(), "input");
       auto refs = pet::onnx::read_test_data(s.string(), "output");
       pet::onnx::ImportOptions opt;
-      for (const auto& t : ins) opt.ordered_input_values.push_back({t.dtype, t.value});
+      for (const auto& t : ins) opt.ordered_input_values.push_back({t.dtype, pet::to_constant(t.value)});
       auto m = pet::onnx::import_file((dir / "model.onnx").string(), opt);
       std::vector<pet::Value<float>> values;
       for (pet::TensorId t : m.graph.inputs()) {

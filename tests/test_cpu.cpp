@@ -2681,3 +2681,40 @@ TEST_CASE("cpu: QLinearConv and QLinearMatMul requantize many rows of few channe
     for (size_t k = 0; k < 2; ++k) CHECK(std::get<Tensor<int64_t>>(out[k]).vec() == std::get<Tensor<int64_t>>(ref[k]).vec());
   }
 }
+
+TEST_CASE("cpu 1-byte integer constants (held one byte an element): a bool mask, int8 and uint8 weights of integer and dequantized matmuls agree with the reference") {
+  Graph g;
+  Rng rng(77);
+  const TensorId x = g.add_input("x", f32({4, 6}));
+  Tensor<int64_t> m({4, 6}), w({6, 5}), u({6, 5});
+  for (int64_t i = 0; i < m.size(); ++i) m[i] = rng.range(0, 1);
+  for (int64_t i = 0; i < w.size(); ++i) w[i] = rng.range(-128, 127), u[i] = rng.range(0, 255);
+  const TensorId mask = g.add_constant("mask", DType::Bool, m);
+  const TensorId wq = g.add_constant("w", DType::Int8, w), uq = g.add_constant("u", DType::UInt8, u);
+  REQUIRE(std::holds_alternative<Tensor<uint8_t>>(*g.tensor(mask).value));
+  REQUIRE(std::holds_alternative<Tensor<int8_t>>(*g.tensor(wq).value));
+  g.add_output(g.add_node("where", ops::Where{}, {mask, x, g.add_node("neg", ops::Neg{}, {x})[0]})[0]);
+  const TensorId s = g.add_constant("s", Tensor<float>(Shape{}, 0.5f));
+  g.add_output(g.add_node("mm", ops::MatMul{}, {x, g.add_node("dqw", ops::DequantizeLinear{}, {wq, s})[0]})[0]);
+  const auto dq = g.add_node("dql", ops::DynamicQuantizeLinear{}, {x});
+  g.add_output(g.add_node("mmi", ops::MatMulInteger{.a_zero = true}, {dq[0], wq, dq[2]})[0]);
+  g.add_output(g.add_node("mmu", ops::MatMulInteger{.a_zero = true, .b_zero = true}, {dq[0], uq, dq[2], g.add_constant("uz", DType::UInt8, Tensor<int64_t>(Shape{}, int64_t(200)))})[0]);
+  Tensor<float> in({4, 6});
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = 0.25f * float(rng.range(-20, 20));
+  const std::vector<Value<float>> inputs{in};
+  const auto want = backend::make_backend("reference")->compile(g)->run(inputs);
+  for (const char* isa : {"", "the f32 kernels"}) {
+    INFO(isa);
+    backend::CompileOptions o;
+    if (*isa) o.int8 = false;
+    const auto got = backend::make_backend("cpu")->compile(g, o)->run(inputs);
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      INFO("output ", k);
+      CHECK(compare(got[k], want[k], 1e-5, 1e-5).pass);
+    }
+  }
+  // the graph's constants are still held narrow, with their values
+  CHECK(std::get<Tensor<int8_t>>(*g.tensor(wq).value)[0] == int8_t(w[0]));
+  CHECK(const_ints(*g.tensor(uq).value).vec() == u.vec());
+}

@@ -589,7 +589,7 @@ TEST_CASE("every ONNX node test model in scope survives import -> export -> impo
     CAPTURE(t);
     auto ins = px::read_test_data((dir / t / "test_data_set_0").string(), "input");
     px::ImportOptions opt;
-    for (const auto& x : ins) opt.ordered_input_values.push_back({x.dtype, x.value});
+    for (const auto& x : ins) opt.ordered_input_values.push_back({x.dtype, to_constant(x.value)});
     px::Model m = px::import_file((dir / t / "model.onnx").string(), opt);
     px::Model m2 = px::import_bytes(px::export_bytes(m.graph), "rt.onnx");
     check_same(run(m.graph, 3), run(m2.graph, 3));
@@ -1003,6 +1003,110 @@ TEST_CASE("QDQ models: QuantizeLinear and DequantizeLinear import (int8 and uint
     b.output("y");
     CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("has element type INT16; pet supports float32, int64, int32, int8, uint8 and bool"), Unsupported);
   }
+}
+
+TEST_CASE("1-byte integer constants (int8, uint8, bool) keep one byte an element: from raw, int32_data and external data, written back byte for byte") {
+  // int8 w (raw bytes, 0x80 and 0xff among them), uint8 z (int32_data, 200 and 255), bool mask
+  // (raw, a byte of 7 read as true); y = Where(mask, DequantizeLinear(w, s, z)... ) in two parts
+  OnnxBuilder b(17);
+  b.input("x", {"2", "3"});
+  auto raw = [&](const std::string& name, int elem, const std::vector<int64_t>& dims, const std::string& bytes) {
+    auto* t = b.g().add_initializer();
+    t->set_name(name);
+    t->set_data_type(elem);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(bytes);
+  };
+  raw("w", ::onnx::TensorProto::INT8, {2, 3}, std::string("\x80\xff\x00\x01\x7f\x05", 6));
+  b.small_ints("u", ::onnx::TensorProto::UINT8, {2, 3}, {200, 255, 0, 1, 128, 7});
+  raw("mask", ::onnx::TensorProto::BOOL, {2, 3}, std::string("\x01\x00\x07\x00\x01\x00", 6));
+  b.floats("s", {}, {0.5f}).small_ints("uz", ::onnx::TensorProto::UINT8, {}, {100});
+  b.node("DequantizeLinear", {"w", "s"}, {"wf"});
+  b.node("DequantizeLinear", {"u", "s", "uz"}, {"uf"});
+  b.node("Add", {"wf", "uf"}, {"sum"});
+  b.node("Add", {"sum", "x"}, {"sx"});
+  b.node("Where", {"mask", "sx", "x"}, {"y"});
+  b.output("y");
+  px::Model m = b.import();
+  const Graph& g = m.graph;
+  auto constant = [&](const std::string& name) -> const ConstValue& { return *g.tensor(*g.find(name)).value; };
+  // held in one byte an element, signed for int8, unsigned for uint8, 0/1 for bool
+  REQUIRE(std::holds_alternative<Tensor<int8_t>>(constant("w")));
+  CHECK(std::get<Tensor<int8_t>>(constant("w")).vec() == std::vector<int8_t>{-128, -1, 0, 1, 127, 5});
+  REQUIRE(std::holds_alternative<Tensor<uint8_t>>(constant("u")));
+  CHECK(std::get<Tensor<uint8_t>>(constant("u")).vec() == std::vector<uint8_t>{200, 255, 0, 1, 128, 7});
+  REQUIRE(std::holds_alternative<Tensor<uint8_t>>(constant("mask")));
+  CHECK(const_ints(constant("mask")).vec() == std::vector<int64_t>{1, 0, 1, 0, 1, 0});
+  CHECK(const_ints(constant("w")).vec() == std::vector<int64_t>{-128, -1, 0, 1, 127, 5});
+  const ConstInts view(constant("w"));  // read in place
+  CHECK(view.size() == 6);
+  CHECK((view[0] == -128 && view[4] == 127));
+  CHECK(ConstInts(constant("u"))[1] == 255);
+  // the program computes with the values
+  const Tensor<float> x({2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  std::vector<float> want(6);
+  const std::vector<float> wv{-128, -1, 0, 1, 127, 5}, uv{200, 255, 0, 1, 128, 7};
+  const std::vector<bool> mv{true, false, true, false, true, false};
+  for (int i = 0; i < 6; ++i) want[size_t(i)] = mv[size_t(i)] ? 0.5f * wv[size_t(i)] + 0.5f * (uv[size_t(i)] - 100) + x[i] : x[i];
+  CHECK(std::get<Tensor<float>>(Interpreter<float>(g).run(std::vector<Value<float>>{x})[0]).vec() == want);
+  // written back byte for byte (raw data), and read back the same
+  const std::string bytes = px::export_bytes(g);
+  ::onnx::ModelProto out;
+  REQUIRE(out.ParseFromString(bytes));
+  for (const auto& init : out.graph().initializer()) {
+    if (init.name() == "w") CHECK(init.raw_data() == std::string("\x80\xff\x00\x01\x7f\x05", 6));
+    if (init.name() == "u") CHECK(init.raw_data() == std::string("\xc8\xff\x00\x01\x80\x07", 6));
+    if (init.name() == "mask") CHECK(init.raw_data() == std::string("\x01\x00\x01\x00\x01\x00", 6));
+  }
+  px::Model back = px::import_bytes(bytes, "r.onnx");
+  CHECK(std::get<Tensor<int8_t>>(*back.graph.tensor(*back.graph.find("w")).value).vec() == std::get<Tensor<int8_t>>(constant("w")).vec());
+  CHECK(std::get<Tensor<float>>(Interpreter<float>(back.graph).run(std::vector<Value<float>>{x})[0]).vec() == want);
+  // external data: read straight into one byte an element
+  {
+    write_temp("narrow_w.bin", std::string("\x80\xff\x00\x01\x7f\x05", 6));
+    OnnxBuilder e = b;
+    for (auto& init : *e.g().mutable_initializer())
+      if (init.name() == "w") {
+        init.clear_raw_data();
+        init.set_data_location(::onnx::TensorProto::EXTERNAL);
+        auto* loc = init.add_external_data();
+        loc->set_key("location");
+        loc->set_value("narrow_w.bin");
+      }
+    px::Model ext = px::import_file(write_temp("narrow.onnx", e.bytes()));
+    REQUIRE(std::holds_alternative<Tensor<int8_t>>(*ext.graph.tensor(*ext.graph.find("w")).value));
+    CHECK(std::get<Tensor<int8_t>>(*ext.graph.tensor(*ext.graph.find("w")).value).vec() == std::vector<int8_t>{-128, -1, 0, 1, 127, 5});
+    CHECK(std::get<Tensor<float>>(Interpreter<float>(ext.graph).run(std::vector<Value<float>>{x})[0]).vec() == want);
+  }
+}
+
+TEST_CASE("graph constants of 1-byte types are held narrow whatever they are given as, and wrap as the type does") {
+  Graph g;
+  const TensorId a = g.add_constant("a", DType::Int8, Tensor<int64_t>({4}, std::vector<int64_t>{-1, 127, 128, 300}));
+  const TensorId u = g.add_constant("u", DType::UInt8, Tensor<int64_t>({3}, std::vector<int64_t>{-1, 255, 256}));
+  const TensorId m = g.add_constant("m", DType::Bool, Tensor<int64_t>({3}, std::vector<int64_t>{0, 2, -5}));
+  const TensorId i = g.add_constant("i", DType::Int32, ConstValue(Tensor<int8_t>({2}, std::vector<int8_t>{-3, 4})));
+  CHECK(std::get<Tensor<int8_t>>(*g.tensor(a).value).vec() == std::vector<int8_t>{-1, 127, -128, 44});
+  CHECK(const_ints(*g.tensor(u).value).vec() == std::vector<int64_t>{255, 255, 0});
+  CHECK(const_ints(*g.tensor(m).value).vec() == std::vector<int64_t>{0, 1, 1});
+  REQUIRE(std::holds_alternative<Tensor<int64_t>>(*g.tensor(i).value));  // int32 is held as int64
+  CHECK(std::get<Tensor<int64_t>>(*g.tensor(i).value).vec() == std::vector<int64_t>{-3, 4});
+  CHECK(const_shape(*g.tensor(a).value) == Shape{4});
+  CHECK_THROWS_AS(g.add_constant("f", DType::Int8, ConstValue(Tensor<float>({1}, 0.f))), InternalError);
+  CHECK_THROWS_AS(const_ints(ConstValue(Tensor<float>({1}, 0.f))), InternalError);
+  // keys name small integer constants by their values, large ones (a quantized weight) by two
+  // hashes of them: a 1M-element int8 weight is not 4 MB of text in a window's key
+  CHECK(ints_key(ConstInts(*g.tensor(a).value)) == "-1,127,-128,44");
+  Tensor<int64_t> big({1000, 1000});
+  for (int64_t k = 0; k < big.size(); ++k) big[k] = k % 251 - 125;
+  const TensorId w1 = g.add_constant("w1", DType::Int8, big);
+  big[123456] += 1;
+  const TensorId w2 = g.add_constant("w2", DType::Int8, big);
+  const std::string k1 = ints_key(ConstInts(*g.tensor(w1).value)), k2 = ints_key(ConstInts(*g.tensor(w2).value));
+  CHECK(k1.rfind("#1000000:", 0) == 0);
+  CHECK(k1.size() < 64);
+  CHECK(k1 != k2);
+  CHECK(k1 == ints_key(ConstInts(ConstValue(const_ints(*g.tensor(w1).value)))));  // the values', not the storage's
 }
 
 TEST_CASE("ONNX Runtime's integer quantization ops import and export: DynamicQuantizeLinear, MatMulInteger, ConvInteger (absent first zero points), QLinearMatMul, QLinearConv") {

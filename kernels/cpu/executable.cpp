@@ -51,7 +51,8 @@ CpuExecutable::CpuExecutable(const Graph& original, const CompileOptions& opt) :
   for (TensorId t = 0; t < g_.num_tensors(); ++t)
     if (g_.tensor(t).is_constant()) {
       Slot& s = slots_[size_t(t)];
-      s.host = *g_.tensor(t).value;
+      const ConstValue& c = *g_.tensor(t).value;
+      if (!std::holds_alternative<Tensor<int8_t>>(c) && !std::holds_alternative<Tensor<uint8_t>>(c)) s.host = const_value(c);
       if (s.is_float()) {
         // The graph's own storage (64-byte aligned), not a copy: an executable adds no copy of
         // the weights but the reorders its kernels ask for. No step writes it (add_step).
@@ -121,7 +122,7 @@ std::vector<Value<float>> CpuExecutable::run(std::span<const Value<float>> input
     const int s = output_slots_[k];
     const Slot& sl = slots_[size_t(s)];
     if (!sl.is_float()) {
-      out.push_back(*sl.host);
+      out.push_back(host_of(s));
       continue;
     }
     if (direct[k]) {
@@ -202,7 +203,17 @@ void CpuExecutable::alias(int view, int src, const md_t& md) {
   slots_[size_t(view)].md = md;
   slots_[size_t(view)].request = slots_[size_t(src)].request;
   slots_[size_t(view)].owned = slots_[size_t(src)].owned;
-  slots_[size_t(view)].host = slots_[size_t(src)].host;
+  slots_[size_t(view)].host = size_t(src) < size_t(g_.num_tensors()) && g_.tensor(TensorId(src)).is_constant()
+                                  ? std::optional<Value<float>>(host_of(src))
+                                  : slots_[size_t(src)].host;
+}
+
+const Value<float>& CpuExecutable::host_of(int s) {
+  Slot& sl = slots_[size_t(s)];
+  if (!sl.host && size_t(s) < size_t(g_.num_tensors()) && g_.tensor(TensorId(s)).is_constant())
+    sl.host = const_value(*g_.tensor(TensorId(s)).value);
+  PET_CHECK(sl.host.has_value(), "slot ", s, " has no host value");
+  return *sl.host;
 }
 
 float* CpuExecutable::ptr(int s) {

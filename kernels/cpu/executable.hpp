@@ -177,7 +177,9 @@ struct Slot {
   md_t md;                         ///< float layout (empty for integer tensors)
   int request = -1;                ///< buffer request (float, non-constant)
   std::shared_ptr<float[]> owned;  ///< constants: their own storage
-  std::optional<Value<float>> host;  ///< integer tensors (and constants, for fallbacks)
+  /// integer tensors (and constants, for fallbacks); read through CpuExecutable::host_of: a
+  /// 1-byte integer constant (a quantized weight) is widened only when something reads it so
+  std::optional<Value<float>> host;
   int plain = -1;                  ///< slot with the same tensor in plain layout, once made
   bool is_float() const { return pet::is_float(type.dtype); }
 };
@@ -215,6 +217,10 @@ class CpuExecutable final : public Executable {
   /// Makes slot `view` share slot `src`'s buffer with another layout (same bytes).
   void alias(int view, int src, const md_t& md);
   float* ptr(int s);
+  /// Slot s's host value; a graph constant's is made on first use (1-byte integer constants
+  /// are not widened to int64 unless a reader needs them so).
+  const Value<float>& host_of(int s);
+  const Tensor<int64_t>& host_ints(int s) { return std::get<Tensor<int64_t>>(host_of(s)); }
   /// Points request q at external memory (the caller's input, a fresh output tensor) or, with
   /// nullptr, back at its planned buffer: every primitive argument on it follows.
   void bind(int q, float* p);
@@ -320,7 +326,7 @@ class CpuExecutable final : public Executable {
   /// backend passes fold them to float, and an int8 kernel takes them back where the folded
   /// weight is still exactly their dequantized value (node_qweights checks).
   struct QuantWeights {
-    Tensor<int64_t> q;
+    Tensor<int8_t> q;  ///< the graph's own storage
     std::vector<float> scale;
     int64_t axis = -1;  ///< of the scales (-1: per tensor)
   };

@@ -97,7 +97,7 @@ void CpuExecutable::fallback(NodeId n, const std::string& who, const std::string
     for (int s : ins) {
       const Slot& sl = slots_[size_t(s)];
       if (!sl.is_float()) {
-        vals.push_back(*sl.host);
+        vals.push_back(host_of(s));
         continue;
       }
       Tensor<float> t(sl.type.shape);

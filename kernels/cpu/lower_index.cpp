@@ -168,7 +168,7 @@ bool CpuExecutable::lower_gather_elements(NodeId n, const ops::GatherElements& o
   const int x = plain_slot(int(xt)), y = int(yt);
   define(yt, plain_md(is));
   add_step(cat(who, ": pet element gather"), {x, int(it)}, {y}).fn = [this, x, y, it, is, ist, xst, axis_stride, extent, axis = op.axis, who] {
-    const int64_t* idx = std::get<Tensor<int64_t>>(*slots_[size_t(it)].host).data();
+    const int64_t* idx = host_ints(int(it)).data();
     const float* src = ptr(x);
     float* dst = ptr(y);
     cpu::broadcast_rows<2>(is, {ist, xst}, [&](const std::array<int64_t, 2>& o, int64_t yo, int64_t len, const std::array<int64_t, 2>& st) {
@@ -257,7 +257,7 @@ bool CpuExecutable::lower_cast(NodeId n, const ops::Cast& op, const std::string&
   define(yt, plain_md(g_.type(yt).shape));
   const int y = int(yt);
   add_step(cat(who, ": pet conversion"), {int(xt)}, {y}).fn = [this, xt, y, count] {
-    const int64_t* src = std::get<Tensor<int64_t>>(*slots_[size_t(xt)].host).data();
+    const int64_t* src = host_ints(int(xt)).data();
     float* dst = ptr(y);
     parallel_chunks(count, 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) dst[i] = float(src[i]);
@@ -274,13 +274,13 @@ bool CpuExecutable::lower_gather(NodeId n, const ops::Gather& op, const std::str
   const auto [outer, extent, inner] = AxisSplit(xs, op.axis);
   const int64_t q = numel(g_.type(it).shape);
   std::shared_ptr<const std::vector<int64_t>> fixed;
-  if (is_const(int(it))) fixed = std::make_shared<const std::vector<int64_t>>(gather_indices(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host), extent, op.axis, who));
+  if (is_const(int(it))) fixed = std::make_shared<const std::vector<int64_t>>(gather_indices(host_ints(int(it)), extent, op.axis, who));
   const int x = plain_slot(int(xt)), y = int(yt);
   define(yt, plain_md(ys));
   Step& st = add_step(cat(who, ": pet gather (rows of ", inner, fixed ? ", constant indices" : "", ")"), {x, int(it)}, {y});
   st.fn = [this, x, y, it, fixed, outer, inner, extent, q, axis = op.axis, who] {
     std::vector<int64_t> now;
-    if (!fixed) now = gather_indices(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host), extent, axis, who);
+    if (!fixed) now = gather_indices(host_ints(int(it)), extent, axis, who);
     const int64_t* idx = fixed ? fixed->data() : now.data();
     const float* src = ptr(x);
     float* dst = ptr(y);
@@ -303,7 +303,7 @@ bool CpuExecutable::lower_where(NodeId n, const std::string& who) {
   define(yt, plain_md(ys));
   Step& st = add_step(cat(who, ": pet broadcasting select"), {c, a, b}, {y});
   st.fn = [this, c, a, b, y, sc, sa, sb, ys] {
-    cpu::broadcast_where(std::get<Tensor<int64_t>>(*slots_[size_t(c)].host).data(), sc, ptr(a), sa, ptr(b), sb, ptr(y), ys);
+    cpu::broadcast_where(host_ints(int(c)).data(), sc, ptr(a), sa, ptr(b), sb, ptr(y), ys);
   };
   return true;
 }
@@ -318,13 +318,13 @@ bool CpuExecutable::lower_gather_nd(NodeId n, const ops::GatherND& op, const std
   for (size_t d = size_t(b + m); d < xs.size(); ++d) slice *= xs[d];
   const int64_t tuples = numel(is) / m;
   std::shared_ptr<const std::vector<int64_t>> fixed;
-  if (is_const(int(it))) fixed = std::make_shared<const std::vector<int64_t>>(gather_nd_offsets(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host), xs, b, slice, who));
+  if (is_const(int(it))) fixed = std::make_shared<const std::vector<int64_t>>(gather_nd_offsets(host_ints(int(it)), xs, b, slice, who));
   const int x = plain_slot(int(xt)), y = int(yt);
   define(yt, plain_md(g_.type(yt).shape));
   Step& st = add_step(cat(who, ": pet gather (slices of ", slice, fixed ? ", constant indices" : "", ")"), {x, int(it)}, {y});
   st.fn = [this, x, y, it, fixed, xs, b, slice, tuples, who] {
     std::vector<int64_t> now;
-    if (!fixed) now = gather_nd_offsets(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host), xs, b, slice, who);
+    if (!fixed) now = gather_nd_offsets(host_ints(int(it)), xs, b, slice, who);
     const int64_t* off = fixed ? fixed->data() : now.data();
     const float* src = ptr(x);
     float* dst = ptr(y);
@@ -349,7 +349,7 @@ bool CpuExecutable::lower_scatter(NodeId n, ops::ScatterReduction reduction, std
     return nd ? gather_nd_offsets(ix, xs, 0, slice, who) : scatter_elements_offsets(ix, xs, axis, who);
   };
   std::shared_ptr<const std::vector<int64_t>> fixed;
-  if (is_const(int(it))) fixed = std::make_shared<const std::vector<int64_t>>(offsets(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host)));
+  if (is_const(int(it))) fixed = std::make_shared<const std::vector<int64_t>>(offsets(host_ints(int(it))));
   const int x = plain_slot(int(xt)), u = plain_slot(int(ut)), y = int(yt);
   define(yt, plain_md(xs));
   const int64_t total = numel(xs);
@@ -359,7 +359,7 @@ bool CpuExecutable::lower_scatter(NodeId n, ops::ScatterReduction reduction, std
                       {x, int(it), u}, {y});
   st.fn = [this, x, u, y, it, fixed, offsets, slice, total, reduction] {
     std::vector<int64_t> now;
-    if (!fixed) now = offsets(std::get<Tensor<int64_t>>(*slots_[size_t(it)].host));
+    if (!fixed) now = offsets(host_ints(int(it)));
     const std::vector<int64_t>& off = fixed ? *fixed : now;
     const float* src = ptr(x);
     const float* up = ptr(u);
@@ -388,7 +388,7 @@ bool CpuExecutable::lower_one_hot(NodeId n, const ops::OneHot& op, const std::st
   add_step(cat(who, ": pet one-hot"), {i, v}, {y}).fn = [this, i, v, y, sp, float_indices] {
     const float off = ptr(v)[0], on = ptr(v)[1];
     const float* fi = float_indices ? ptr(i) : nullptr;
-    const int64_t* ii = float_indices ? nullptr : std::get<Tensor<int64_t>>(*slots_[size_t(i)].host).data();
+    const int64_t* ii = float_indices ? nullptr : host_ints(int(i)).data();
     float* dst = ptr(y);
     const int64_t depth = sp.len, block = depth * sp.inner;
     parallel_chunks(sp.outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(block, 1)), [&](int64_t o0, int64_t o1) {
@@ -432,7 +432,7 @@ bool CpuExecutable::lower_integer_elementwise(NodeId n, const std::string& who) 
   const Shape ys = g_.type(yt).shape;
   std::vector<int> reads;
   for (TensorId t : node.inputs) reads.push_back(int(t));
-  auto host = [this](int t) { return std::get<Tensor<int64_t>>(*slots_[size_t(t)].host).data(); };
+  auto host = [this](int t) { return host_ints(int(t)).data(); };
   auto binary = [&](const char* what, auto f) {
     if (node.inputs.size() != 2) return false;
     const int a = int(node.inputs[0]), b = int(node.inputs[1]);

@@ -33,7 +33,9 @@ namespace {
 memory::format_tag channels_last(size_t rank) {
   return rank == 3 ? memory::format_tag::nwc : rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
 }
-const Tensor<int64_t>& int_value(const Graph& g, TensorId t) { return std::get<Tensor<int64_t>>(*g.tensor(t).value); }
+/// An integer constant's values as int64, read where the graph holds them (a 1-byte weight is
+/// not widened).
+ConstInts int_value(const Graph& g, TensorId t) { return ConstInts(*g.tensor(t).value); }
 ops::Conv conv_of(const Op& op) {
   if (const auto* c = std::get_if<ops::ConvInteger>(&op)) return c->conv();
   return std::get<ops::QLinearConv>(op).conv();
@@ -87,7 +89,11 @@ int CpuExecutable::int8_buffer(TensorId t, const std::string& who) {
   const Shape& shape = g_.type(t).shape;
   const md_t md = with_type(plain_md(shape), g_.type(t).dtype == DType::Int8 ? dt::s8 : dt::u8);
   if (g_.tensor(t).is_constant()) {
-    const auto& v = int_value(g_, t);
+    const ConstValue& c = *g_.tensor(t).value;
+    if (const auto* s8 = std::get_if<Tensor<int8_t>>(&c))  // the bytes as held
+      return int8_const(md, reinterpret_cast<const uint8_t*>(s8->data()), size_t(s8->size()), g_.type(t));
+    if (const auto* u8 = std::get_if<Tensor<uint8_t>>(&c)) return int8_const(md, u8->data(), size_t(u8->size()), g_.type(t));
+    const ConstInts v = int_value(g_, t);
     std::vector<uint8_t> b(size_t(v.size()));
     for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(v[int64_t(i)]);
     return int8_const(md, b.data(), b.size(), g_.type(t));
@@ -95,7 +101,7 @@ int CpuExecutable::int8_buffer(TensorId t, const std::string& who) {
   const int r = new_slot(g_.type(t), md);
   Step& st = add_step(cat("  ", g_.tensor(t).name, ": host values to an int8 buffer, for ", who), {int(t)}, {r});
   st.fn = [this, t, r] {
-    const auto& v = std::get<Tensor<int64_t>>(*slots_[size_t(t)].host);
+    const auto& v = host_ints(int(t));
     uint8_t* o = reinterpret_cast<uint8_t*>(ptr(r));
     for (int64_t i = 0; i < v.size(); ++i) o[i] = uint8_t(v[i]);
   };
@@ -180,9 +186,9 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
   // kernel takes w - base (base 128 for uint8, 0 for int8: always int8) and one more output
   // channel of ones, whose sums S = sum (a - z_a) over each window let the step after it add
   // (base - z_w[c]) * S: sum (a - z_a)(w - z_w) exactly.
-  static const Tensor<int64_t> none;
-  const auto& bw = runtime_b ? none : int_value(g_, b);
-  const Tensor<int64_t>* bz = izb >= 0 ? &int_value(g_, node.inputs[size_t(izb)]) : nullptr;
+  const ConstInts bw = runtime_b ? ConstInts() : int_value(g_, b);
+  const std::optional<ConstInts> bzv = izb >= 0 ? std::optional(int_value(g_, node.inputs[size_t(izb)])) : std::nullopt;
+  const ConstInts* bz = bzv ? &*bzv : nullptr;
   const int64_t per_o = is_conv ? bw.size() / std::max<int64_t>(O, 1) : 1;
   auto wzero = [&](int64_t o) { return bz ? (*bz)[bz->size() > 1 ? o : 0] : 0; };
   auto out_channel = [&](int64_t i) { return is_conv ? i / per_o : i % O; };
@@ -441,7 +447,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     if (!constant(iza)) {
       ensure_host(zt, who);
       Step& zs = add_step(cat("  ", g_.tensor(zt).name, ": zero point for the kernel"), {int(zt)}, {});
-      zs.fn = [this, zt, zslot] { *reinterpret_cast<int32_t*>(ptr(zslot)) = int32_t(std::get<Tensor<int64_t>>(*slots_[size_t(zt)].host)[0]); };
+      zs.fn = [this, zt, zslot] { *reinterpret_cast<int32_t*>(ptr(zslot)) = int32_t(host_ints(int(zt))[0]); };
     }
   }
   // f32 kernels: an int8 buffer x (of n values) as float(x - z) in `into` (the same layout),
@@ -598,7 +604,8 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
       channel = bsh[d] == 1 || od == (is_conv ? 1 : ys.size() - 1);
     }
     if (channel) {
-      for (int64_t c = 0; c < O; ++c) ibias.push_back(int32_t(int_value(g_, bt)[c]));
+      const ConstInts bv = int_value(g_, bt);
+      for (int64_t c = 0; c < O; ++c) ibias.push_back(int32_t(bv[c]));
       absorbed_.insert(ad);
       yint = an.outputs[0];
       ibias_add = an.name;

@@ -40,7 +40,7 @@ std::optional<QuantParams> quant_params(const Graph& g, const Node& node, int64_
   if (node.inputs.size() == 3) {
     const TensorInfo& z = g.tensor(node.inputs[2]);
     if (!z.is_constant()) return std::nullopt;
-    p.zero = std::get<Tensor<int64_t>>(*z.value).vec();
+    p.zero = const_ints(*z.value).vec();
   } else {
     p.zero.assign(p.scale.size(), 0);
   }
@@ -85,7 +85,7 @@ void CpuExecutable::collect_quant_weights(const Graph& original) {
     if (!std::holds_alternative<ops::Conv>(node.op) && ws.size() != 2) continue;
     const int64_t axis = qp->axis < 0 && !qp->per_tensor() ? qp->axis + int64_t(ws.size()) : qp->axis;
     if (!qp->per_tensor() && !(axis == channel_axis && int64_t(qp->scale.size()) == ws[size_t(axis)])) continue;
-    qweights_.emplace(node.name, QuantWeights{std::get<Tensor<int64_t>>(*original.tensor(dn.inputs[0]).value), qp->scale, qp->per_tensor() ? -1 : axis});
+    qweights_.emplace(node.name, QuantWeights{std::get<Tensor<int8_t>>(*original.tensor(dn.inputs[0]).value), qp->scale, qp->per_tensor() ? -1 : axis});
   }
 }
 
@@ -106,7 +106,7 @@ const CpuExecutable::QuantWeights* CpuExecutable::node_qweights(NodeId n) {
       const int64_t count = int64_t(q.scale.size());
       bool same = true;
       for (int64_t i = 0; i < wf.size() && same; ++i)
-        same = wf[i] == ops::DequantizeLinear::dequantize(q.q[i], q.scale[size_t(count > 1 ? i / inner % count : 0)], 0);
+        same = wf[i] == ops::DequantizeLinear::dequantize(int64_t(q.q[i]), q.scale[size_t(count > 1 ? i / inner % count : 0)], 0);
       if (same) found = &q;
     }
   }

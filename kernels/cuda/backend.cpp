@@ -180,7 +180,7 @@ class CudaExecutable final : public Executable {
         sid_[size_t(t)] = s;
         cuda_ok(cudaMemcpy(sptr(s), v.data(), size_t(v.size()) * sizeof(float), cudaMemcpyHostToDevice), "upload a constant");
       } else {
-        host_[size_t(t)] = *info.value;
+        host_[size_t(t)] = const_ints(*info.value);
       }
     }
     for (TensorId t : g_.inputs())
@@ -206,7 +206,7 @@ class CudaExecutable final : public Executable {
         cuda_ok(cudaMemcpyAsync(y.data(), dptr(t), size_t(y.size()) * sizeof(float), cudaMemcpyDeviceToHost, stream_), "output");
         out.emplace_back(y);
       } else {
-        out.emplace_back(std::get<Tensor<int64_t>>(host_[size_t(t)].value()));
+        out.emplace_back(host_[size_t(t)].value());
       }
     }
     cuda_ok(cudaStreamSynchronize(stream_), "run");
@@ -253,7 +253,7 @@ class CudaExecutable final : public Executable {
   Graph g_;
   std::vector<Storage> store_;
   std::vector<int> sid_;                           ///< float tensor -> storage (-1: none)
-  std::vector<std::optional<ConstValue>> host_;    ///< integer tensors, on the host
+  std::vector<std::optional<Tensor<int64_t>>> host_;  ///< integer tensors, on the host
   std::vector<std::vector<NodeId>> consumers_;
   std::vector<bool> absorbed_;                     ///< nodes computed by an earlier step (fused)
   std::vector<Step> steps_;
@@ -764,7 +764,7 @@ class CudaExecutable final : public Executable {
           cuda_ok(cudaMemcpyAsync(v.data(), dptr(t), size_t(v.size()) * sizeof(float), cudaMemcpyDeviceToHost, stream_), "to host");
           in.emplace_back(v);
         } else {
-          in.emplace_back(std::get<Tensor<int64_t>>(host_[size_t(t)].value()));
+          in.emplace_back(host_[size_t(t)].value());
         }
       }
       cuda_ok(cudaStreamSynchronize(stream_), "to host");

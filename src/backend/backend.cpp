@@ -346,9 +346,7 @@ OpTiming Profiler::time_node(const Graph& src, NodeId n, const std::vector<bool>
     const auto& v = src.tensor(t).value;
     if (!v) throw InvalidInput(cat(op_name(node.op), " '", node.name, "': integer input ", i, " is computed, not a constant; cannot time the node alone"));
     values[i] = &*v;
-    const auto& iv = std::get<Tensor<int64_t>>(*v);
-    k += "=";
-    for (int64_t j = 0; j < iv.size(); ++j) k += cat(j ? "," : "", iv[j]);
+    k += "=" + ints_key(ConstInts(*v));
   }
   for (const auto& t : src.output_types(n)) k += cat("->", to_string(t));
   return measure(k, node.op, in, c, values);
@@ -379,7 +377,7 @@ OpTiming Profiler::measure(const std::string& k, const Op& op, const Types& in, 
   for (size_t i = 0; i < in.size(); ++i) {
     const ConstValue* fixed = i < values.size() ? values[i] : nullptr;
     if (constant[i]) {
-      ids.push_back(g.add_constant(cat("c", i), in[i].dtype, fixed ? *fixed : random_value(in[i], rng)));
+      ids.push_back(g.add_constant(cat("c", i), in[i].dtype, fixed ? *fixed : to_constant(random_value(in[i], rng))));
     } else {
       ids.push_back(g.add_input(cat("x", i), in[i]));
       inputs.push_back(random_value(in[i], rng));

@@ -267,8 +267,10 @@ Interpreter<T>::Interpreter(const Graph& g, ConstantLifter<T> lift) : g_(g), ord
     if (!info.value) continue;
     if (const auto* f = std::get_if<Tensor<float>>(&*info.value))
       constants_[size_t(t)] = Value<T>(lift ? lift(t, *f) : detail::default_lift<T>(*f, info.name));
-    else
-      constants_[size_t(t)] = Value<T>(std::get<Tensor<int64_t>>(*info.value));
+    else if (const auto* i = std::get_if<Tensor<int64_t>>(&*info.value))
+      constants_[size_t(t)] = Value<T>(*i);
+    // 1-byte integer constants (a quantized model's weights) are widened when a node reads
+    // them, not held widened for the interpreter's life (8 bytes an element)
   }
   last_use_.assign(size_t(g.num_tensors()), -1);
   for (size_t pos = 0; pos < order_.size(); ++pos)
@@ -292,8 +294,9 @@ std::vector<Value<T>> Interpreter<T>::run(std::span<const Value<T>> inputs) cons
       throw InvalidInput(cat("input '", info.name, "' has shape ", s, " but the model expects ", info.type.shape));
     vals[size_t(g_.inputs()[i])] = inputs[i];
   }
-  auto get = [&](TensorId t) -> const Value<T>& {
+  auto get = [&](TensorId t) -> Value<T> {
     if (constants_[size_t(t)]) return *constants_[size_t(t)];
+    if (const auto& c = g_.tensor(t).value) return Value<T>(const_ints(*c));
     PET_CHECK(vals[size_t(t)].has_value(), "tensor '", g_.tensor(t).name, "' has no value");
     return *vals[size_t(t)];
   };

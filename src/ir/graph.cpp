@@ -4,8 +4,74 @@
 #include <boost/graph/connected_components.hpp>
 #include <boost/graph/strong_components.hpp>
 #include <boost/graph/topological_sort.hpp>
+#include <cstdio>
 
 namespace pet {
+
+// ---------------------------------------------------------------- constant values
+const Shape& const_shape(const ConstValue& v) {
+  return std::visit([](const auto& t) -> const Shape& { return t.shape(); }, v);
+}
+
+ConstInts::ConstInts(const ConstValue& v) : n_(std::visit([](const auto& t) { return t.size(); }, v)), kind_(int(v.index())) {
+  if (kind_ == 0) throw InternalError("ConstInts: a float constant read as integers");
+  std::visit([&](const auto& t) { p_ = t.data(); }, v);
+}
+
+std::string ints_key(const ConstInts& v) {
+  std::string s;
+  if (v.size() <= 256) {
+    for (int64_t i = 0; i < v.size(); ++i) s += cat(i ? "," : "", v[i]);
+    return s;
+  }
+  uint64_t a = 1469598103934665603ull, b = 0x9e3779b97f4a7c15ull;  // FNV-1a over the bytes; a multiply-xorshift
+  for (int64_t i = 0; i < v.size(); ++i) {
+    const uint64_t x = uint64_t(v[i]);
+    for (int k = 0; k < 64; k += 8) a = (a ^ ((x >> k) & 0xff)) * 1099511628211ull;
+    b = (b ^ x) * 0xff51afd7ed558ccdull;
+    b ^= b >> 33;
+  }
+  char h[40];
+  std::snprintf(h, sizeof h, "%016llx:%016llx", (unsigned long long)a, (unsigned long long)b);
+  return cat("#", v.size(), ":", h);
+}
+
+Tensor<int64_t> const_ints(const ConstValue& v) {
+  return std::visit([](const auto& t) -> Tensor<int64_t> {
+    using E = std::decay_t<decltype(t[0])>;
+    if constexpr (std::is_same_v<E, int64_t>) {
+      return t;
+    } else if constexpr (std::is_same_v<E, float>) {
+      throw InternalError("const_ints: a float constant read as integers");
+    } else {
+      Tensor<int64_t> out(t.shape());
+      const E* src = t.data();
+      int64_t* dst = out.data();
+      for (int64_t i = 0; i < t.size(); ++i) dst[i] = int64_t(src[i]);
+      return out;
+    }
+  }, v);
+}
+
+ConstValue const_storage(DType t, ConstValue v) {
+  const bool f = std::holds_alternative<Tensor<float>>(v);
+  if (f != is_float(t)) throw InternalError(cat("a constant's storage does not match its dtype ", dtype_name(t)));
+  if (f) return v;
+  auto narrow = [&](auto tag) -> ConstValue {
+    using E = decltype(tag);
+    if (std::holds_alternative<Tensor<E>>(v)) return v;
+    const Tensor<int64_t> wide = const_ints(v);
+    Tensor<E> out(wide.shape());
+    for (int64_t i = 0; i < wide.size(); ++i) out[i] = E(wrap_to(t, wide[i]));
+    return out;
+  };
+  switch (t) {
+    case DType::Int8: return narrow(int8_t{});
+    case DType::UInt8:
+    case DType::Bool: return narrow(uint8_t{});
+    default: return std::holds_alternative<Tensor<int64_t>>(v) ? v : ConstValue(const_ints(v));
+  }
+}
 
 TensorId Graph::new_tensor(std::string name, TensorType type) {
   if (name.empty()) throw InvalidInput("tensor names must not be empty");
@@ -33,10 +99,10 @@ TensorId Graph::add_constant(std::string name, DType dtype, Tensor<int64_t> valu
   return add_constant(std::move(name), dtype, ConstValue(std::move(value)));
 }
 TensorId Graph::add_constant(std::string name, DType dtype, ConstValue value) {
-  bool f = std::holds_alternative<Tensor<float>>(value);
-  if (f != is_float(dtype))
+  if (std::holds_alternative<Tensor<float>>(value) != is_float(dtype))
     throw InternalError(cat("constant '", name, "': storage does not match dtype ", dtype_name(dtype)));
-  Shape s = std::visit([](const auto& t) { return t.shape(); }, value);
+  value = const_storage(dtype, std::move(value));
+  const Shape s = const_shape(value);
   TensorId id = new_tensor(std::move(name), {dtype, s});
   tensors_[size_t(id)].value = std::move(value);
   return id;

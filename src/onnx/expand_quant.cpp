@@ -138,7 +138,7 @@ std::vector<TensorId> qgemm(const NodeCtx& c, const std::string& name, Graph& g,
   if (trans_b) {
     const auto* cb = c.constant(3);
     if (!cb) throw Unsupported("QGemm with transB = 1 and a B computed at run time");
-    const auto& v = std::get<Tensor<int64_t>>(cb->second);
+    const Tensor<int64_t> v = pet::const_ints(cb->second);
     const int64_t K = bs->shape[1];
     Tensor<int64_t> tv(Shape{K, N});
     for (int64_t n = 0; n < N; ++n)

@@ -188,17 +188,17 @@ struct Importer {
     }
     std::sort(cone.begin(), cone.end());  // nodes are added in dependency order
     std::map<TensorId, Value<float>> val;
-    auto as_value = [](const ConstValue& c) { return std::visit([](const auto& v) { return Value<float>(v); }, c); };
-    for (TensorId t : leaves) val.emplace(t, as_value(constant(g.tensor(t).name)->second));  // binds them
+    for (TensorId t : leaves) val.emplace(t, const_value(constant(g.tensor(t).name)->second));  // binds them
     for (NodeId n : cone) {
       const Node& node = g.node(n);
       std::vector<Value<float>> in;
-      for (TensorId t : node.inputs) in.push_back(g.tensor(t).is_constant() ? as_value(*g.tensor(t).value) : val.at(t));
+      for (TensorId t : node.inputs) in.push_back(g.tensor(t).is_constant() ? const_value(*g.tensor(t).value) : val.at(t));
       auto outs = evaluate_op<float>(node.op, in, g.output_types(n));
       for (size_t k = 0; k < outs.size(); ++k) val.emplace(node.outputs[k], std::move(outs[k]));
     }
     auto& v = val.at(id->second);
-    return &(evaluated[name] = {g.type(id->second).dtype, std::visit([](const auto& x) { return ConstValue(x); }, v)});
+    const DType dt = g.type(id->second).dtype;
+    return &(evaluated[name] = {dt, const_storage(dt, to_constant(v))});
   }
 
   TensorId tensor_id(const std::string& name) {
@@ -535,14 +535,14 @@ struct Importer {
     for (const auto& t : out_types) total += numel(t.shape);
     if (total > kMaxFoldElements) return false;
     std::vector<Value<float>> vals;
-    for (const auto* c : cv) vals.push_back(std::visit([](const auto& v) { return Value<float>(v); }, c->second));
+    for (const auto* c : cv) vals.push_back(const_value(c->second));
     auto outs = evaluate_op<float>(mp.op, vals, out_types);
     for (size_t k = 0; k < outs.size(); ++k)
-      store(node, int(k), out_types[k].dtype, std::visit([](const auto& v) { return ConstValue(v); }, outs[k]));
+      store(node, int(k), out_types[k].dtype, to_constant(outs[k]));
     return true;
   }
   void store(const ::onnx::NodeProto& node, int k, DType dt, ConstValue v) {
-    if (k < node.output_size() && !node.output(k).empty()) consts[node.output(k)] = {dt, std::move(v)};
+    if (k < node.output_size() && !node.output(k).empty()) consts[node.output(k)] = {dt, const_storage(dt, std::move(v))};
   }
 
   /// Imports `model`, releasing each initializer's bytes once converted (peak memory).

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "pet/eval/value.hpp"
+
 namespace pet::onnx::detail {
 
 /// Most elements of a constant an import-time op (ConstantOfShape, Range) may make: 2^28
@@ -65,7 +67,7 @@ std::vector<int64_t> NodeCtx::const_ints(int idx, std::string_view what) const {
     throw Unsupported(cat(what, " (input ", idx, " '", node.input(idx),
                           "') must be a constant: pet needs static shapes and attributes"));
   if (is_float(c->first)) throw InvalidInput(cat(what, " (input ", idx, ") must be an integer tensor"));
-  const auto& t = std::get<Tensor<int64_t>>(c->second);
+  const Tensor<int64_t> t = pet::const_ints(c->second);
   if (t.rank() > 1) throw InvalidInput(cat(what, " (input ", idx, ") must be 1-D, got shape ", t.shape()));
   return t.vec();
 }
@@ -267,10 +269,11 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     }
     ops::Constant o;
     o.dtype = fill.first;
-    o.value = std::visit([&](const auto& t) -> ConstValue {
-      using T = std::decay_t<decltype(t)>;
+    o.value = std::visit([&](const auto& t) -> Value<float> {
+      using E = std::decay_t<decltype(t[0])>;
       if (t.size() != 1) throw InvalidInput(cat("attribute 'value' must hold one element, got shape ", t.shape()));
-      return T(Shape(shape), t[0]);
+      if constexpr (std::is_same_v<E, float>) return Tensor<float>(Shape(shape), t[0]);
+      else return Tensor<int64_t>(Shape(shape), int64_t(t[0]));
     }, fill.second);
     return Mapped{o, {}};
   };
@@ -885,7 +888,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
       expect_attr_type(a, AttributeProto::TENSOR, "a tensor");
       auto [dt, v] = tensor_from_proto(a.t(), ".", "value");
       o.dtype = dt;
-      o.value = std::move(v);
+      o.value = const_value(v);
     } else if (a.name() == "value_float") {
       o.value = Tensor<float>(Shape{}, std::vector<float>{c.f("value_float", 0)});
     } else if (a.name() == "value_floats") {
@@ -1329,7 +1332,7 @@ struct Exporter {
     auto* a = p->add_attribute();
     a->set_name("value");
     a->set_type(AttributeProto::TENSOR);
-    tensor_to_proto(o.dtype, o.value, a->mutable_t());
+    tensor_to_proto(o.dtype, to_constant(o.value), a->mutable_t());
   }
   /// Ops without attributes map to the ONNX op of their name; an op with attributes needs
   /// its own case above (a missing one does not compile).

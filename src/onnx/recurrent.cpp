@@ -128,7 +128,7 @@ std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name
   if (c.present(4)) {
     const auto* sl = c.constant(4);
     if (!sl) throw Unsupported("input 4 (sequence_lens) is computed by the model; pet unrolls sequences of one static length");
-    const auto& v = std::get<Tensor<int64_t>>(sl->second);
+    const Tensor<int64_t> v = pet::const_ints(sl->second);
     if (v.shape() != Shape{B}) throw InvalidInput(cat("sequence_lens has shape ", v.shape(), "; expected [", B, "]"));
     for (int64_t b = 0; b < B; ++b)
       if (v[b] != T)

@@ -197,12 +197,30 @@ std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::
       throw InvalidInput(cat(who, " is left in pet's weight store but is not float32 of shape ", shape));
     return {dt, weights->at(offset, length, who).reshaped(shape)};
   }
-  if (external && dt == DType::Float32) {  // straight into the tensor's storage (no copy of it)
+  // 1-byte integers (quantized weights, masks) keep one byte an element (const_value.hpp)
+  auto narrow = [&](auto tag, const char* bytes) -> ConstValue {
+    using E = decltype(tag);
+    Tensor<E> t(shape);
+    if (n) std::memcpy(t.data(), bytes, size_t(n));
+    if (dt == DType::Bool)
+      for (int64_t i = 0; i < n; ++i) t[i] = t[i] != 0;
+    return t;
+  };
+  if (external && (dt == DType::Float32 || is_int8(dt))) {  // straight into the tensor's storage (no copy of it)
     ExternalData x = open_external(p, base_dir, who);
-    if (x.length != n * 4) throw InvalidInput(cat(who, " of shape ", shape, " needs ", n * 4, " bytes of data but has ", x.length));
-    Tensor<float> t(shape);
-    if (n) read_external(x, reinterpret_cast<char*>(t.data()), who);
-    return {dt, t};
+    const int64_t esize = dt == DType::Float32 ? 4 : 1;
+    if (x.length != n * esize) throw InvalidInput(cat(who, " of shape ", shape, " needs ", n * esize, " bytes of data but has ", x.length));
+    if (dt == DType::Float32) {
+      Tensor<float> t(shape);
+      if (n) read_external(x, reinterpret_cast<char*>(t.data()), who);
+      return {dt, t};
+    }
+    auto read = [&](auto tag) -> ConstValue {
+      Tensor<decltype(tag)> t(shape);
+      if (n) read_external(x, reinterpret_cast<char*>(t.data()), who);
+      return t;
+    };
+    return {dt, dt == DType::Int8 ? read(int8_t{}) : read(uint8_t{})};
   }
   if (external) {
     ext = external_bytes(p, base_dir, who);
@@ -220,20 +238,17 @@ std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::
       if (n) std::memcpy(t.data(), raw->data(), raw->size());
       return {dt, t};
     }
+    if (dt == DType::Int8) return {dt, narrow(int8_t{}, raw->data())};
+    if (esize == 1) return {dt, narrow(uint8_t{}, raw->data())};  // uint8, bool
     Tensor<int64_t> t(shape);
     for (int64_t i = 0; i < n; ++i) {
       const char* b = raw->data() + size_t(i) * esize;
-      if (dt == DType::Int64) std::memcpy(&t[i], b, 8);
-      else if (dt == DType::Int32) {
+      if (dt == DType::Int64) {
+        std::memcpy(&t[i], b, 8);
+      } else {
         int32_t x;
         std::memcpy(&x, b, 4);
         t[i] = x;
-      } else if (dt == DType::Int8) {
-        t[i] = int8_t(*b);
-      } else if (dt == DType::UInt8) {
-        t[i] = uint8_t(*b);
-      } else {
-        t[i] = *b != 0;
       }
     }
     return {dt, t};
@@ -252,19 +267,21 @@ std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::
   check(p.int32_data_size());  // int32, int8, uint8 and bool are stored in int32_data
   std::vector<int64_t> v = from_field<int64_t>(p.int32_data());
   for (auto& x : v) x = wrap_to(dt, x);
-  return {dt, Tensor<int64_t>(shape, std::move(v))};
+  return {dt, const_storage(dt, Tensor<int64_t>(shape, std::move(v)))};
 }
 
 void tensor_to_proto(DType dtype, const ConstValue& v, TensorProto* p) {
   p->set_data_type(dtype_to_onnx(dtype));
-  const Shape& s = std::visit([](const auto& t) -> const Shape& { return t.shape(); }, v);
+  const Shape& s = const_shape(v);
   p->clear_dims();
   for (int64_t d : s) p->add_dims(d);
   std::string raw;
   if (const auto* f = std::get_if<Tensor<float>>(&v)) {
     raw.assign(reinterpret_cast<const char*>(f->data()), size_t(f->size()) * 4);
+  } else if (is_int8(dtype) && !std::holds_alternative<Tensor<int64_t>>(v)) {  // the bytes as held
+    std::visit([&](const auto& t) { raw.assign(reinterpret_cast<const char*>(t.data()), size_t(t.size()) * sizeof(t[0])); }, v);
   } else {
-    const auto& t = std::get<Tensor<int64_t>>(v);
+    const Tensor<int64_t> t = const_ints(v);
     for (int64_t i = 0; i < t.size(); ++i) {
       int64_t x = t[i];
       if (dtype == DType::Int64) raw.append(reinterpret_cast<const char*>(&x), 8);
@@ -307,13 +324,13 @@ NamedTensor read_tensor_file(const std::string& path) {
   ::onnx::TensorProto p;
   if (!p.ParseFromString(bytes)) throw InvalidInput(cat("'", path, "' is not a serialized ONNX TensorProto"));
   auto [dt, v] = detail::tensor_from_proto(p, std::filesystem::path(path).parent_path().string(), path);
-  return {p.name(), dt, std::move(v)};
+  return {p.name(), dt, const_value(v)};
 }
 
 void write_tensor_file(const std::string& path, const NamedTensor& t) {
   ::onnx::TensorProto p;
   p.set_name(t.name);
-  detail::tensor_to_proto(t.dtype, t.value, &p);
+  detail::tensor_to_proto(t.dtype, to_constant(t.value), &p);
   std::ofstream f(path, std::ios::binary);
   if (!f || !p.SerializeToOstream(&f)) throw InvalidInput(cat("cannot write tensor file '", path, "'"));
 }

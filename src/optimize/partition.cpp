@@ -205,9 +205,8 @@ std::string structure_key(const Graph& p) {
     ref[t] = cat("c", c++);
     s += cat("const ", to_string(info.type), ";");
     if (!is_float(info.type.dtype)) {  // shape data: its values are part of the structure
-      const auto& v = std::get<Tensor<int64_t>>(*info.value);
-      for (int64_t j = 0; j < v.size(); ++j) s += cat(j ? "," : "=", v[j]);
-      s += ";";
+      const ConstInts v(*info.value);
+      s += cat(v.size() ? "=" : "", ints_key(v), ";");
     }
   }
   int n = 0;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "pet/eval/value.hpp"
+
 namespace pet::optimize {
 namespace {
 using nlohmann::json;
@@ -36,8 +38,13 @@ json enc(const T& v) {
     json d = json::array();
     for (int64_t i = 0; i < v.size(); ++i) d.push_back(enc(v[i]));
     return {{"shape", v.shape()}, {"data", d}};
-  } else if constexpr (std::is_same_v<T, ConstValue>) {
-    return std::visit([&](const auto& t) { return json{{"kind", v.index()}, {"tensor", enc(t)}}; }, v);
+  } else if constexpr (std::is_same_v<T, ConstValue> || std::is_same_v<T, Value<float>>) {
+    // kind 0: float, 1: integers (1-byte storage written as integers too; add_constant
+    // narrows them again)
+    return std::visit([&](const auto& t) {
+      using E = std::remove_cvref_t<decltype(t[0])>;
+      return json{{"kind", std::is_same_v<E, float> ? 0 : 1}, {"tensor", enc(t)}};
+    }, v);
   } else if constexpr (requires { typename T::value_type; } && !std::is_same_v<T, std::string>) {
     json a = json::array();
     for (const auto& x : v) a.push_back(enc(x));
@@ -59,7 +66,7 @@ void dec(const json& j, T& v) {
     std::vector<E> data(d.size());
     for (size_t i = 0; i < d.size(); ++i) dec(d[i], data[i]);
     v = Tensor<E>(std::move(shape), std::move(data));
-  } else if constexpr (std::is_same_v<T, ConstValue>) {
+  } else if constexpr (std::is_same_v<T, ConstValue> || std::is_same_v<T, Value<float>>) {
     if (j.at("kind").get<int>() == 0) {
       Tensor<float> t;
       dec(j.at("tensor"), t);

@@ -123,7 +123,7 @@ class ConstantFolding final : public Pass {
       // of floats, Swin-T's shifted-window mask) anything folds
       if (!all || out_elems > std::max<int64_t>(4 * in_elems + 65536, int64_t(1) << 18)) continue;
       std::vector<Value<float>> vals;
-      for (TensorId t : node.inputs) vals.push_back(*g.tensor(t).value);
+      for (TensorId t : node.inputs) vals.push_back(const_value(*g.tensor(t).value));
       std::vector<Value<float>> outs;
       try {
         outs = evaluate_op<float>(node.op, vals, g.output_types(n));
@@ -132,7 +132,7 @@ class ConstantFolding final : public Pass {
       }
       const std::vector<TensorId> results = node.outputs;
       for (size_t k = 0; k < outs.size(); ++k) {
-        TensorId c = g.add_constant(g.unique_name(g.tensor(results[k]).name + "_folded"), g.type(results[k]).dtype, outs[k]);
+        TensorId c = g.add_constant(g.unique_name(g.tensor(results[k]).name + "_folded"), g.type(results[k]).dtype, to_constant(outs[k]));
         redirect(g, results[k], c);
       }
       g.erase_node(n);
@@ -210,7 +210,7 @@ class GatherToSlice final : public Pass {
       const Node node = g.node(n);
       const auto* gather = std::get_if<ops::Gather>(&node.op);
       if (!gather || !is_float(g.type(node.inputs[0]).dtype) || !g.tensor(node.inputs[1]).is_constant()) continue;
-      const std::vector<int64_t> idx = std::get<Tensor<int64_t>>(*g.tensor(node.inputs[1]).value).vec();
+      const std::vector<int64_t> idx = const_ints(*g.tensor(node.inputs[1]).value).vec();
       const int64_t axis = gather->axis, extent = g.type(node.inputs[0]).shape[size_t(axis)];
       std::vector<int64_t> at;
       for (int64_t i : idx) at.push_back(i < 0 ? i + extent : i);

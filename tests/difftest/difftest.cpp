@@ -435,16 +435,12 @@ std::optional<Failure> emit(const Graph& g, const fs::path& dir, const Graph* or
     if (original) onnx::export_file(*original, (dir / "original.onnx").string());
     auto in = inputs_for(g, kInputSeeds[0]);
     auto ref = backend::make_backend("reference")->compile(g)->run(in);
-    auto to_const = [](const Value<float>& v) -> ConstValue {
-      if (const auto* f = std::get_if<Tensor<float>>(&v)) return *f;
-      return std::get<Tensor<int64_t>>(v);
-    };
     for (size_t i = 0; i < in.size(); ++i)
       onnx::write_tensor_file((dir / "test_data_set_0" / cat("input_", i, ".pb")).string(),
-                              {g.tensor(g.inputs()[i]).name, g.type(g.inputs()[i]).dtype, to_const(in[i])});
+                              {g.tensor(g.inputs()[i]).name, g.type(g.inputs()[i]).dtype, in[i]});
     for (size_t i = 0; i < ref.size(); ++i)
       onnx::write_tensor_file((dir / "test_data_set_0" / cat("output_", i, ".pb")).string(),
-                              {g.tensor(g.outputs()[i]).name, g.type(g.outputs()[i]).dtype, to_const(ref[i])});
+                              {g.tensor(g.outputs()[i]).name, g.type(g.outputs()[i]).dtype, ref[i]});
     onnx::Model m = onnx::import_file((dir / "model.onnx").string());
     auto back = backend::make_backend("reference")->compile(m.graph)->run(in);
     for (size_t k = 0; k < ref.size(); ++k) {

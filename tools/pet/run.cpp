@@ -44,7 +44,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (inputs_dir) {
     given = onnx::read_test_data(*inputs_dir, "input");
     for (size_t k = 0; k < given.size(); ++k) {
-      opt.ordered_input_values.push_back({given[k].dtype, given[k].value});
+      opt.ordered_input_values.push_back({given[k].dtype, to_constant(given[k].value)});
       opt.ordered_input_sources.push_back((std::filesystem::path(*inputs_dir) / cat("input_", k, ".pb")).string());
       opt.ordered_input_names.push_back(given[k].name);
     }

@@ -1,8 +1,8 @@
 #pragma once
 /// Element types of graph tensors. Float32 carries data; Int64/Int32/Bool carry shapes,
 /// indices and masks; Int8/UInt8 carry quantized data (QuantizeLinear's output,
-/// DequantizeLinear's input). Every integer type is stored as int64 inside pet, tagged with
-/// its ONNX type; casts and quantization wrap or saturate to the tagged type's range.
+/// DequantizeLinear's input). Integer values are int64 at run time, tagged with their ONNX type
+/// (1-byte constants keep one byte: const_value.hpp); casts and quantization wrap or saturate.
 #include <cstdint>
 #include <string_view>
 

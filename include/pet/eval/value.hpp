@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <variant>
 
+#include "pet/ir/const_value.hpp"
 #include "pet/ir/tensor_type.hpp"
 #include "pet/core/field.hpp"
 #include "pet/core/tensor.hpp"
@@ -12,6 +13,19 @@ namespace pet {
 
 template <class T>
 using Value = std::variant<Tensor<T>, Tensor<int64_t>>;
+
+/// A constant as a run-time value: float as it is (shared storage), integers as int64
+/// (shared when held so, widened from 1-byte storage).
+inline Value<float> const_value(const ConstValue& c) {
+  if (const auto* f = std::get_if<Tensor<float>>(&c)) return *f;
+  return const_ints(c);
+}
+/// A run-time value as a constant's value (shared storage; Graph::add_constant narrows
+/// 1-byte integer types).
+inline ConstValue to_constant(const Value<float>& v) {
+  if (const auto* f = std::get_if<Tensor<float>>(&v)) return *f;
+  return std::get<Tensor<int64_t>>(v);
+}
 
 template <class T>
 const Shape& value_shape(const Value<T>& v) {

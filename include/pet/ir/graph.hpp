@@ -10,13 +10,13 @@
 #include <variant>
 #include <vector>
 
+#include "pet/ir/const_value.hpp"
 #include "pet/ir/op.hpp"
 
 namespace pet {
 
 using TensorId = int32_t;
 using NodeId = int32_t;
-using ConstValue = std::variant<Tensor<float>, Tensor<int64_t>>;
 
 struct TensorInfo {
   std::string name;

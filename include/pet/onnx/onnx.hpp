@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "pet/eval/value.hpp"
 #include "pet/ir/graph.hpp"
 
 namespace pet::onnx {
@@ -157,7 +158,7 @@ std::string generalise(std::string_view at_a, std::string_view at_b, const Model
 struct NamedTensor {
   std::string name;
   DType dtype = DType::Float32;
-  ConstValue value;
+  Value<float> value;  ///< integers of every type as int64
 };
 NamedTensor read_tensor_file(const std::string& path);
 void write_tensor_file(const std::string& path, const NamedTensor& t);

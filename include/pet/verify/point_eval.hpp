@@ -129,9 +129,9 @@ class PointEvaluator {
     T operator()(int i, const Index& idx) const { return ev->at(node->inputs[size_t(i)], idx); }
     int64_t ints(int i, const Index& idx) const {
       const auto& v = ev->g_.tensor(node->inputs[size_t(i)]).value;
-      if (!v || !std::holds_alternative<Tensor<int64_t>>(*v))
+      if (!v || std::holds_alternative<Tensor<float>>(*v))
         throw Unsupported(cat(op_name(node->op), " '", node->name, "' reads integer data that is not a constant"));
-      return std::get<Tensor<int64_t>>(*v).at(idx);
+      return std::visit([&](const auto& t) { return int64_t(t.at(idx)); }, *v);
     }
     double real(int, const Index&) const {
       throw Unsupported(cat(op_name(node->op), " '", node->name, "' needs real values; it is not multilinear"));
