@@ -155,7 +155,8 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)" "$tmp/peak.out" "
   grep -q "written: the original file, unchanged" "$tmp/peak.out"
   # A quantized model's int8 weights are held one byte an element (they were widened to int64,
   # 8 times their file): a 6000x6000 int8 MatMulInteger weight (34 MiB, ONNX Runtime's dynamic
-  # format) costs pet info and pet run at most 3 times its bytes above the small demo.
+  # format) costs pet info and pet run at most 3 times its bytes above the small demo; without
+  # VNNI (pet run on f32 kernels, which hold the weight as floats, and oneDNN's copy of it) 10.
   /usr/bin/python3 - "$tmp/wide_q.onnx" << 'EOF'
 import sys, numpy as np, onnx
 from onnx import helper as h, numpy_helper as nh, TensorProto as T
@@ -171,7 +172,9 @@ EOF
     small=$(peak_kib "$pet" $cmd "$src/models/dilated_demo.onnx")
     wide=$(peak_kib "$pet" $cmd "$tmp/wide_q.onnx")
     echo "pet $cmd: peak memory $(( (wide - small) / 1024 )) MiB above the small model's, for 34 MiB of int8 weights"
-    test $(( wide - small )) -lt $(( 3 * 35157 ))
+    limit=3
+    if [ $cmd = run ] && ! "$pet" run "$tmp/wide_q.onnx" --plan 2>&1 | grep -q "oneDNN int8 matmul"; then limit=10; fi
+    test $(( wide - small )) -lt $(( limit * 35157 ))
   done
 else
   echo "optimize: symbolic height and width, 3-D, unnamed batch checks SKIPPED (/usr/bin/python3 lacks onnx or numpy)"
