@@ -88,16 +88,11 @@ int CpuExecutable::int8_buffer(TensorId t, const std::string& who) {
   if (qdevice_.count(t)) return int(t);
   const Shape& shape = g_.type(t).shape;
   const md_t md = with_type(plain_md(shape), g_.type(t).dtype == DType::Int8 ? dt::s8 : dt::u8);
-  if (g_.tensor(t).is_constant()) {
-    const ConstValue& c = *g_.tensor(t).value;
-    if (const auto* s8 = std::get_if<Tensor<int8_t>>(&c))  // the bytes as held
-      return int8_const(md, reinterpret_cast<const uint8_t*>(s8->data()), size_t(s8->size()), g_.type(t));
-    if (const auto* u8 = std::get_if<Tensor<uint8_t>>(&c)) return int8_const(md, u8->data(), size_t(u8->size()), g_.type(t));
-    const ConstInts v = int_value(g_, t);
-    std::vector<uint8_t> b(size_t(v.size()));
-    for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(v[int64_t(i)]);
-    return int8_const(md, b.data(), b.size(), g_.type(t));
-  }
+  if (g_.tensor(t).is_constant())  // an int8 or uint8 constant is held one byte an element: its bytes as they are
+    return std::visit([&](const auto& v) {
+      PET_CHECK(sizeof(v[0]) == 1, "int8 constant '", g_.tensor(t).name, "' is not held one byte an element");
+      return int8_const(md, v.data(), size_t(v.size()), g_.type(t));
+    }, *g_.tensor(t).value);
   const int r = new_slot(g_.type(t), md);
   Step& st = add_step(cat("  ", g_.tensor(t).name, ": host values to an int8 buffer, for ", who), {int(t)}, {r});
   st.fn = [this, t, r] {
