@@ -1,6 +1,8 @@
 // ONNX import/export: round trips, shape-chain folding, symbolic dims, and every error path
 // of the importer (bad bytes, unsupported ops, wrong shapes, missing data, cycles).
+#include <complex>
 #include <filesystem>
+#include <numbers>
 #include <fstream>
 #include <cstdlib>
 
@@ -877,6 +879,286 @@ TEST_CASE("RNN, GRU, LSTM, MeanVarianceNormalization and LpNormalization import 
   refused([](OnnxBuilder& b) { b.attr(b.node("LSTM", {"X", "W", "R", "B"}, {"Y"}, "cell"), "direction", "sideways"); },
           "direction 'sideways' (forward, reverse or bidirectional)", false);
 }
+
+namespace {
+/// Runs a one-output model on the reference interpreter.
+std::vector<float> run_ref(const px::Model& m, const std::vector<Value<float>>& in) {
+  return std::get<Tensor<float>>(Interpreter<float>(m.graph).run(in)[0]).vec();
+}
+bool imports_without(const px::Model& m, std::string_view op) {
+  for (NodeId n = 0; n < m.graph.num_nodes(); ++n)
+    if (op_name(m.graph.node(n).op) == op) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("DFT, STFT and the window functions import as a constant matrix product and constants") {
+  // a complex DFT along axis 1 and its inverse give back the input; the forward one is the
+  // textbook sum; onesided keeps N/2 + 1 bins; dft_length pads with zeros
+  const std::vector<float> xv{1, 0, 2, -1, 0, 3, -2, 1, 0.5f, 0.5f};  // 5 complex samples
+  for (int64_t n : {int64_t(5), int64_t(8)}) {
+    OnnxBuilder b(17);
+    b.input("x", {"1", "5", "2"});
+    b.ints("n", {}, {n});
+    b.node("DFT", {"x", "n"}, {"f"}, "dft");
+    b.attr(b.node("DFT", {"f"}, {"y"}, "idft"), "inverse", int64_t(1));
+    b.output("f").output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "DFT"));
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{1, n, 2});
+    const auto out = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({1, 5, 2}, xv)});
+    const auto f = std::get<Tensor<float>>(out[0]).vec(), y = std::get<Tensor<float>>(out[1]).vec();
+    for (int64_t k = 0; k < n; ++k) {
+      std::complex<double> s = 0;
+      for (int64_t j = 0; j < 5; ++j) s += std::complex<double>(xv[2 * j], xv[2 * j + 1]) * std::polar(1.0, -2 * std::numbers::pi * double(k * j) / double(n));
+      CHECK(f[size_t(2 * k)] == doctest::Approx(s.real()).epsilon(1e-5));
+      CHECK(f[size_t(2 * k + 1)] == doctest::Approx(s.imag()).epsilon(1e-5));
+    }
+    for (size_t i = 0; i < xv.size(); ++i) CHECK(y[i] == doctest::Approx(xv[i]).epsilon(1e-5));  // padded zeros come back as zeros after
+  }
+  {
+    // opset 20: axis is an input (default -2); axis 0 of [4, 3, 1] with onesided
+    OnnxBuilder b(20);
+    b.input("x", {"4", "3", "1"});
+    b.ints("axis", {}, {0});
+    b.attr(b.node("DFT", {"x", "", "axis"}, {"y"}, "dft"), "onesided", int64_t(1));
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{3, 3, 2});
+    const auto y = run_ref(m, {Tensor<float>({4, 3, 1}, {1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 1, 1})});
+    // column 0 is [1, 1, 1, 1]: all in bin 0; column 2 is [0, 0, 0, 1]: e^(-i pi k 3 / 2)
+    CHECK(y[0] == doctest::Approx(4));
+    CHECK(y[6 + 0] == doctest::Approx(0).epsilon(1e-6));
+    CHECK(y[2 * 2 + 0] == doctest::Approx(1));
+    CHECK(y[6 + 2 * 2 + 1] == doctest::Approx(1).epsilon(1e-6));  // bin 1, column 2: -i^3 = i
+  }
+  {
+    // STFT of a real signal with a HannWindow: each frame windowed, onesided by default
+    OnnxBuilder b(17);
+    b.input("s", {"1", "10", "1"});
+    b.ints("step", {}, {3}).ints("len", {}, {4});
+    b.node("HannWindow", {"len"}, {"w"}, "hann");
+    b.node("STFT", {"s", "step", "w", "len"}, {"y"}, "stft");
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "STFT"));
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{1, 3, 3, 2});  // 1 + (10 - 4) / 3 frames, 4 / 2 + 1 bins
+    std::vector<float> s(10);
+    for (int i = 0; i < 10; ++i) s[size_t(i)] = float(i * i % 7) - 2;
+    const auto y = run_ref(m, {Tensor<float>({1, 10, 1}, s)});
+    const double w[4] = {0, 0.5, 1, 0.5};  // periodic Hann of 4
+    for (int f = 0; f < 3; ++f)
+      for (int k = 0; k < 3; ++k) {
+        std::complex<double> acc = 0;
+        for (int j = 0; j < 4; ++j) acc += double(s[size_t(3 * f + j)]) * w[j] * std::polar(1.0, -2 * std::numbers::pi * k * j / 4);
+        CHECK(y[size_t((f * 3 + k) * 2)] == doctest::Approx(acc.real()).epsilon(1e-5));
+        CHECK(y[size_t((f * 3 + k) * 2 + 1)] == doctest::Approx(acc.imag()).epsilon(1e-5));
+      }
+  }
+  {
+    // a window the model reads as an input stays an input (multiplied, not folded)
+    OnnxBuilder b(17);
+    b.input("s", {"1", "8", "1"}).input("w", {"4"});
+    b.ints("step", {}, {4});
+    b.node("STFT", {"s", "step", "w"}, {"y"}, "stft");
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(m.graph.inputs().size() == 2);
+    const auto y = run_ref(m, {Tensor<float>({1, 8, 1}, {1, 1, 1, 1, 2, 0, 0, 0}), Tensor<float>({4}, {1, 2, 3, 4})});
+    CHECK(y[0] == doctest::Approx(10));  // frame 0, bin 0: 1 + 2 + 3 + 4
+    CHECK(y[6] == doctest::Approx(2));   // frame 1, bin 0: 2 * 1
+  }
+  auto refused = [](int opset, const std::function<void(OnnxBuilder&)>& make, const char* msg, bool unsupported) {
+    OnnxBuilder b(opset);
+    make(b);
+    INFO(std::string(msg));
+    if (unsupported) CHECK_THROWS_WITH_AS(b.import(), doctest::Contains(msg), Unsupported);
+    else CHECK_THROWS_WITH_AS(b.import(), doctest::Contains(msg), InvalidInput);
+  };
+  auto dft_of = [](std::vector<std::string> dims, std::function<void(::onnx::NodeProto*)> attrs = {}, bool len_input = false) {
+    return [=](OnnxBuilder& b) {
+      b.input("x", dims);
+      if (len_input) b.input("n", {}, ::onnx::TensorProto::INT64);
+      auto* n = b.node("DFT", len_input ? std::vector<std::string>{"x", "n"} : std::vector<std::string>{"x"}, {"y"}, "dft");
+      if (attrs) attrs(n);
+      b.output("y");
+    };
+  };
+  refused(17, dft_of({"2", "4", "2"}, [](auto* n) { OnnxBuilder::attr(n, "inverse", int64_t(1)); OnnxBuilder::attr(n, "onesided", int64_t(1)); }),
+          "node 'dft' (DFT, opset 17): inverse and onesided cannot both be set", false);
+  refused(17, dft_of({"2", "4", "2"}, [](auto* n) { OnnxBuilder::attr(n, "axis", int64_t(2)); }), "axis 2 is out of range for input shape [2,4,2] (the last dim holds", false);
+  refused(17, dft_of({"2", "4", "3"}), "must end in a dim of 1 (real) or 2", false);
+  refused(17, dft_of({"2", "4", "1"}, {}, true), "dft_length (input 1 'n') must be a constant", true);
+  refused(17, dft_of({"1", "70000", "2"}), "over the 67108864 elements allowed", true);
+  refused(17, [](OnnxBuilder& b) {
+    b.input("s", {"1", "10", "1"});
+    b.ints("step", {}, {2});
+    b.node("STFT", {"s", "step"}, {"y"}, "stft");
+    b.output("y");
+  }, "node 'stft' (STFT, opset 17): needs a window or a frame_length", false);
+  refused(17, [](OnnxBuilder& b) {
+    b.input("s", {"1", "10", "1"}).input("w", {"4"});
+    b.ints("step", {}, {2}).ints("len", {}, {5});
+    b.node("STFT", {"s", "step", "w", "len"}, {"y"}, "stft");
+    b.output("y");
+  }, "window has 4 values but frame_length is 5", false);
+  refused(17, [](OnnxBuilder& b) {
+    b.input("s", {"1", "3", "1"});
+    b.ints("step", {}, {1}).ints("len", {}, {4});
+    b.node("STFT", {"s", "step", "", "len"}, {"y"}, "stft");
+    b.output("y");
+  }, "the signal (3 samples) is shorter than one frame (4)", false);
+  {
+    // the windows against their formulas; symmetric (periodic 0) Hamming uses 25/46
+    OnnxBuilder b(17);
+    b.ints("n", {}, {5});
+    b.node("HannWindow", {"n"}, {"hann"}, "hann");
+    b.attr(b.node("HammingWindow", {"n"}, {"hamming"}, "hamming"), "periodic", int64_t(0));
+    b.node("BlackmanWindow", {"n"}, {"blackman"}, "blackman");
+    b.output("hann").output("hamming").output("blackman");
+    px::Model m = b.import();
+    const auto out = Interpreter<float>(m.graph).run(std::vector<Value<float>>{});
+    for (int i = 0; i < 5; ++i) {
+      const double pi = std::numbers::pi;
+      CHECK(std::get<Tensor<float>>(out[0])[i] == doctest::Approx(std::pow(std::sin(pi * i / 5), 2)));
+      CHECK(std::get<Tensor<float>>(out[1])[i] == doctest::Approx(25.0 / 46 - 21.0 / 46 * std::cos(2 * pi * i / 4)));
+      CHECK(std::get<Tensor<float>>(out[2])[i] == doctest::Approx(0.42 - 0.5 * std::cos(2 * pi * i / 5) + 0.08 * std::cos(4 * pi * i / 5)));
+    }
+  }
+  refused(17, [](OnnxBuilder& b) {
+    b.input("n", {}, ::onnx::TensorProto::INT64);
+    b.node("HannWindow", {"n"}, {"w"}, "hann");
+    b.output("w");
+  }, "size (input 0 'n') must be a constant", true);
+  refused(17, [](OnnxBuilder& b) {
+    b.ints("n", {}, {8});
+    b.attr(b.node("HannWindow", {"n"}, {"w"}, "hann"), "output_datatype", int64_t(11));
+    b.output("w");
+  }, "output_datatype 11: pet makes float (1) outputs of HannWindow only", true);
+  {
+    // MelWeightMatrix: [dft_length / 2 + 1, mels], each column a triangle peaking at 1
+    OnnxBuilder b(17);
+    b.ints("mels", {}, {8}).ints("len", {}, {64}).ints("rate", {}, {8000}).floats("lo", {}, {0}).floats("hi", {}, {4000});
+    b.node("MelWeightMatrix", {"mels", "len", "rate", "lo", "hi"}, {"m"}, "mel");
+    b.output("m");
+    px::Model m = b.import();
+    const auto w = std::get<Tensor<float>>(Interpreter<float>(m.graph).run(std::vector<Value<float>>{})[0]);
+    REQUIRE(w.shape() == Shape{33, 8});
+    for (int j = 0; j < 8; ++j) {
+      float peak = 0;
+      for (int i = 0; i < 33; ++i) peak = std::max(peak, w[i * 8 + j]);
+      CHECK(peak == 1.f);
+    }
+  }
+  refused(17, [](OnnxBuilder& b) {
+    b.ints("mels", {}, {8}).ints("len", {}, {64}).ints("rate", {}, {8000}).floats("lo", {}, {0}).floats("hi", {}, {9000});
+    b.node("MelWeightMatrix", {"mels", "len", "rate", "lo", "hi"}, {"m"}, "mel");
+    b.output("m");
+  }, "upper_edge_hertz 9000 lies beyond the spectrogram's 33 bins", false);
+}
+
+TEST_CASE("LpPool, GlobalLpPool, ReverseSequence and Compress import as pet ops") {
+  // LpPool of [1, 1, 1, 6] = 0..5, kernel 3, stride 2, ceil_mode (opset 18): the last window
+  // holds 4 and 5 only; p 1, 2, 3
+  for (int64_t p : {int64_t(1), int64_t(2), int64_t(3)}) {
+    OnnxBuilder b(18);
+    b.input("x", {"1", "1", "1", "6"});
+    auto* n = b.node("LpPool", {"x"}, {"y"}, "lp");
+    b.attr(n, "kernel_shape", std::vector<int64_t>{1, 3});
+    b.attr(n, "strides", std::vector<int64_t>{1, 2});
+    b.attr(n, "ceil_mode", int64_t(1));
+    b.attr(n, "p", p);
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "LpPool"));
+    const auto y = run_ref(m, {Tensor<float>({1, 1, 1, 6}, {0, -1, 2, 3, -4, 5})});
+    auto lp = [&](std::vector<double> v) {
+      double s = 0;
+      for (double x : v) s += std::pow(std::abs(x), double(p));
+      return std::pow(s, 1.0 / double(p));
+    };
+    INFO("p ", p);
+    REQUIRE(y.size() == 3);
+    CHECK(y[0] == doctest::Approx(lp({0, -1, 2})));
+    CHECK(y[1] == doctest::Approx(lp({2, 3, -4})));
+    CHECK(y[2] == doctest::Approx(lp({-4, 5})));
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"1", "2", "2", "2"});
+    b.attr(b.node("GlobalLpPool", {"x"}, {"y"}, "glp"), "p", int64_t(3));
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{1, 2, 1, 1});
+    const auto y = run_ref(m, {Tensor<float>({1, 2, 2, 2}, {1, -1, 1, -1, 2, 0, 0, 0})});
+    CHECK(y[0] == doctest::Approx(std::cbrt(4.0)));
+    CHECK(y[1] == doctest::Approx(2));
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"1", "1", "4", "4"});
+    auto* n = b.node("LpPool", {"x"}, {"y"}, "lp");
+    b.attr(n, "kernel_shape", std::vector<int64_t>{2, 2});
+    b.attr(n, "p", int64_t(0));
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'lp' (LpPool, opset 17): p must be positive, got 0"), InvalidInput);
+  }
+  // ReverseSequence, time-major [T=4, B=3]: lengths 4, 0 (unchanged) and 2, constant and as an
+  // input the model reads (the same index, computed at run time)
+  for (bool lens_input : {false, true}) {
+    OnnxBuilder b(17);
+    b.input("x", {"4", "3"});
+    if (lens_input) b.input("lens", {"3"}, ::onnx::TensorProto::INT64);
+    else b.ints("lens", {3}, {4, 0, 2});
+    b.node("ReverseSequence", {"x", "lens"}, {"y"}, "rev");
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "ReverseSequence"));
+    std::vector<Value<float>> in{Tensor<float>({4, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})};
+    if (lens_input) in.push_back(Tensor<int64_t>({3}, {4, 0, 2}));
+    INFO("lengths as an input: ", lens_input);
+    CHECK(run_ref(m, in) == std::vector<float>{9, 1, 5, 6, 4, 2, 3, 7, 8, 0, 10, 11});
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"4", "3"});
+    b.ints("lens", {3}, {4, 5, 2});
+    b.node("ReverseSequence", {"x", "lens"}, {"y"}, "rev");
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'rev' (ReverseSequence, opset 17): sequence_lens[1] = 5 is outside [0, 4]"), InvalidInput);
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"4", "3"});
+    b.ints("lens", {3}, {4, 1, 2});
+    auto* n = b.node("ReverseSequence", {"x", "lens"}, {"y"}, "rev");
+    b.attr(n, "time_axis", int64_t(1));
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("batch_axis (1) and time_axis (1) must be 0 and 1, one each"), InvalidInput);
+  }
+  {
+    // Compress with a constant condition: along axis 1, and flattened without an axis
+    OnnxBuilder b(17);
+    b.input("x", {"2", "3"});
+    b.small_ints("c", ::onnx::TensorProto::BOOL, {3}, {1, 0, 1}).small_ints("cf", ::onnx::TensorProto::BOOL, {4}, {0, 1, 1, 0});
+    b.attr(b.node("Compress", {"x", "c"}, {"y"}, "cmp"), "axis", int64_t(1));
+    b.node("Compress", {"x", "cf"}, {"z"}, "cmp_flat");
+    b.output("y").output("z");
+    px::Model m = b.import();
+    const auto out = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})});
+    CHECK(std::get<Tensor<float>>(out[0]).shape() == Shape{2, 2});
+    CHECK(std::get<Tensor<float>>(out[0]).vec() == std::vector<float>{1, 3, 4, 6});
+    CHECK(std::get<Tensor<float>>(out[1]).vec() == std::vector<float>{2, 3});
+  }
+  {
+    OnnxBuilder b(17);
+    b.input("x", {"2", "3"}).input("c", {"3"}, ::onnx::TensorProto::BOOL);
+    b.attr(b.node("Compress", {"x", "c"}, {"y"}, "cmp"), "axis", int64_t(1));
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'cmp' (Compress, opset 17): condition (input 1 'c') must be a constant: the output's shape would depend on its values"), Unsupported);
+  }
+}
+
 
 TEST_CASE("Scatter ops import as graph ops (ScatterND, ScatterElements, opset-9 Scatter), on data or constants, and export back") {
   // data [4, 2] (an input, or float arithmetic on constants), indices [n, 1], updates [n, 2]

@@ -53,16 +53,178 @@ std::vector<TensorId> lp_normalization(const NodeCtx& c, const std::string& name
   return out;
 }
 
+/// |x|^p, written with the cheapest op for p 1 and 2.
+TensorId abs_pow(Graph& g, const std::string& name, TensorId x, int64_t p) {
+  if (p == 2) return add_part(g, name, "square", ops::Mul{}, {x, x});
+  const TensorId a = add_part(g, name, "abs", ops::Abs{}, {x});
+  if (p == 1) return a;
+  const TensorId e = g.add_constant(g.unique_name(cat(name, "/p")), Tensor<float>(Shape{}, std::vector<float>{float(p)}));
+  return add_part(g, name, "power", ops::Pow{}, {a, e});
+}
+/// s^(1/p), the last step of an Lp norm.
+TensorId root(Graph& g, const std::string& name, TensorId s, int64_t p, const std::string& out) {
+  if (p == 1) return add_part(g, name, "norm", ops::Identity{}, {s}, out);
+  if (p == 2) return add_part(g, name, "norm", ops::Sqrt{}, {s}, out);
+  const TensorId e = g.add_constant(g.unique_name(cat(name, "/inverse_p")), Tensor<float>(Shape{}, std::vector<float>{float(1.0 / double(p))}));
+  return add_part(g, name, "norm", ops::Pow{}, {s, e}, out);
+}
+int64_t lp_p(const NodeCtx& c) {
+  const int64_t p = c.i("p", 2);
+  if (p < 1) throw InvalidInput(cat("p must be positive, got ", p));
+  return p;
+}
+
+/// LpPool: (sum over the window of |x|^p)^(1/p), the sum a depthwise Conv with a weight of
+/// ones (the pooling's kernel, strides, pads, dilations; zero padding adds nothing). With
+/// ceil_mode the last windows reach past the padded input: the Conv's end pads grow to hold
+/// them, zeros again.
+std::vector<TensorId> lp_pool(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0)) throw InvalidInput("required input 0 (X) is missing");
+  const auto t = c.type(0);
+  if (!t || t->dtype != DType::Float32) throw Unsupported("X must be float32");
+  const int64_t p = lp_p(c);
+  Mapped mp = import_table().at("AveragePool")(c);  // the same window attributes
+  auto pool = std::get<ops::AveragePool>(mp.op);
+  const std::vector<TensorType> in{*t};
+  pool.infer(in);  // checks them and resolves auto_pad into pads
+  const Shape& xs = t->shape;
+  const size_t k = xs.size() - 2;
+  ops::Conv conv{.kernel_shape = pool.kernel_shape, .strides = pool.strides, .pads = pool.pads, .dilations = pool.dilations, .group = xs[1]};
+  if (pool.ceil_mode)
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t o = ops::detail::window_out(xs[2 + i], pool.kernel_shape[i], pool.strides[i], pool.dilations[i], pool.pads[i], pool.pads[i + k], true);
+      const int64_t reach = (o - 1) * pool.strides[i] + (pool.kernel_shape[i] - 1) * pool.dilations[i] + 1;
+      conv.pads[i + k] += std::max<int64_t>(0, reach - (xs[2 + i] + pool.pads[i] + pool.pads[i + k]));
+    }
+  Shape ws{xs[1], 1};
+  ws.insert(ws.end(), pool.kernel_shape.begin(), pool.kernel_shape.end());
+  const TensorId ones = g.add_constant(g.unique_name(cat(name, "/ones")), Tensor<float>(ws, std::vector<float>(size_t(numel(ws)), 1.f)));
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  const TensorId sum = add_part(g, name, "window_sum", conv, {abs_pow(g, name, data(0), p), ones});
+  out[0] = root(g, name, sum, p, c.node.output(0));
+  return out;
+}
+
+/// GlobalLpPool: (sum over every spatial position of |x|^p)^(1/p), [N, C, 1, ...]: ReduceL1 or
+/// ReduceL2 for p 1 and 2.
+std::vector<TensorId> global_lp_pool(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0)) throw InvalidInput("required input 0 (X) is missing");
+  const auto t = c.type(0);
+  if (!t || t->dtype != DType::Float32) throw Unsupported("X must be float32");
+  if (t->shape.size() < 3) throw InvalidInput(cat("X must be N x C x D1 x ..., got ", t->shape));
+  const int64_t p = lp_p(c);
+  std::vector<int64_t> axes;
+  for (size_t d = 2; d < t->shape.size(); ++d) axes.push_back(int64_t(d));
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  const std::string& y = c.node.output(0);
+  if (p == 1) out[0] = add_part(g, name, "norm", ops::ReduceL1{{.axes = axes, .keepdims = true}}, {data(0)}, y);
+  else if (p == 2) out[0] = add_part(g, name, "norm", ops::ReduceL2{{.axes = axes, .keepdims = true}}, {data(0)}, y);
+  else out[0] = root(g, name, add_part(g, name, "sum", ops::ReduceSum{{.axes = axes, .keepdims = true}}, {abs_pow(g, name, data(0), p)}), p, y);
+  return out;
+}
+
+/// ReverseSequence: along time_axis (0 or 1), the first sequence_lens[b] steps of batch entry b
+/// (batch_axis, the other of 0 and 1) reversed, the rest as they are: a GatherElements along
+/// the time axis whose index is t' = len - 1 - t where t < len, else t. Constant lengths (each
+/// in [0, T]) give a constant index; lengths the model computes, an index computed with them.
+std::vector<TensorId> reverse_sequence(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0) || !c.present(1)) throw InvalidInput("inputs 0 (input) and 1 (sequence_lens) are required");
+  const auto t = c.type(0), lt = c.type(1);
+  if (!t || !lt) throw InvalidInput("the input's and sequence_lens' types are unknown");
+  const int64_t batch_axis = c.i("batch_axis", 1), time_axis = c.i("time_axis", 0);
+  if (!((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0)))
+    throw InvalidInput(cat("batch_axis (", batch_axis, ") and time_axis (", time_axis, ") must be 0 and 1, one each"));
+  const Shape& xs = t->shape;
+  if (xs.size() < 2) throw InvalidInput(cat("input must have rank 2 or more, got shape ", xs));
+  const int64_t B = xs[size_t(batch_axis)], T = xs[size_t(time_axis)];
+  if (lt->dtype != DType::Int64 || lt->shape != Shape{B})
+    throw InvalidInput(cat("sequence_lens must be int64 of shape [", B, "] (the batch), got ", dtype_name(lt->dtype), " ", lt->shape));
+  // index shape: T and B in their places, 1 elsewhere (Expand makes it the input's)
+  Shape is(xs.size(), 1), ts(xs.size(), 1), bs(xs.size(), 1);
+  is[size_t(time_axis)] = ts[size_t(time_axis)] = T;
+  is[size_t(batch_axis)] = bs[size_t(batch_axis)] = B;
+  TensorId index;
+  if (const auto* lens = c.fixed(1)) {
+    const Tensor<int64_t> l = const_ints(lens->second);
+    Tensor<int64_t> ix(is);
+    for (int64_t b = 0; b < B; ++b) {
+      if (l[b] < 0 || l[b] > T) throw InvalidInput(cat("sequence_lens[", b, "] = ", l[b], " is outside [0, ", T, "]"));
+      for (int64_t s = 0; s < T; ++s) ix[time_axis == 0 ? s * B + b : b * T + s] = s < l[b] ? l[b] - 1 - s : s;
+    }
+    index = g.add_constant(g.unique_name(cat(name, "/index")), DType::Int64, std::move(ix));
+  } else {
+    Tensor<int64_t> steps(ts), one(Shape{}, std::vector<int64_t>{1});
+    for (int64_t s = 0; s < T; ++s) steps[s] = s;
+    const TensorId st = g.add_constant(g.unique_name(cat(name, "/steps")), DType::Int64, std::move(steps));
+    const TensorId o = g.add_constant(g.unique_name(cat(name, "/one")), DType::Int64, std::move(one));
+    const TensorId len = add_part(g, name, "lengths", ops::Reshape{.shape = bs}, {data(1)});
+    const TensorId rev = add_part(g, name, "reversed", ops::Sub{}, {add_part(g, name, "last", ops::Sub{}, {len, o}), st});
+    index = add_part(g, name, "index", ops::Where{}, {add_part(g, name, "inside", ops::Less{}, {st, len}), rev, st});
+  }
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  const TensorId full = add_part(g, name, "index_full", ops::Expand{.shape = xs}, {index});
+  out[0] = add_part(g, name, "gather", ops::GatherElements{.axis = time_axis}, {data(0), full}, c.node.output(0));
+  return out;
+}
+
+/// Compress with a constant condition: a Gather of the positions where it holds (along axis,
+/// or of the flattened input without one); positions past the condition's end are dropped,
+/// and conditions past the input's end are ignored (as ONNX Runtime). A condition the model
+/// computes would make the output's shape depend on values: refused.
+std::vector<TensorId> compress(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0) || !c.present(1)) throw InvalidInput("inputs 0 (input) and 1 (condition) are required");
+  const auto t = c.type(0);
+  if (!t) throw InvalidInput("the input's type is unknown");
+  const auto* cond = c.computed(1);
+  if (!cond)
+    throw Unsupported(cat("condition (input 1 '", c.node.input(1), "') must be a constant: the output's shape would depend on its values"));
+  if (cond->first != DType::Bool) throw InvalidInput(cat("condition must be bool, got ", dtype_name(cond->first)));
+  const Tensor<int64_t> keep = const_ints(cond->second);
+  if (keep.rank() != 1) throw InvalidInput(cat("condition must be 1-D, got shape ", keep.shape()));
+  const Shape& xs = t->shape;
+  const auto* axis_attr = c.attr("axis");
+  int64_t axis = 0, extent = numel(xs);
+  if (axis_attr) {
+    axis = c.i("axis", 0);
+    const int64_t r = int64_t(xs.size());
+    if (axis < -r || axis >= r) throw InvalidInput(cat("axis ", axis, " is out of range for input shape ", xs));
+    if (axis < 0) axis += r;
+    extent = xs[size_t(axis)];
+  }
+  std::vector<int64_t> at;
+  for (int64_t i = 0; i < std::min(extent, keep.size()); ++i)
+    if (keep[i]) at.push_back(i);
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  TensorId x = data(0);
+  if (!axis_attr) x = add_part(g, name, "flat", ops::Reshape{.shape = {extent}}, {x});
+  const int64_t n = int64_t(at.size());
+  const TensorId idx = g.add_constant(g.unique_name(cat(name, "/kept")), DType::Int64, Tensor<int64_t>(Shape{n}, std::move(at)));
+  out[0] = add_part(g, name, "gather", ops::Gather{.axis = axis}, {x, idx}, c.node.output(0));
+  return out;
+}
+
 }  // namespace
 
 const std::map<std::string, ExpandFn, std::less<>>& expand_table() {
-  static const std::map<std::string, ExpandFn, std::less<>> t = {
+  static const std::map<std::string, ExpandFn, std::less<>> t = [] {
+    std::map<std::string, ExpandFn, std::less<>> m = {
       {"RNN", import_recurrent},
       {"GRU", import_recurrent},
       {"LSTM", import_recurrent},
       {"MeanVarianceNormalization", mean_variance_normalization},
       {"LpNormalization", lp_normalization},
-  };
+      {"LpPool", lp_pool},
+      {"GlobalLpPool", global_lp_pool},
+      {"ReverseSequence", reverse_sequence},
+      {"Compress", compress},
+    };
+    add_signal_ops(m);
+    return m;
+  }();
   return t;
 }
 

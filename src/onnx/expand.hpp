@@ -29,6 +29,10 @@ inline TensorId add_part(Graph& g, const std::string& name, const std::string& w
 std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name, Graph& g,
                                        const std::function<TensorId(int)>& data);
 
+/// DFT, STFT, HannWindow, HammingWindow, BlackmanWindow and MelWeightMatrix, added to `t`
+/// (expand_signal.cpp).
+void add_signal_ops(std::map<std::string, ExpandFn, std::less<>>& t);
+
 /// ONNX Runtime's quantized contrib ops (domain com.microsoft): QLinearAdd, QLinearMul,
 /// QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool,
 /// QLinearAveragePool, QLinearConcat (DequantizeLinear, the float op, QuantizeLinear) and QGemm

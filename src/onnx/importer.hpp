@@ -165,6 +165,8 @@ struct Importer {
     auto id = ids.find(name);
     if (id == ids.end()) return nullptr;
     const Graph& g = m.graph;
+    if (const auto& info = g.tensor(id->second); info.is_constant())  // made by an expansion (a window function)
+      return &(evaluated[name] = {info.type.dtype, *info.value});
     std::vector<NodeId> cone;  // producers, found depth-first; evaluated in node order
     std::set<NodeId> seen;
     std::vector<TensorId> todo{id->second};
@@ -283,6 +285,12 @@ struct Importer {
     NodeCtx ctx{node, opset,
                 [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? constant(node.input(i)) : nullptr; },
                 [&](int i) -> const std::pair<DType, ConstValue>* { return ctx_present(node, i) ? computed(node.input(i)) : nullptr; },
+                [&](int i) -> const std::pair<DType, ConstValue>* {
+                  if (!ctx_present(node, i)) return nullptr;
+                  if (const auto* c = folded(node.input(i))) return c;
+                  auto id = ids.find(node.input(i));
+                  return id != ids.end() && m.graph.tensor(id->second).is_constant() ? computed(node.input(i)) : nullptr;
+                },
                 [&](int i) -> std::optional<TensorType> {
                   if (!ctx_present(node, i)) return std::nullopt;
                   if (const auto* c = folded(node.input(i)))  // a type never binds a given input

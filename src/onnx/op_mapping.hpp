@@ -19,6 +19,10 @@ struct NodeCtx {
   /// The same, or the value of a tensor the model computes from constants alone (evaluated at
   /// import), or null: for inputs an op must know (shapes, scatter targets).
   std::function<const std::pair<DType, ConstValue>*(int)> computed;
+  /// The value of input i where the model fixes it (an initializer, a folded value, a constant
+  /// an expansion made, an input already bound), without binding a given input: for inputs an
+  /// op folds where it can and computes where it cannot (an STFT's window).
+  std::function<const std::pair<DType, ConstValue>*(int)> fixed;
   /// Type (dtype and static shape) of ONNX input i, or nullopt when it is missing.
   std::function<std::optional<TensorType>(int)> type;
 

@@ -462,3 +462,46 @@ save("int_edges13", [
     helper.make_node("Add", ["q", "r"], ["qr"], name="add"),
 ], [vi("a", [4], I64)], [vi("qr", [1], I64), vi("qa", [4], I64), vi("ra", [4], I64)],
     [const("lo", np.array([np.iinfo(np.int64).min], np.int64)), const("m1", np.array([-1], np.int64))])
+
+# Signal ops (opset 17), as an audio front end writes them: a log-mel spectrogram (STFT with a
+# HannWindow, power, MelWeightMatrix, Log), an STFT whose window is a graph input, complex DFTs
+# (forward along axis 2 with a longer dft_length, inverse, onesided), and a real one cut short.
+mk = helper.make_node
+i64 = lambda n, v: helper.make_tensor(n, TensorProto.INT64, [], [v])
+save("signal17", [
+    mk("HannWindow", ["n400"], ["hann"], name="hann"),
+    mk("STFT", ["audio", "hop", "hann", "n400"], ["spec"], name="stft"),
+    mk("ReduceSumSquare", ["spec"], ["power"], axes=[-1], keepdims=0, name="power"),
+    mk("MelWeightMatrix", ["mels", "n400", "rate", "lo", "hi"], ["melw"], name="melw"),
+    mk("MatMul", ["power", "melw"], ["mel"], name="mel"),
+    mk("Add", ["mel", "eps"], ["mel_eps"], name="mel_eps"),
+    mk("Log", ["mel_eps"], ["logmel"], name="logmel"),
+    mk("HammingWindow", ["n64"], ["hamming"], periodic=0, name="hamming"),
+    mk("BlackmanWindow", ["n64"], ["blackman"], name="blackman"),
+    mk("Mul", ["hamming", "blackman"], ["windows"], name="windows"),
+    mk("STFT", ["audio", "hop", "win"], ["spec_w"], onesided=0, name="stft_data_window"),
+    mk("DFT", ["cx", "n12"], ["cx_f"], axis=2, name="dft_axis2"),
+    mk("DFT", ["cx"], ["cx_i"], axis=1, inverse=1, name="idft"),
+    mk("DFT", ["cx"], ["cx_h"], onesided=1, name="dft_onesided"),
+    mk("DFT", ["rx", "n5"], ["rx_f"], name="dft_cut"),
+], [vi("audio", [2, 1600, 1]), vi("win", [64]), vi("cx", [2, 8, 10, 2]), vi("rx", [3, 8, 1])],
+   [vi("logmel", None), vi("windows", None), vi("spec_w", None), vi("cx_f", None), vi("cx_i", None), vi("cx_h", None), vi("rx_f", None)],
+   [i64("n400", 400), i64("hop", 160), i64("mels", 40), i64("rate", 16000), const("lo", np.array(20.0, np.float32)),
+    const("hi", np.array(7600.0, np.float32)), const("eps", np.array(1e-6, np.float32)), i64("n64", 64), i64("n12", 12), i64("n5", 5)], opset=17)
+
+# LpPool (opset 18: dilations, ceil_mode), GlobalLpPool, ReverseSequence, Compress.
+save("pool_seq18", [
+    mk("LpPool", ["x"], ["lp2"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], name="lp2"),
+    mk("LpPool", ["x"], ["lp3"], kernel_shape=[2, 3], strides=[2, 2], dilations=[2, 1], ceil_mode=1, p=3, name="lp3_ceil"),
+    mk("LpPool", ["x"], ["lp1"], kernel_shape=[3, 3], auto_pad="SAME_UPPER", p=1, name="lp1_same"),
+    mk("GlobalLpPool", ["x"], ["g2"], name="glp2"),
+    mk("GlobalLpPool", ["x"], ["g3"], p=3, name="glp3"),
+    mk("ReverseSequence", ["seq", "lens"], ["rev_tb"], name="reverse_time_major"),
+    mk("ReverseSequence", ["seq_bt", "lens_bt"], ["rev_bt"], batch_axis=0, time_axis=1, name="reverse_batch_major"),
+    mk("Compress", ["x", "cond"], ["cmp_axis"], axis=1, name="compress_axis"),
+    mk("Compress", ["seq", "cond_flat"], ["cmp_flat"], name="compress_flat"),
+], [vi("x", [2, 3, 7, 9]), vi("seq", [5, 4, 3]), vi("seq_bt", [3, 6, 2])],
+   [vi("lp2", None), vi("lp3", None), vi("lp1", None), vi("g2", None), vi("g3", None), vi("rev_tb", None), vi("rev_bt", None),
+    vi("cmp_axis", None), vi("cmp_flat", None)],
+   [const("lens", np.array([5, 1, 3, 2], np.int64)), const("lens_bt", np.array([6, 2, 4], np.int64)),
+    helper.make_tensor("cond", TensorProto.BOOL, [2], [0, 1]), helper.make_tensor("cond_flat", TensorProto.BOOL, [7], [1, 0, 1, 1, 0, 0, 1])], opset=18)
