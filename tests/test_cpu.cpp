@@ -212,6 +212,27 @@ TEST_CASE("cpu fusions: conv + BN + residual add + relu, matmul + bias + relu, g
   CHECK(plan_of(m).find("+ bias + Relu") != std::string::npos);
   same_as_reference(m, 2, "matmul + bias + relu");
 
+  // A scalar constant added after a matmul (log(x W + eps)) is the bias, written out over N:
+  // oneDNN's gemm ran its reference kernel for a bias broadcast over every dim (525 ms for
+  // [2998, 201] x [201, 80], 0.25 with the bias over N). Also Gemm's scalar C.
+  for (Shape bias : {Shape{}, Shape{1}, Shape{1, 1, 1}}) {
+    Graph sb;
+    Builder b(sb);
+    Rng rng(8);
+    TensorId x = b.input("x", {1, 30, 21});
+    TensorId y = b.add(ops::MatMul{}, {x, b.constant("w", lab::random_weight({21, 8}, rng))});
+    b.output(b.add(ops::Add{}, {y, b.constant("eps", Tensor<float>(bias, std::vector<float>{0.25f}))}));
+    const std::string sp = plan_of(sb);
+    INFO(sp);
+    CHECK(sp.find("ref:") == std::string::npos);  // fused as the bias or a binary post-op
+    same_as_reference(sb, 2, cat("matmul + scalar ", bias));
+  }
+  {
+    const Graph gs = one_op(ops::Gemm{.alpha = 0.5f, .beta = 2.0f}, {f32({30, 21}), f32({21, 8}), f32({})}, {false, true, true});
+    CHECK(plan_of(gs).find("ref:") == std::string::npos);
+    same_as_reference(gs, 5, "gemm with a scalar constant C");
+  }
+
   // bert_simple's FFN end: relu(x W + b) + x. oneDNN's gemm matmul has only its reference
   // implementation for a residual add after an activation (71 s instead of 0.2 s for the
   // model), so the add stays a separate step; no reference primitive in the plan.
@@ -977,10 +998,11 @@ TEST_CASE("cpu: Hardmax, Trilu, Mod, ReduceLogSum, OneHot, GatherND and the inte
     }
     CHECK(wrong == 0);
   }
-  // Reductions over neighbouring dims before the last, or dims apart: pet's kernels, the
-  // formulas in their order (exact); the last dims stay on oneDNN.
+  // Reductions over neighbouring dims before the last, dims apart, or the last dims in runs
+  // under 512: pet's kernels, the formulas in their order (exact) but sums of runs of 16 and
+  // more, in 16 lanes; longer runs of the last dims go to oneDNN where it has a jit kernel.
   for (const std::vector<int64_t>& axes : {std::vector<int64_t>{0}, std::vector<int64_t>{1}, std::vector<int64_t>{1, 2}, std::vector<int64_t>{0, 1, 2},
-                                           std::vector<int64_t>{0, 2}, std::vector<int64_t>{1, 3}, std::vector<int64_t>{0, 2, 3}}) {
+                                           std::vector<int64_t>{0, 2}, std::vector<int64_t>{1, 3}, std::vector<int64_t>{0, 2, 3}, std::vector<int64_t>{3}}) {
     const Shape xs{3, 40, 5, 300};
     Tensor<float> x(xs);
     Rng rng(976);
@@ -988,10 +1010,8 @@ TEST_CASE("cpu: Hardmax, Trilu, Mod, ReduceLogSum, OneHot, GatherND and the inte
     const std::vector<Op> reductions = {ops::ReduceSum{{.axes = axes}},  ops::ReduceMean{{.axes = axes, .keepdims = false}}, ops::ReduceMax{{.axes = axes}},
                                         ops::ReduceMin{{.axes = axes}},  ops::ReduceProd{{.axes = axes}},                      ops::ReduceL1{{.axes = axes}},
                                         ops::ReduceL2{{.axes = axes}},   ops::ReduceSumSquare{{.axes = axes}}};
-    // dims apart ending with the last: sums in 16 lanes (rounded otherwise)
-    bool one_block = true;
-    for (size_t i = 1; i < axes.size(); ++i) one_block = one_block && axes[i] == axes[i - 1] + 1;
-    const bool lanes = !one_block && axes.back() == 3;
+    // reduced dims ending with the last: sums in 16 lanes (rounded otherwise)
+    const bool lanes = axes.back() == 3;
     for (const Op& op : reductions) {
       // squares: the compiler may fuse x * x + acc into one rounding on one side only
       const bool squares = std::holds_alternative<ops::ReduceL2>(op) || std::holds_alternative<ops::ReduceSumSquare>(op);
@@ -1004,7 +1024,14 @@ TEST_CASE("cpu: Hardmax, Trilu, Mod, ReduceLogSum, OneHot, GatherND and the inte
     moves_exactly(one_op(ops::ReduceLogSum{{.axes = axes}}, {f32(xs)}), {pos}, cat("ReduceLogSum axes ", axes.size(), " from ", axes[0]), "pet reduction (log of the sum",
                   lanes ? 1e-5 : 0);
   }
-  CHECK(plan_of(one_op(ops::ReduceMean{{.axes = {3}}}, {f32({3, 4, 5, 6})})).find("oneDNN reduction") != std::string::npos);
+  // The last dim in runs of 2 (a power spectrum's real and imaginary parts): oneDNN 2.6's jit
+  // kernel took 37 ms for 600,000 of them, its reference kernel (sums of squares) 27 ms; pet's 0.6.
+  CHECK(plan_of(one_op(ops::ReduceMean{{.axes = {3}}}, {f32({3, 4, 5, 6})})).find("pet reduction (mean over 6 elements apart for each of 60") != std::string::npos);
+  CHECK(plan_of(one_op(ops::ReduceSumSquare{{.axes = {2}, .keepdims = false}}, {f32({1, 2998, 2})})).find("pet reduction (sum of squares over 2") != std::string::npos);
+  // runs of 600 (oneDNN's jit kernel where it has one, else pet's): the same results
+  for (const Op& op : std::vector<Op>{ops::ReduceSum{{.axes = {1}}}, ops::ReduceMax{{.axes = {1}}}, ops::ReduceMin{{.axes = {1}}}, ops::ReduceL2{{.axes = {1}}},
+                                      ops::ReduceSumSquare{{.axes = {1}}}, ops::ReduceMean{{.axes = {1}, .keepdims = false}}})
+    same_as_reference(one_op(op, {f32({7, 600})}), 981, cat(op_name(op), " over runs of 600"));
   CHECK(plan_of(one_op(ops::ReduceMean{{.axes = {1, 3}}}, {f32({3, 4, 5, 6})})).find("pet reduction (mean over 24 elements apart for each of 15") != std::string::npos);
   for (const std::vector<int64_t>& axes : {std::vector<int64_t>{1}, std::vector<int64_t>{0, 2}, std::vector<int64_t>{}}) {
     Graph g = one_op(ops::ReduceLogSum{{.axes = axes, .keepdims = axes.size() != 1}}, {f32({6, 50, 7})});

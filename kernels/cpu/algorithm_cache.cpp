@@ -9,7 +9,7 @@ namespace pet::backend::cpu_detail {
 
 std::string cpu_backend_version() {
   const dnnl_version_t* v = dnnl_version();
-  return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet10");
+  return cat("onednn", v->major, ".", v->minor, ".", v->patch, "+pet11");
 }
 
 }  // namespace pet::backend::cpu_detail

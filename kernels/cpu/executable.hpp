@@ -679,8 +679,10 @@ class CpuExecutable final : public Executable {
   /// A reduction over one block of neighbouring dims that is not the last (a mean over
   /// channels): pet's kernel, the op's formula in its order (include/pet/ir/ops/reduce.hpp),
   /// blocks of contiguous positions accumulated along the reduced dims. oneDNN 2.6 has only
-  /// its reference kernel there: 9 to 20 ms where this takes under 1. False for any other set
-  /// of axes (reduced dims last: oneDNN's jit kernel). `log_of_sum`: ReduceLogSum (alg sum).
+  /// its reference kernel there: 9 to 20 ms where this takes under 1. Over dims apart, and
+  /// over the last dims where the runs are short or oneDNN has only its reference kernel
+  /// (L1, L2, sums of squares): pet's kernel by offsets. False where oneDNN's jit kernel
+  /// takes the last dims (runs of 512 and more). `log_of_sum`: ReduceLogSum (alg sum).
   bool lower_pet_reduce(NodeId n, const std::vector<int64_t>& axes, algorithm alg, float p, bool log_of_sum, const std::string& who);
   /// A reduction: pet's kernel where it applies (above), else oneDNN's primitive.
   template <class R>
