@@ -1028,6 +1028,23 @@ TEST_CASE("cpu: Hardmax, Trilu, Mod, ReduceLogSum, OneHot, GatherND and the inte
   // kernel took 37 ms for 600,000 of them, its reference kernel (sums of squares) 27 ms; pet's 0.6.
   CHECK(plan_of(one_op(ops::ReduceMean{{.axes = {3}}}, {f32({3, 4, 5, 6})})).find("pet reduction (mean over 6 elements apart for each of 60") != std::string::npos);
   CHECK(plan_of(one_op(ops::ReduceSumSquare{{.axes = {2}, .keepdims = false}}, {f32({1, 2998, 2})})).find("pet reduction (sum of squares over 2") != std::string::npos);
+  // Max and Min over runs of 40 in 16 lanes: a NaN first gives NaN, a later one is passed
+  // over, as the formula's order does (ops::detail::reduce_extreme)
+  for (bool max : {true, false}) {
+    Tensor<float> x({3, 40});
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = float((i * 37) % 23) - 11.f;
+    x[0] = std::numeric_limits<float>::quiet_NaN();  // row 0: first
+    x[40 + 21] = std::numeric_limits<float>::quiet_NaN();  // row 1: later
+    const Graph g = max ? one_op(ops::ReduceMax{{.axes = {1}}}, {f32({3, 40})}) : one_op(ops::ReduceMin{{.axes = {1}}}, {f32({3, 40})});
+    const auto ref = backend::make_backend("reference")->compile(g)->run(std::vector<Value<float>>{x});
+    const auto exe = backend::make_backend("cpu")->compile(g);
+    CHECK(exe->describe().find("pet reduction") != std::string::npos);
+    const auto got = std::get<Tensor<float>>(exe->run(std::vector<Value<float>>{x})[0]), want = std::get<Tensor<float>>(ref[0]);
+    CHECK(std::isnan(got[0]));
+    CHECK(std::isnan(want[0]));
+    CHECK(got[1] == want[1]);
+    CHECK(got[2] == want[2]);
+  }
   // runs of 600 (oneDNN's jit kernel where it has one, else pet's): the same results
   for (const Op& op : std::vector<Op>{ops::ReduceSum{{.axes = {1}}}, ops::ReduceMax{{.axes = {1}}}, ops::ReduceMin{{.axes = {1}}}, ops::ReduceL2{{.axes = {1}}},
                                       ops::ReduceSumSquare{{.axes = {1}}}, ops::ReduceMean{{.axes = {1}, .keepdims = false}}})

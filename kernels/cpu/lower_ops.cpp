@@ -874,9 +874,9 @@ void reduce_blocks(const AxisSplit& sp, const float* src, float* dst) {
 
 /// Reduced dims apart (a mean over N, H and W of NCHW): each output position's elements at
 /// offsets `reduced` from its own offset in `kept`, each the start of `run` contiguous
-/// elements (the reduced dims at the end). Max and Min, and runs under 16, in the formula's
-/// (row-major) order; sums and products of longer runs in 16 lanes joined at the end (a
-/// vectorised loop instead of one dependent chain: 5 times faster, rounded differently).
+/// elements (the reduced dims at the end). Runs under 16 in the formula's (row-major) order;
+/// longer ones in 16 lanes joined at the end (a vectorised loop instead of one dependent
+/// chain: 5 times faster; sums and products rounded differently, Max and Min the same).
 template <ReduceKind K>
 void reduce_offsets(const std::vector<int64_t>& kept, const std::vector<int64_t>& reduced, int64_t run, const float* src, float* dst) {
   using R = ReduceRule<K>;
@@ -886,7 +886,21 @@ void reduce_offsets(const std::vector<int64_t>& kept, const std::vector<int64_t>
     for (int64_t p = b; p < e; ++p) {
       const float* base = src + kept[size_t(p)];
       float acc = R::identity;
-      if (!R::extreme && run >= L) {
+      if (R::extreme && run >= L && n > 0) {
+        // Max, Min in 16 lanes, each from one of the first 16 elements: exact, and the same
+        // value as in order (a NaN first stays, a later one is passed over, as the formula's)
+        float lane[L];
+        std::copy(base + reduced[0], base + reduced[0] + L, lane);
+        for (int64_t r = 0; r < n; ++r) {
+          const float* x = base + reduced[size_t(r)];
+          int64_t j = r == 0 ? L : 0;
+          for (; j + L <= run; j += L)
+            for (int64_t l = 0; l < L; ++l) lane[l] = R::step(lane[l], x[j + l]);
+          for (int64_t l = 0; j < run; ++j, ++l) lane[l] = R::step(lane[l], x[j]);
+        }
+        acc = lane[0];
+        for (int64_t l = 1; l < L; ++l) acc = R::step(acc, lane[l]);
+      } else if (!R::extreme && run >= L) {
         float lane[L];
         std::fill(lane, lane + L, R::identity);
         for (int64_t r = 0; r < n; ++r) {
