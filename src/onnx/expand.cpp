@@ -96,11 +96,11 @@ std::vector<TensorId> lp_pool(const NodeCtx& c, const std::string& name, Graph& 
       const int64_t reach = (o - 1) * pool.strides[i] + (pool.kernel_shape[i] - 1) * pool.dilations[i] + 1;
       conv.pads[i + k] += std::max<int64_t>(0, reach - (xs[2 + i] + pool.pads[i] + pool.pads[i + k]));
     }
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
   Shape ws{xs[1], 1};
   ws.insert(ws.end(), pool.kernel_shape.begin(), pool.kernel_shape.end());
   const TensorId ones = g.add_constant(g.unique_name(cat(name, "/ones")), Tensor<float>(ws, std::vector<float>(size_t(numel(ws)), 1.f)));
-  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
-  if (out.empty() || c.node.output(0).empty()) return out;
   const TensorId sum = add_part(g, name, "window_sum", conv, {abs_pow(g, name, data(0), p), ones});
   out[0] = root(g, name, sum, p, c.node.output(0));
   return out;
