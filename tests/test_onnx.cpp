@@ -1057,6 +1057,81 @@ TEST_CASE("DFT, STFT and the window functions import as a constant matrix produc
   }, "upper_edge_hertz 9000 lies beyond the spectrogram's 33 bins", false);
 }
 
+TEST_CASE("GroupNormalization and AffineGrid import as pet ops") {
+  // x [1, 4, 2]: groups of 2 channels; opset 18 scales per group, opset 21 per channel
+  const std::vector<float> xv{1, 2, 3, 4, -1, 0, 5, 6};
+  for (int opset : {18, 21}) {
+    OnnxBuilder b(opset);
+    b.input("x", {"1", "4", "2"});
+    if (opset == 18) b.floats("s", {2}, {2, 3}).floats("b", {2}, {0.5f, -1});
+    else b.floats("s", {4}, {2, 2, 3, 3}).floats("b", {4}, {0.5f, 0.5f, -1, -1});
+    auto* n = b.node("GroupNormalization", {"x", "s", "b"}, {"y"}, "gn");
+    b.attr(n, "num_groups", int64_t(2));
+    b.attrf(n, "epsilon", 0.f);
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "GroupNormalization"));
+    const auto y = run_ref(m, {Tensor<float>({1, 4, 2}, xv)});
+    for (int grp = 0; grp < 2; ++grp) {
+      double mean = 0, var = 0;
+      for (int i = 0; i < 4; ++i) mean += xv[size_t(grp * 4 + i)] / 4.0;
+      for (int i = 0; i < 4; ++i) var += std::pow(xv[size_t(grp * 4 + i)] - mean, 2) / 4.0;
+      for (int i = 0; i < 4; ++i) {
+        const double want = (grp ? 3.0 : 2.0) * (xv[size_t(grp * 4 + i)] - mean) / std::sqrt(var) + (grp ? -1.0 : 0.5);
+        INFO("opset ", opset, " group ", grp, " element ", i);
+        CHECK(y[size_t(grp * 4 + i)] == doctest::Approx(want).epsilon(1e-5));
+      }
+    }
+  }
+  {
+    OnnxBuilder b(21);
+    b.input("x", {"1", "6", "2"});
+    b.floats("s", {4}, {1, 1, 1, 1}).floats("b", {4}, {0, 0, 0, 0});
+    b.attr(b.node("GroupNormalization", {"x", "s", "b"}, {"y"}, "gn"), "num_groups", int64_t(4));
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'gn' (GroupNormalization, opset 21): num_groups 4 must divide the 6 channels"), InvalidInput);
+  }
+  {
+    OnnxBuilder b(21);
+    b.input("x", {"1", "6", "2"});
+    b.floats("s", {4}, {1, 1, 1, 1}).floats("b", {4}, {0, 0, 0, 0});
+    b.attr(b.node("GroupNormalization", {"x", "s", "b"}, {"y"}, "gn"), "num_groups", int64_t(3));
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("scale must have shape [3] (the groups, opset 18) or [6] (the channels, opset 21)"), InvalidInput);
+  }
+  // AffineGrid: the identity theta gives the base grid; pixel centres of a 2 x 3 output are
+  // x in {-2/3, 0, 2/3}, y in {-1/2, 1/2}; corners x in {-1, 0, 1}, y in {-1, 1}
+  for (int64_t corners : {int64_t(0), int64_t(1)}) {
+    OnnxBuilder b(20);
+    b.input("theta", {"1", "2", "3"});
+    b.ints("size", {4}, {1, 1, 2, 3});
+    b.attr(b.node("AffineGrid", {"theta", "size"}, {"grid"}, "ag"), "align_corners", corners);
+    b.output("grid");
+    px::Model m = b.import();
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{1, 2, 3, 2});
+    const auto grid = run_ref(m, {Tensor<float>({1, 2, 3}, {1, 0, 0, 0, 1, 0})});
+    const std::vector<float> xs = corners ? std::vector<float>{-1, 0, 1} : std::vector<float>{-2.f / 3, 0, 2.f / 3};
+    const std::vector<float> ys = corners ? std::vector<float>{-1, 1} : std::vector<float>{-0.5f, 0.5f};
+    for (int h = 0; h < 2; ++h)
+      for (int w = 0; w < 3; ++w) {
+        CHECK(grid[size_t((h * 3 + w) * 2)] == doctest::Approx(xs[size_t(w)]));
+        CHECK(grid[size_t((h * 3 + w) * 2 + 1)] == doctest::Approx(ys[size_t(h)]));
+      }
+    // a translation moves every point
+    const auto moved = run_ref(m, {Tensor<float>({1, 2, 3}, {1, 0, 0.25f, 0, 1, -0.5f})});
+    CHECK(moved[0] == doctest::Approx(xs[0] + 0.25f));
+    CHECK(moved[1] == doctest::Approx(ys[0] - 0.5f));
+  }
+  {
+    OnnxBuilder b(20);
+    b.input("theta", {"2", "2", "3"});
+    b.ints("size", {4}, {1, 1, 2, 3});
+    b.node("AffineGrid", {"theta", "size"}, {"grid"}, "ag");
+    b.output("grid");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("theta must have shape [1, 2, 3] for size"), InvalidInput);
+  }
+}
+
 TEST_CASE("LpPool, GlobalLpPool, ReverseSequence and Compress import as pet ops") {
   // LpPool of [1, 1, 1, 6] = 0..5, kernel 3, stride 2, ceil_mode (opset 18): the last window
   // holds 4 and 5 only; p 1, 2, 3

@@ -207,6 +207,94 @@ std::vector<TensorId> compress(const NodeCtx& c, const std::string& name, Graph&
   return out;
 }
 
+/// GroupNormalization: the channels in num_groups groups, each group of each batch entry
+/// normalized over its channels and positions (InstanceNormalization of x viewed as [N, G,
+/// C/G * D...]), then scaled and shifted: per group where scale and bias have G values (opset
+/// 18's form), per channel where they have C (opset 21's).
+std::vector<TensorId> group_normalization(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0) || !c.present(1) || !c.present(2)) throw InvalidInput("inputs 0 (X), 1 (scale) and 2 (bias) are required");
+  const auto t = c.type(0), st = c.type(1), bt = c.type(2);
+  if (!t || t->dtype != DType::Float32) throw Unsupported("X must be float32");
+  const Shape& xs = t->shape;
+  if (xs.size() < 3) throw InvalidInput(cat("X must be N x C x D1 x ..., got ", xs));
+  if (!c.attr("num_groups")) throw InvalidInput("attribute 'num_groups' is required");
+  const int64_t G = c.i("num_groups", 1), C = xs[1];
+  if (G < 1 || C % G) throw InvalidInput(cat("num_groups ", G, " must divide the ", C, " channels"));
+  const bool per_group = st && st->shape == Shape{G};
+  for (const auto& [tt, what] : {std::pair{st, "scale"}, std::pair{bt, "bias"}})
+    if (!tt || (tt->shape != Shape{G} && tt->shape != Shape{C}) || tt->shape != st->shape)
+      throw InvalidInput(cat(what, " must have shape [", G, "] (the groups, opset 18) or [", C, "] (the channels, opset 21), both alike",
+                             tt ? cat(", got ", tt->shape) : std::string()));
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  const float eps = c.f("epsilon", 1e-5f);
+  const TensorId grouped = add_part(g, name, "groups", ops::Reshape{.shape = {xs[0], G, -1}}, {data(0)});
+  TensorId scale, bias;
+  if (per_group) {
+    scale = data(1), bias = data(2);
+  } else {
+    scale = g.add_constant(g.unique_name(cat(name, "/ones")), Tensor<float>(Shape{G}, std::vector<float>(size_t(G), 1.f)));
+    bias = g.add_constant(g.unique_name(cat(name, "/zeros")), Tensor<float>(Shape{G}, std::vector<float>(size_t(G), 0.f)));
+  }
+  const TensorId normed = add_part(g, name, "normalized", ops::InstanceNormalization{.epsilon = eps}, {grouped, scale, bias});
+  if (per_group) {
+    out[0] = add_part(g, name, "ungroup", ops::Reshape{.shape = xs}, {normed}, c.node.output(0));
+    return out;
+  }
+  Shape cs(xs.size() - 1, 1);
+  cs[0] = C;
+  const TensorId y = add_part(g, name, "ungroup", ops::Reshape{.shape = xs}, {normed});
+  const TensorId scaled = add_part(g, name, "scaled", ops::Mul{}, {y, add_part(g, name, "scale_column", ops::Reshape{.shape = cs}, {data(1)})});
+  out[0] = add_part(g, name, "shifted", ops::Add{}, {scaled, add_part(g, name, "bias_column", ops::Reshape{.shape = cs}, {data(2)})}, c.node.output(0));
+  return out;
+}
+
+/// AffineGrid (opset 20): theta [N, 2, 3] (or [N, 3, 4]) times the homogeneous coordinates of
+/// every output position, x along W first: a MatMul of the constant base grid [H W, 3] (or
+/// [D H W, 4]) with theta transposed, [N, H, W, 2] (or [N, D, H, W, 3]). Coordinates in
+/// [-1, 1]: pixel centres (align_corners 0) or corners (1), as ONNX's reference places them.
+std::vector<TensorId> affine_grid(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0)) throw InvalidInput("required input 0 (theta) is missing");
+  const auto t = c.type(0);
+  if (!t || t->dtype != DType::Float32) throw Unsupported("theta must be float32");
+  const std::vector<int64_t> size = c.const_ints(1, "size");
+  if (size.size() != 4 && size.size() != 5) throw InvalidInput(cat("size must be [N, C, H, W] or [N, C, D, H, W], got ", size));
+  const int64_t k = int64_t(size.size()) - 2;  // 2 or 3 spatial dims
+  if (t->shape != Shape{size[0], k, k + 1})
+    throw InvalidInput(cat("theta must have shape [", size[0], ", ", k, ", ", k + 1, "] for size ", size, ", got ", t->shape));
+  for (int64_t i = 2; i < int64_t(size.size()); ++i)
+    if (size[size_t(i)] < 1) throw InvalidInput(cat("size ", size, " has an empty spatial dim"));
+  const bool corners = c.i("align_corners", 0) != 0;
+  auto coord = [&](int64_t i, int64_t n) {
+    if (corners) return n == 1 ? -1.0 : -1.0 + 2.0 * double(i) / double(n - 1);
+    return -1.0 + (2.0 * double(i) + 1.0) / double(n);
+  };
+  const Shape sp(size.begin() + 2, size.end());
+  const int64_t positions = numel(sp);
+  if (positions * (k + 1) > (int64_t(1) << 28)) throw Unsupported(cat("an affine grid of ", sp, " positions is over the 2^28 values allowed"));
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  Tensor<float> base(Shape{positions, k + 1});
+  for (int64_t p = 0; p < positions; ++p) {
+    int64_t rest = p;
+    std::vector<double> xyz(static_cast<size_t>(k));  // x (the last dim), y, z
+    for (int64_t d = k - 1; d >= 0; --d) {
+      xyz[size_t(k - 1 - d)] = coord(rest % sp[size_t(d)], sp[size_t(d)]);
+      rest /= sp[size_t(d)];
+    }
+    for (int64_t j = 0; j < k; ++j) base[p * (k + 1) + j] = float(xyz[size_t(j)]);
+    base[p * (k + 1) + k] = 1.f;
+  }
+  const TensorId b = g.add_constant(g.unique_name(cat(name, "/base_grid")), std::move(base));
+  const TensorId tt = add_part(g, name, "theta_t", ops::Transpose{.perm = {0, 2, 1}}, {data(0)});
+  const TensorId grid = add_part(g, name, "grid", ops::MatMul{}, {b, tt});  // [N, positions, k]
+  Shape os{size[0]};
+  os.insert(os.end(), sp.begin(), sp.end());
+  os.push_back(k);
+  out[0] = add_part(g, name, "shape", ops::Reshape{.shape = os}, {grid}, c.node.output(0));
+  return out;
+}
+
 }  // namespace
 
 const std::map<std::string, ExpandFn, std::less<>>& expand_table() {
@@ -221,6 +309,8 @@ const std::map<std::string, ExpandFn, std::less<>>& expand_table() {
       {"GlobalLpPool", global_lp_pool},
       {"ReverseSequence", reverse_sequence},
       {"Compress", compress},
+      {"GroupNormalization", group_normalization},
+      {"AffineGrid", affine_grid},
     };
     add_signal_ops(m);
     return m;

@@ -505,3 +505,18 @@ save("pool_seq18", [
     vi("cmp_axis", None), vi("cmp_flat", None)],
    [const("lens", np.array([5, 1, 3, 2], np.int64)), const("lens_bt", np.array([6, 2, 4], np.int64)),
     helper.make_tensor("cond", TensorProto.BOOL, [2], [0, 1]), helper.make_tensor("cond_flat", TensorProto.BOOL, [7], [1, 0, 1, 1, 0, 0, 1])], opset=18)
+
+# GroupNormalization at opset 18 (scale and bias per group) and 21 (per channel), AffineGrid
+# (opset 20) into GridSample, both corner conventions, 2-D and 3-D.
+gn_s, gn_b = np.random.default_rng(3).uniform(0.5, 1.5, 6).astype(np.float32), np.random.default_rng(4).uniform(-1, 1, 6).astype(np.float32)
+save("groupnorm18", [mk("GroupNormalization", ["x", "s3", "b3"], ["y"], num_groups=3, epsilon=1e-3, name="gn18")], [vi("x", [2, 6, 5, 4])], [vi("y", None)],
+     [const("s3", gn_s[:3]), const("b3", gn_b[:3])], opset=18)
+save("groupnorm21", [mk("GroupNormalization", ["x", "s6", "b6"], ["y"], num_groups=2, name="gn21"),
+                     mk("GroupNormalization", ["x", "s6", "b6"], ["y6"], num_groups=6, name="gn21_per_channel")],
+     [vi("x", [2, 6, 5, 4])], [vi("y", None), vi("y6", None)], [const("s6", gn_s), const("b6", gn_b)], opset=21)
+save("affinegrid20", [mk("AffineGrid", ["theta", "size"], ["grid"], name="grid"),
+                      mk("GridSample", ["img", "grid"], ["y"], name="sample"),
+                      mk("AffineGrid", ["theta", "size"], ["grid_c"], align_corners=1, name="grid_corners"),
+                      mk("AffineGrid", ["theta3", "size3"], ["grid3"], name="grid3d")],
+     [vi("theta", [2, 2, 3]), vi("img", [2, 3, 6, 7]), vi("theta3", [1, 3, 4])], [vi("y", None), vi("grid_c", None), vi("grid3", None)],
+     [const("size", np.array([2, 3, 4, 5], np.int64)), const("size3", np.array([1, 1, 2, 3, 4], np.int64))], opset=20)
