@@ -3,7 +3,7 @@
 kernels are pet's own rather than oneDNN's (reductions over dims before the last or apart,
 softmax over a dim before the last, GridSample, GatherND, OneHot, Trilu, Mod, Hardmax, masks,
 arg-reductions, Log, Softplus and Mish on Eigen's functions, reductions over the last dim in
-short runs), a matmul plus a scalar, a log-mel spectrogram (STFT, MelWeightMatrix), a 3-D pool of a plain input, and programs with large outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
+short runs), a matmul plus a scalar, a log-mel spectrogram (STFT, MelWeightMatrix), antialiased Resize downscales, a 3-D pool of a plain input, and programs with large outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
 Each model reads the same seeded inputs on both sides (ONNX test data in a directory);
 interleaved round by round, each round the median of --repeat runs after a warm-up, in its
 own process (experiments/pet_vs_ort.py). Prints a table, writes JSON.
@@ -111,6 +111,14 @@ def cases():
                                  [("x", F, [1, 480000, 1], None)], [("y", F, [1, 2998, 80])],
                                  [i64("n400", 400), i64("hop", 160), i64("mels", 80), i64("rate", 16000), f32("lo", 0), f32("hi", 8000), f32("eps", 1e-6)],
                                  17, False)  # onnx 1.17's STFT shape inference ignores onesided (400 bins, not 201): no full check
+    # opset 18's antialiased downscales (as torchvision's antialias=True exports them): taps
+    # gathered per axis, weighted and summed
+    c["resize antialias linear 1/2"] = ([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear", antialias=1)],
+                                        [("x", F, [1, 3, 448, 448], None)], [("y", F, [1, 3, 224, 224])],
+                                        [f32("s", [1, 1, 0.5, 0.5])], 18)
+    c["resize antialias cubic 1/4"] = ([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic", antialias=1)],
+                                       [("x", F, [1, 3, 896, 896], None)], [("y", F, [1, 3, 224, 224])],
+                                       [f32("s", [1, 1, 0.25, 0.25])], 18)
     return c
 
 

@@ -317,9 +317,9 @@ TEST_CASE("import errors name the file, node, op and problem") {
     b.g().mutable_node(0)->set_domain("com.microsoft");
     CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'foo1' (Relu, opset 13): op 'Relu' of domain 'com.microsoft' is not supported (pet imports QGemm"),
                          Unsupported);
-    OnnxBuilder c(22);
+    OnnxBuilder c(23);
     c.input("x", {"2"}).output("x");
-    CHECK_THROWS_WITH_AS(c.import(), "m.onnx: opset 22 is newer than pet supports (up to 21)", Unsupported);
+    CHECK_THROWS_WITH_AS(c.import(), "m.onnx: opset 23 is newer than pet supports (up to 22)", Unsupported);
   }
   SUBCASE("opsets before broadcasting: Max, Min, Sum of one shape and Gemm with C [M, N] import, other shapes are named") {
     // (ONNX's pytorch-operator tests at opset 6; ONNX Runtime runs their Max and Sum too)
@@ -390,8 +390,9 @@ TEST_CASE("import errors name the file, node, op and problem") {
     CHECK_THROWS_WITH_AS(resize(13, "nearest_mode", "up", true, false).import(), doctest::Contains("nearest_mode 'up' is not one of"), InvalidInput);
     CHECK_THROWS_WITH_AS(resize(13, nullptr, nullptr, true, true).import(), doctest::Contains("both scales and sizes are given"), InvalidInput);
     CHECK_THROWS_WITH_AS(resize(13, nullptr, nullptr, false, false).import(), doctest::Contains("neither scales nor sizes is given"), InvalidInput);
-    CHECK_THROWS_WITH_AS(resize(18, "keep_aspect_ratio_policy", "not_larger", false, true).import(), doctest::Contains("keep_aspect_ratio_policy 'not_larger'"),
-                         Unsupported);
+    // keep_aspect_ratio_policy without axes takes every dim: the batch's and channels' scale 1
+    // is the smallest, so not_larger keeps the size
+    CHECK(resize(18, "keep_aspect_ratio_policy", "not_larger", false, true).import().graph.type(1).shape == Shape{1, 1, 4, 4});
     OnnxBuilder e(13);
     e.input("a", {"2", "3"}).input("b", {"3", "4"});
     auto* n = e.node("Einsum", {"a", "b"}, {"c"}, "mm");
@@ -1344,7 +1345,7 @@ TEST_CASE("QDQ models: QuantizeLinear and DequantizeLinear import (int8 and uint
     b.input("x", {"4"}).floats("s", {2}, {1.f, 2.f});
     b.attr(b.node("QuantizeLinear", {"x", "s"}, {"y"}), "block_size", int64_t(2));
     b.output("y");
-    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("blocked quantization (block_size 2); pet quantizes per tensor or per axis"), Unsupported);
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("(QuantizeLinear, opset 21): axis 1 is out of range for x of shape [4]"), InvalidInput);
   }
   {
     OnnxBuilder b(21);
@@ -1879,4 +1880,192 @@ TEST_CASE("GridSample imports opset 16 and 20 mode names, and refuses other mode
                        "m.onnx: node 'y' (GridSample, opset 20): X has rank 5; pet samples 4-D inputs (N, C, H, W), the form pet's opset-17 "
                        "files can write",
                        Unsupported);
+}
+
+TEST_CASE("opsets 18-22: Gelu's tanh form, Pad's wrap mode, ReduceMax and ReduceMin of bool, reductions over empty sets, Resize's antialias and keep_aspect_ratio_policy") {
+  using TP = ::onnx::TensorProto;
+  {  // opset 22 only added types: a model of it imports
+    OnnxBuilder b(22);
+    b.input("x", {"3"});
+    b.node("Selu", {"x"}, {"y"}, "selu");
+    b.output("y");
+    CHECK(b.import().graph.num_nodes() == 1);
+  }
+  {  // Gelu (opset 20), approximate = 'tanh': ONNX's formula, as pet ops
+    OnnxBuilder b(20);
+    b.input("x", {"5"});
+    b.attr(b.node("Gelu", {"x"}, {"y"}, "gelu"), "approximate", "tanh");
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "Gelu"));
+    const std::vector<float> x{-3, -1, 0, 0.5f, 2};
+    const auto y = run_ref(m, {Tensor<float>({5}, x)});
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      CHECK(y[i] == doctest::Approx(0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.141592653589793) * (v + 0.044715 * v * v * v)))));
+    }
+    b.g().mutable_node(0)->mutable_attribute(0)->set_s("fast");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'gelu' (Gelu, opset 20): Gelu's approximate is 'fast'; it must be 'none' or 'tanh'"), InvalidInput);
+  }
+  // Pad, mode 'wrap' (opset 19), of 0..4: as ONNX Runtime, negative pads crop before wrapping;
+  // pads longer than the axis wrap around again (numpy's wrap)
+  for (const auto& [pads, want] : std::vector<std::pair<std::vector<int64_t>, std::vector<float>>>{
+           {{2, 3}, {3, 4, 0, 1, 2, 3, 4, 0, 1, 2}},
+           {{-1, 2}, {1, 2, 3, 4, 1, 2}},
+           {{2, -1}, {2, 3, 0, 1, 2, 3}},
+           {{7, 8}, {3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2}}}) {
+    OnnxBuilder b(19);
+    b.input("x", {"5"}).ints("p", pads);
+    b.attr(b.node("Pad", {"x", "p"}, {"y"}, "pad"), "mode", "wrap");
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "Pad"));
+    INFO("pads ", pads);
+    CHECK(run_ref(m, {Tensor<float>({5}, {0, 1, 2, 3, 4})}) == want);
+  }
+  {  // two axes through opset 18's axes input
+    OnnxBuilder b(19);
+    b.input("x", {"2", "3"}).ints("p", {1, -1, 1, 2}).ints("a", {0, 1});
+    b.attr(b.node("Pad", {"x", "p", "", "a"}, {"y"}, "pad"), "mode", "wrap");
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{4, 4});
+    CHECK(run_ref(m, {Tensor<float>({2, 3}, {0, 1, 2, 3, 4, 5})}) == std::vector<float>{4, 5, 4, 5, 1, 2, 1, 2, 4, 5, 4, 5, 1, 2, 1, 2});
+  }
+  for (const auto& [pads, msg] : {std::pair{std::vector<int64_t>{-5, 1}, "node 'pad' (Pad, opset 19): pads [-5,1] crop dimension 0 of [5] to nothing before wrapping it"},
+                                  std::pair{std::vector<int64_t>{-3, -2}, "node 'pad' (Pad, opset 19): pads [-3,-2] leave dimension 0 of [5] empty"}}) {
+    OnnxBuilder b(19);
+    b.input("x", {"5"}).ints("p", pads);
+    b.attr(b.node("Pad", {"x", "p"}, {"y"}, "pad"), "mode", "wrap");
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains(msg), Error);
+  }
+  {  // ReduceMax and ReduceMin of bool (opset 20): any and all
+    OnnxBuilder b(20);
+    b.input("x", {"2", "3"}, TP::BOOL).ints("axes", {1});
+    b.attr(b.node("ReduceMax", {"x", "axes"}, {"any"}, "rmax"), "keepdims", int64_t(0));
+    b.attr(b.node("ReduceMin", {"x", "axes"}, {"all"}, "rmin"), "keepdims", int64_t(0));
+    b.output("any").output("all");
+    px::Model m = b.import();
+    CHECK(m.graph.type(m.graph.outputs()[0]).dtype == DType::Bool);
+    const auto out = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<int64_t>({2, 3}, {1, 1, 1, 0, 1, 0})});
+    CHECK(std::get<Tensor<int64_t>>(out[0]).vec() == std::vector<int64_t>{1, 1});
+    CHECK(std::get<Tensor<int64_t>>(out[1]).vec() == std::vector<int64_t>{1, 0});
+  }
+  {  // reductions over an empty set (opset 18): the value over no elements, a constant
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const auto& [op, want] : std::vector<std::pair<std::string, float>>{
+             {"ReduceSum", 0.f}, {"ReduceL1", 0.f}, {"ReduceL2", 0.f}, {"ReduceSumSquare", 0.f}, {"ReduceProd", 1.f},
+             {"ReduceMax", -inf}, {"ReduceMin", inf}, {"ReduceLogSum", -inf}, {"ReduceLogSumExp", -inf}}) {
+      OnnxBuilder b(18);
+      b.input("x", {"2", "0", "4"}).ints("axes", {1});
+      b.node(op, {"x", "axes"}, {"y"}, "r");
+      b.output("y");
+      px::Model m = b.import();
+      INFO(op);
+      CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{2, 1, 4});
+      CHECK(run_ref(m, {Tensor<float>({2, 0, 4})}) == std::vector<float>(8, want));
+    }
+    OnnxBuilder b(18);
+    b.input("x", {"0", "3"}, TP::INT32).ints("axes", {0});
+    b.node("ReduceMax", {"x", "axes"}, {"y"}, "r");
+    b.output("y");
+    px::Model m = b.import();
+    const auto out = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<int64_t>({0, 3})});
+    CHECK(std::get<Tensor<int64_t>>(out[0]).vec() == std::vector<int64_t>(3, INT32_MIN));
+    b.g().mutable_node(0)->set_op_type("ReduceMean");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'r' (ReduceMean, opset 18): the mean over the empty dims of input shape [0,3] is undefined"), Unsupported);
+  }
+  {  // Resize, linear with antialias, of 1 2 3 4 to half: ONNX's reference gives 1.625 3.375
+    OnnxBuilder b(19);
+    b.input("x", {"1", "1", "1", "4"}).floats("s", {4}, {1, 1, 1, 0.5f});
+    auto* n = b.node("Resize", {"x", "", "s"}, {"y"}, "rs");
+    b.attr(n, "mode", "linear");
+    b.attr(n, "antialias", int64_t(1));
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "Resize"));
+    const auto y = run_ref(m, {Tensor<float>({1, 1, 1, 4}, {1, 2, 3, 4})});
+    REQUIRE(y.size() == 2);
+    CHECK(y[0] == doctest::Approx(1.625));
+    CHECK(y[1] == doctest::Approx(3.375));
+    b.attr(n, "coordinate_transformation_mode", "tf_crop_and_resize");
+    b.floats("roi", {8}, {0, 0, 0, 0, 1, 1, 1, 1});
+    n->set_input(1, "roi");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'rs' (Resize, opset 19): tf_crop_and_resize with antialias or keep_aspect_ratio_policy"), Unsupported);
+  }
+  {  // cubic with antialias and exclude_outside, [3, 4] to sizes [2, 3] (ONNX's reference)
+    OnnxBuilder b(19);
+    b.input("x", {"1", "1", "3", "4"}).ints("sz", {2, 3}).ints("ax", {2, 3});
+    auto* n = b.node("Resize", {"x", "", "", "sz"}, {"y"}, "rs");
+    b.attr(n, "mode", "cubic");
+    b.attr(n, "antialias", int64_t(1));
+    b.attr(n, "exclude_outside", int64_t(1));
+    b.attr(n, "axes", std::vector<int64_t>{2, 3});
+    b.output("y");
+    std::vector<float> x(12);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+    const auto y = run_ref(b.import(), {Tensor<float>({1, 1, 3, 4}, x)});
+    const std::vector<double> want{1.3197165727615356, 2.6588187217712402, 3.9979212284088135, 7.002079010009766, 8.341180801391602, 9.680283546447754};
+    REQUIRE(y.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) CHECK(y[i] == doctest::Approx(want[i]));
+  }
+  // keep_aspect_ratio_policy, nearest, [2, 4] to sizes [3, 3]: one scale for both axes, the
+  // smaller (0.75: [2, 3]) or the larger (1.5: [3, 6]) (ONNX's reference)
+  for (const auto& [policy, shape, want] : std::vector<std::tuple<const char*, Shape, std::vector<float>>>{
+           {"not_larger", Shape{1, 1, 2, 3}, {0, 1, 3, 4, 5, 7}},
+           {"not_smaller", Shape{1, 1, 3, 6}, {0, 0, 1, 2, 2, 3, 0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 6, 7}}}) {
+    OnnxBuilder b(19);
+    b.input("x", {"1", "1", "2", "4"}).ints("sz", {3, 3});
+    auto* n = b.node("Resize", {"x", "", "", "sz"}, {"y"}, "rs");
+    b.attr(n, "keep_aspect_ratio_policy", policy);
+    b.attr(n, "axes", std::vector<int64_t>{2, 3});
+    b.output("y");
+    px::Model m = b.import();
+    INFO(policy);
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == shape);
+    CHECK(run_ref(m, {Tensor<float>({1, 1, 2, 4}, {0, 1, 2, 3, 4, 5, 6, 7})}) == want);
+  }
+  {  // blocked quantization (opset 21): x [5, 3] in blocks of 2 along axis 0, the last block short
+    OnnxBuilder b(21);
+    std::vector<float> sc(9);
+    std::vector<int64_t> zp(9);
+    for (int64_t blk = 0; blk < 3; ++blk)
+      for (int64_t j = 0; j < 3; ++j) sc[size_t(blk * 3 + j)] = 0.05f * float(blk + 1) + 0.01f * float(j), zp[size_t(blk * 3 + j)] = blk - j;
+    b.input("x", {"5", "3"}).floats("s", {3, 3}, sc).small_ints("z", TP::INT8, {3, 3}, zp);
+    auto* q = b.node("QuantizeLinear", {"x", "s", "z"}, {"q"}, "q");
+    b.attr(q, "axis", int64_t(0));
+    b.attr(q, "block_size", int64_t(2));
+    auto* dq = b.node("DequantizeLinear", {"q", "s", "z"}, {"y"}, "dq");
+    b.attr(dq, "axis", int64_t(0));
+    b.attr(dq, "block_size", int64_t(2));
+    b.output("q").output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "QuantizeLinear"));
+    CHECK(m.graph.type(m.graph.outputs()[0]).dtype == DType::Int8);
+    std::vector<float> x(15);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.37f - 2.f;
+    x[14] = 100.f;  // saturates at 127
+    const auto out = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({5, 3}, x)});
+    const auto& qv = std::get<Tensor<int64_t>>(out[0]);
+    const auto& yv = std::get<Tensor<float>>(out[1]);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t p = (i / 3 / 2) * 3 + i % 3;
+      const int64_t want = std::clamp<int64_t>(int64_t(std::nearbyint(x[i] / sc[p])) + zp[p], -128, 127);
+      INFO("element ", i);
+      CHECK(qv[int64_t(i)] == want);
+      CHECK(yv[int64_t(i)] == float(want - zp[p]) * sc[p]);
+    }
+    CHECK(qv[14] == 127);
+    b.g().mutable_node(1)->mutable_attribute(1)->set_i(3);
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'dq' (DequantizeLinear, opset 21): the scale has shape [3,3]; x [5,3] in blocks of 3 along axis 0 needs [2,3]"),
+                         InvalidInput);
+  }
+  {
+    OnnxBuilder b(19);
+    b.input("x", {"1", "1", "2", "4"}).ints("sz", {1, 1, 3, 3});
+    b.attr(b.node("Resize", {"x", "", "", "sz"}, {"y"}, "rs"), "keep_aspect_ratio_policy", "fit");
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'rs' (Resize, opset 19): keep_aspect_ratio_policy 'fit' is not one of stretch, not_larger, not_smaller"), InvalidInput);
+  }
 }

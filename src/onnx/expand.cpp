@@ -295,7 +295,336 @@ std::vector<TensorId> affine_grid(const NodeCtx& c, const std::string& name, Gra
   return out;
 }
 
+/// Gelu with approximate = 'tanh' (opset 20): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))),
+/// as ONNX's function body writes it.
+std::vector<TensorId> gelu_tanh(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0)) throw InvalidInput("required input 0 (X) is missing");
+  const auto t = c.type(0);
+  if (!t || t->dtype != DType::Float32) throw Unsupported("X must be float32");
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  auto scalar = [&](const char* what, float v) { return g.add_constant(g.unique_name(cat(name, "/", what)), Tensor<float>(Shape{}, std::vector<float>{v})); };
+  auto op = [&](const std::string& what, Op o, std::vector<TensorId> in, const std::string& y = "") { return add_part(g, name, what, std::move(o), std::move(in), y); };
+  const TensorId x = data(0);
+  const TensorId x3 = op("cube", ops::Mul{}, {op("square", ops::Mul{}, {x, x}), x});
+  const TensorId inner = op("inner", ops::Add{}, {x, op("cubic_term", ops::Mul{}, {x3, scalar("c", 0.044715f)})});
+  const TensorId th = op("tanh", ops::Tanh{}, {op("scaled", ops::Mul{}, {inner, scalar("sqrt_2_over_pi", float(0.7978845608028654))})});
+  const TensorId half_x = op("half_x", ops::Mul{}, {x, scalar("half", 0.5f)});
+  out[0] = op("gelu", ops::Mul{}, {half_x, op("one_plus", ops::Add{}, {th, scalar("one", 1.f)})}, c.node.output(0));
+  return out;
+}
+
+/// Pad with mode 'wrap' (opset 19): per padded axis a Gather of the positions, as ONNX Runtime
+/// pads: negative pads first crop the axis, then position i of the result reads the cropped
+/// axis at (i - begin) mod its length (numpy's wrap, also for pads longer than the axis).
+std::vector<TensorId> pad_wrap(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0)) throw InvalidInput("required input 0 (data) is missing");
+  const auto t = c.type(0);
+  if (!t) throw InvalidInput("the input's type is unknown");
+  ops::Pad pad{.pads = c.const_ints(1, "pads")};
+  if (c.present(3)) pad.axes = c.const_ints(3, "axes");
+  const std::vector<TensorType> in{*t};
+  pad.infer(in);  // checks the pads and expands axes
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  const Shape& xs = t->shape;
+  const size_t r = xs.size();
+  TensorId x = data(0);
+  std::vector<size_t> moved;
+  for (size_t a = 0; a < r; ++a)
+    if (pad.pads[a] != 0 || pad.pads[a + r] != 0) moved.push_back(a);
+  if (moved.empty()) {
+    out[0] = add_part(g, name, "identity", ops::Identity{}, {x}, c.node.output(0));
+    return out;
+  }
+  for (size_t k = 0; k < moved.size(); ++k) {
+    const size_t a = moved[k];
+    const int64_t b = pad.pads[a], e = pad.pads[a + r];
+    const int64_t c0 = std::max<int64_t>(0, -b), m = xs[a] - c0 - std::max<int64_t>(0, -e);
+    const int64_t len = m + std::max<int64_t>(b, 0) + std::max<int64_t>(e, 0);
+    if (m <= 0 && len > 0)
+      throw InvalidInput(cat("pads ", pad.pads, " crop dimension ", a, " of ", xs, " to nothing before wrapping it"));
+    if (len <= 0) throw Unsupported(cat("pads ", pad.pads, " leave dimension ", a, " of ", xs, " empty; pet supports empty results of Pad only with mode constant"));
+    std::vector<int64_t> at(size_t(std::max<int64_t>(len, 0)));
+    for (int64_t i = 0; i < len; ++i) at[size_t(i)] = c0 + (((i - std::max<int64_t>(b, 0)) % m) + m) % m;
+    const TensorId idx = g.add_constant(g.unique_name(cat(name, "/positions", a)), DType::Int64, Tensor<int64_t>(Shape{len}, std::move(at)));
+    x = add_part(g, name, cat("wrap", a), ops::Gather{.axis = int64_t(a)}, {x, idx}, k + 1 == moved.size() ? c.node.output(0) : "");
+  }
+  out[0] = x;
+  return out;
+}
+
+/// ReduceMax and ReduceMin of a bool tensor (opset 20: any and all): the reduction of its 0/1
+/// values as float, cast back to bool.
+std::vector<TensorId> reduce_bool(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0)) throw InvalidInput("required input 0 (data) is missing");
+  Mapped mp = import_table().at(c.node.op_type())(c);  // the axes and keepdims
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  const TensorId v = add_part(g, name, "as_int", ops::Cast{.to = DType::Float32}, {data(0)});
+  out[0] = add_part(g, name, "as_bool", ops::Cast{.to = DType::Bool}, {add_part(g, name, "reduce", mp.op, {v})}, c.node.output(0));
+  return out;
+}
+
+/// One axis of a Resize as taps: output position x reads input positions index[x][k] (clamped
+/// to [0, n - 1], as ONNX's edge padding) with weights weight[x][k], as ONNX's reference
+/// computes them: the source coordinate of `o.coord`, then nearest's pick, linear's or cubic's
+/// coefficients, stretched by 1 / scale when antialiasing a downscale and normalised,
+/// exclude_outside dropping taps outside the input. align_corners and pytorch_half_pixel take
+/// the integer output length, as pet's Resize and ONNX Runtime do (the reference takes n * scale).
+struct ResizeTaps {
+  int64_t k = 0;
+  std::vector<int64_t> index;  // [m, k]
+  std::vector<float> weight;   // [m, k]
+};
+ResizeTaps resize_taps(int64_t n, int64_t m, double scale, const ops::Resize& o, bool antialias) {
+  using C = ops::Resize::Coord;
+  using M = ops::Resize::Mode;
+  const double a = double(o.cubic_coeff_a);
+  const double s = std::min(scale, 1.0);  // the antialias stretch
+  int64_t start = 0, k = 2;
+  if (o.mode == M::Nearest) start = 0, k = 2;
+  else if (o.mode == M::Linear) start = antialias ? int64_t(std::floor(-1 / s)) + 1 : 0, k = antialias ? 2 - 2 * start : 2;
+  else start = antialias ? int64_t(std::floor(-2 / s)) + 1 : -1, k = antialias ? 2 - 2 * start : 4;
+  auto cubic = [&](double t) {
+    t = std::abs(t);
+    if (t <= 1) return (a + 2) * t * t * t - (a + 3) * t * t + 1;
+    if (t < 2) return a * t * t * t - 5 * a * t * t + 8 * a * t - 4 * a;
+    return 0.0;
+  };
+  ResizeTaps r;
+  r.k = o.mode == M::Nearest ? 1 : k;
+  std::vector<double> c(static_cast<size_t>(k));
+  // the source coordinate as pet's Resize and ONNX Runtime take it (align_corners and
+  // pytorch_half_pixel with the integer output length m), in float for nearest (whose ties
+  // it decides), in double for the weights
+  auto source = [&](auto xt, auto sc) {
+    using T = decltype(xt);
+    const T nn = T(n), mm = T(m), half = T(0.5);
+    switch (o.coord) {
+      case C::AlignCorners: return m > 1 ? xt * (nn - 1) / (mm - 1) : T(0);
+      case C::Asymmetric: return xt / sc;
+      case C::PytorchHalfPixel: return m > 1 ? (xt + half) / sc - half : T(0);
+      case C::HalfPixel: return (xt + half) / sc - half;
+      case C::HalfPixelSymmetric: return nn / 2 * (1 - mm / (sc * nn)) + (xt + half) / sc - half;
+      case C::TfHalfPixelForNN: return (xt + half) / sc;
+      case C::TfCropAndResize: break;
+    }
+    throw Unsupported("tf_crop_and_resize with antialias or keep_aspect_ratio_policy");
+  };
+  for (int64_t x = 0; x < m; ++x) {
+    const double xo = o.mode == M::Nearest ? double(source(float(x), float(scale))) : source(double(x), scale);
+    const double fl = std::floor(xo);
+    const int64_t base = int64_t(fl) - (xo == fl ? 1 : 0);  // the ratio in (0, 1]
+    const double ratio = xo == fl ? 1.0 : xo - fl;
+    if (o.mode == M::Nearest) {
+      using R = ops::Resize::Round;
+      const bool right = ratio == 1.0 || (o.nearest_mode == R::PreferFloor ? ratio > 0.5 : o.nearest_mode == R::PreferCeil ? ratio >= 0.5 : o.nearest_mode == R::Ceil);
+      r.index.push_back(std::clamp<int64_t>(base + (right ? 1 : 0), 0, n - 1));
+      r.weight.push_back(1.f);
+      continue;
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      const double t = double(start + i) - ratio;
+      if (o.mode == M::Linear) c[size_t(i)] = antialias ? std::clamp(1 - std::abs(t * s), 0.0, 1.0) : (i == 0 ? 1 - ratio : ratio);
+      else c[size_t(i)] = cubic(antialias ? t * s : t);
+    }
+    if (o.exclude_outside)
+      for (int64_t i = 0; i < k; ++i)
+        if (base + start + i < 0 || base + start + i >= n) c[size_t(i)] = 0;
+    if (antialias || o.exclude_outside) {
+      double sum = 0;
+      for (double v : c) sum += v;
+      for (double& v : c) v /= sum;
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      r.index.push_back(std::clamp<int64_t>(base + start + i, 0, n - 1));
+      r.weight.push_back(float(c[size_t(i)]));
+    }
+  }
+  return r;
+}
+
+/// Resize with antialias (linear and cubic, opset 18) or keep_aspect_ratio_policy (opset 18):
+/// per resized axis a Gather of the taps ([m, k] positions), times their weights, summed over
+/// the k taps (nearest: one Gather). Only the taps are read, as the direct formula reads them.
+std::vector<TensorId> resize_taps_import(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  if (!c.present(0)) throw InvalidInput("required input 0 (X) is missing");
+  const auto t = c.type(0);
+  if (!t || t->dtype != DType::Float32) throw Unsupported("X must be float32");
+  const ops::Resize o = resize_attrs(c);
+  const bool antialias = c.i("antialias", 0) != 0 && o.mode != ops::Resize::Mode::Nearest;
+  const std::string policy = c.s("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    throw InvalidInput(cat("keep_aspect_ratio_policy '", policy, "' is not one of stretch, not_larger, not_smaller"));
+  if (o.coord == ops::Resize::Coord::TfCropAndResize) throw Unsupported("tf_crop_and_resize with antialias or keep_aspect_ratio_policy");
+  const Shape& xs = t->shape;
+  const int64_t r = int64_t(xs.size());
+  std::vector<int64_t> axes;
+  for (int64_t a : o.axes) {
+    if (a < -r || a >= r) throw InvalidInput(cat("axes ", o.axes, " for an input of rank ", r));
+    a = a < 0 ? a + r : a;
+    if (std::find(axes.begin(), axes.end(), a) != axes.end()) throw InvalidInput(cat("axes ", o.axes, " repeat axis ", a));
+    axes.push_back(a);
+  }
+  if (axes.empty())
+    for (int64_t a = 0; a < r; ++a) axes.push_back(a);
+  std::vector<double> scale(size_t(r), 1.0);
+  Shape out = xs;
+  if (!o.sizes.empty()) {
+    if (o.sizes.size() != axes.size()) throw InvalidInput(cat("sizes ", o.sizes, " must have a value per axis (", axes.size(), ")"));
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (o.sizes[i] <= 0) throw InvalidInput(cat("sizes ", o.sizes, " must be positive"));
+      if (xs[size_t(axes[i])] == 0) throw Unsupported(cat("resizing the empty dimension ", axes[i], " of ", xs));
+      scale[size_t(axes[i])] = double(o.sizes[i]) / double(xs[size_t(axes[i])]);
+      out[size_t(axes[i])] = o.sizes[i];
+    }
+    if (policy != "stretch") {  // one scale for every axis listed, the output rounded half up
+      double common = scale[size_t(axes[0])];
+      for (int64_t a : axes) common = policy == "not_larger" ? std::min(common, scale[size_t(a)]) : std::max(common, scale[size_t(a)]);
+      for (int64_t a : axes) {
+        scale[size_t(a)] = common;
+        out[size_t(a)] = int64_t(common * double(xs[size_t(a)]) + 0.5);
+        if (out[size_t(a)] < 1) throw InvalidInput(cat("keep_aspect_ratio_policy '", policy, "' with sizes ", o.sizes, " gives dim ", a, " no extent"));
+      }
+    }
+  } else {
+    if (o.scales.size() != axes.size()) throw InvalidInput(cat("scales ", o.scales, " must have a value per axis (", axes.size(), ")"));
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const double sc = o.scales[i];
+      if (!(sc > 0) || !std::isfinite(sc)) throw InvalidInput(cat("scales ", o.scales, " must be positive"));
+      const size_t a = size_t(axes[i]);
+      scale[a] = sc;
+      const double e = std::floor(double(xs[a]) * sc);
+      if (!(e >= 1) || e > double(kMaxElements)) throw InvalidInput(cat("scale ", sc, " gives dim ", a, " of ", xs, " an extent of ", e));
+      out[a] = int64_t(e);
+    }
+  }
+  std::vector<TensorId> res(size_t(c.node.output_size()), -1);
+  if (res.empty() || c.node.output(0).empty()) return res;
+  std::vector<int64_t> moved;
+  for (int64_t d = 0; d < r; ++d)
+    if (out[size_t(d)] != xs[size_t(d)] || scale[size_t(d)] != 1.0) moved.push_back(d);
+  TensorId x = data(0);
+  const std::string& y = c.node.output(0);
+  if (moved.empty()) {
+    res[0] = add_part(g, name, "identity", ops::Identity{}, {x}, y);
+    return res;
+  }
+  for (size_t j = 0; j < moved.size(); ++j) {
+    const int64_t d = moved[j];
+    const int64_t n = xs[size_t(d)], m = out[size_t(d)];
+    ResizeTaps taps = resize_taps(n, m, scale[size_t(d)], o, antialias);
+    if (m * taps.k > (int64_t(1) << 26))
+      throw Unsupported(cat("resizing dim ", d, " from ", n, " to ", m, " takes ", taps.k, " taps per position: over 2^26 positions"));
+    const std::string last = j + 1 == moved.size() ? y : "";
+    if (taps.k == 1) {
+      const TensorId idx = g.add_constant(g.unique_name(cat(name, "/positions", d)), DType::Int64, Tensor<int64_t>(Shape{m}, std::move(taps.index)));
+      x = add_part(g, name, cat("axis", d), ops::Gather{.axis = d}, {x, idx}, last);
+      continue;
+    }
+    const TensorId idx = g.add_constant(g.unique_name(cat(name, "/taps", d)), DType::Int64, Tensor<int64_t>(Shape{m, taps.k}, std::move(taps.index)));
+    Shape ws{m, taps.k};
+    ws.resize(size_t(r - d + 1), 1);  // [m, k, 1, ...]: along the gathered dims
+    const TensorId w = g.add_constant(g.unique_name(cat(name, "/weights", d)), Tensor<float>(ws, std::move(taps.weight)));
+    const TensorId gathered = add_part(g, name, cat("taps", d), ops::Gather{.axis = d}, {x, idx});
+    const TensorId weighted = add_part(g, name, cat("weighted", d), ops::Mul{}, {gathered, w});
+    x = add_part(g, name, cat("axis", d), ops::ReduceSum{{.axes = {d + 1}, .keepdims = false}}, {weighted}, last);
+  }
+  res[0] = x;
+  return res;
+}
+
+/// Blocked QuantizeLinear and DequantizeLinear (opset 21, block_size B along axis): the scale
+/// (and zero point) hold one value per block of B positions along the axis, the last block
+/// possibly short, and match x elsewhere. Both are constants, expanded at import to x's shape
+/// (position i of the axis takes block i / B); then DequantizeLinear is (x - zero) * scale, and
+/// QuantizeLinear round-half-even(x / scale) + zero saturated to the type, in pet's ops.
+std::vector<TensorId> blocked_quantization(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
+  const bool quantize = c.node.op_type() == "QuantizeLinear";
+  if (!c.present(0) || !c.present(1)) throw InvalidInput("inputs 0 (x) and 1 (scale) are required");
+  const auto t = c.type(0);
+  if (!t) throw InvalidInput("x's type is unknown");
+  const Shape& xs = t->shape;
+  const int64_t r = int64_t(xs.size()), block = c.i("block_size", 0);
+  int64_t axis = c.i("axis", 1);
+  if (axis < -r || axis >= r) throw InvalidInput(cat("axis ", axis, " is out of range for x of shape ", xs));
+  if (axis < 0) axis += r;
+  if (block < 1) throw InvalidInput(cat("block_size must be positive, got ", block));
+  const int64_t n = xs[size_t(axis)], blocks = (n + block - 1) / block;
+  Shape ps = xs;
+  ps[size_t(axis)] = blocks;
+  const auto* scale = c.computed(1);
+  if (!scale) throw Unsupported(cat("the scale (input 1 '", c.node.input(1), "') of blocked quantization must be a constant"));
+  if (!is_float(scale->first)) throw InvalidInput("the scale must be float");
+  const auto& sv = std::get<Tensor<float>>(scale->second);
+  if (sv.shape() != ps)
+    throw InvalidInput(cat("the scale has shape ", sv.shape(), "; x ", xs, " in blocks of ", block, " along axis ", axis, " needs ", ps));
+  DType qt = quantize ? DType::UInt8 : t->dtype;
+  Tensor<int64_t> zero(ps, std::vector<int64_t>(size_t(numel(ps)), 0));
+  if (c.present(2)) {
+    const auto* z = c.computed(2);
+    if (!z) throw Unsupported(cat("the zero point (input 2 '", c.node.input(2), "') of blocked quantization must be a constant"));
+    if (!is_int8(z->first)) throw Unsupported(cat("zero point of type ", dtype_name(z->first), "; pet quantizes to int8 and uint8"));
+    zero = const_ints(z->second);
+    if (zero.shape() != ps) throw InvalidInput(cat("the zero point has shape ", zero.shape(), "; the scale's is ", ps));
+    qt = z->first;
+  }
+  if (quantize && c.attr("output_dtype") && c.i("output_dtype", 0) != 0) {
+    const DType d = dtype_from_onnx(int32_t(std::clamp<int64_t>(c.i("output_dtype", 0), INT32_MIN, INT32_MAX)), "output_dtype");
+    if (c.present(2) && d != qt) throw InvalidInput(cat("output_dtype is ", dtype_name(d), " but y_zero_point is ", dtype_name(qt)));
+    qt = d;
+  }
+  if (!is_int8(qt)) throw Unsupported(cat(quantize ? "quantization to " : "dequantization of ", dtype_name(qt), "; pet quantizes to int8 and uint8"));
+  if (!quantize && !is_int8(t->dtype)) throw Unsupported(cat("blocked dequantization of ", dtype_name(t->dtype), "; pet takes int8 and uint8"));
+  if (quantize && !is_float(t->dtype)) throw InvalidInput(cat("x must be float, got ", dtype_name(t->dtype)));
+  // the scale and zero point at every position of x
+  const int64_t inner = [&] { int64_t p = 1; for (size_t d = size_t(axis) + 1; d < xs.size(); ++d) p *= xs[d]; return p; }();
+  const int64_t total = numel(xs);
+  std::vector<float> s_full(static_cast<size_t>(total)), z_full(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) {
+    const int64_t outer = i / (n * inner), pos = (i / inner) % n, in = i % inner;
+    const int64_t j = (outer * blocks + pos / block) * inner + in;
+    s_full[size_t(i)] = sv[j];
+    z_full[size_t(i)] = float(zero[j]);
+  }
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  const TensorId s = g.add_constant(g.unique_name(cat(name, "/scale")), Tensor<float>(xs, std::move(s_full)));
+  const TensorId z = g.add_constant(g.unique_name(cat(name, "/zero_point")), Tensor<float>(xs, std::move(z_full)));
+  const std::string& y = c.node.output(0);
+  if (!quantize) {
+    const TensorId xf = add_part(g, name, "as_float", ops::Cast{.to = DType::Float32}, {data(0)});
+    out[0] = add_part(g, name, "dequantized", ops::Mul{}, {add_part(g, name, "centred", ops::Sub{}, {xf, z}), s}, y);
+    return out;
+  }
+  const TensorId v = add_part(g, name, "rounded", ops::Round{}, {add_part(g, name, "scaled", ops::Div{}, {data(0), s})});
+  const ops::QuantizeLinear q{.to = qt};
+  const TensorId sat = add_part(g, name, "saturated", ops::Clip{.min = double(q.lo()), .max = double(q.hi())}, {add_part(g, name, "shifted", ops::Add{}, {v, z})});
+  out[0] = add_part(g, name, "quantized", ops::Cast{.to = qt}, {sat}, y);
+  return out;
+}
+
 }  // namespace
+
+const std::map<std::string, FormExpansion, std::less<>>& form_table() {
+  static const std::map<std::string, FormExpansion, std::less<>> t = [] {
+    auto bool_input = [](const NodeCtx& c) { return c.present(0) && c.type(0) && c.type(0)->dtype == DType::Bool; };
+    return std::map<std::string, FormExpansion, std::less<>>{
+        {"Gelu", {[](const NodeCtx& c) { return c.s("approximate", "none") == "tanh"; }, gelu_tanh}},
+        {"Pad", {[](const NodeCtx& c) { return c.s("mode", "constant") == "wrap"; }, pad_wrap}},
+        {"ReduceMax", {bool_input, reduce_bool}},
+        {"ReduceMin", {bool_input, reduce_bool}},
+        {"QuantizeLinear", {[](const NodeCtx& c) { return c.i("block_size", 0) != 0; }, blocked_quantization}},
+        {"DequantizeLinear", {[](const NodeCtx& c) { return c.i("block_size", 0) != 0; }, blocked_quantization}},
+        {"Resize", {[](const NodeCtx& c) {
+                      return (c.i("antialias", 0) != 0 && c.s("mode", "nearest") != "nearest") || c.s("keep_aspect_ratio_policy", "stretch") != "stretch";
+                    },
+                    resize_taps_import}},
+    };
+  }();
+  return t;
+}
 
 const std::map<std::string, ExpandFn, std::less<>>& expand_table() {
   static const std::map<std::string, ExpandFn, std::less<>> t = [] {

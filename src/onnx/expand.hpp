@@ -12,6 +12,17 @@ using ExpandFn = std::function<std::vector<TensorId>(const NodeCtx& c, const std
                                                      const std::function<TensorId(int)>& data)>;
 const std::map<std::string, ExpandFn, std::less<>>& expand_table();
 
+/// Ops that import as one pet op in their common form and as several in another: Gelu's tanh
+/// approximation (opset 20), Pad's wrap mode (opset 19), ReduceMax and ReduceMin of bool
+/// (opset 20), Resize's antialias and keep_aspect_ratio_policy (opset 18), blocked
+/// QuantizeLinear and DequantizeLinear (opset 21). `expand` is taken where `takes(c)` holds;
+/// otherwise import_table's entry.
+struct FormExpansion {
+  std::function<bool(const NodeCtx&)> takes;
+  ExpandFn expand;
+};
+const std::map<std::string, FormExpansion, std::less<>>& form_table();
+
 /// Adds `o` on `in` as a node named "name/what" (made unique) and returns its first output,
 /// named `out` where given (an ONNX output's name).
 inline TensorId add_part(Graph& g, const std::string& name, const std::string& what, Op o, std::vector<TensorId> in,

@@ -13,8 +13,10 @@ namespace pet::onnx::detail {
 
 /// Largest constant-folded tensor (elements); bigger results stay as nodes.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
-/// Newest default-domain opset pet imports (what current PyTorch and ONNX Runtime emit).
-constexpr int64_t kMaxOpset = 21;
+/// Newest default-domain opset pet imports (ONNX 1.17's; what current PyTorch emits). Opset 22
+/// only added types (bfloat16, float8) to ops pet imports, their attributes and meaning unchanged.
+/// pet writes opset 17, which runtimes older than opset 22 (ONNX Runtime 1.20) load.
+constexpr int64_t kMaxOpset = 22;
 
 struct Importer {
   const ImportOptions& opt;
@@ -303,8 +305,11 @@ struct Importer {
       for (int i = 0; i < node.input_size(); ++i)
         if (sequences.count(node.input(i)))
           throw Unsupported(cat("input ", i, " ('", node.input(i), "') is a sequence; ", node.op_type(), " takes tensors"));
-      if (expand != expands.end()) {  // several pet ops (expand.cpp, expand_quant.cpp)
-        auto outs = expand->second(ctx, name, m.graph, [&](int i) { return tensor_id(node.input(i)); });
+      const ExpandFn* expand_fn = expand != expands.end() ? &expand->second : nullptr;
+      if (!microsoft)
+        if (auto f = form_table().find(node.op_type()); f != form_table().end() && f->second.takes(ctx)) expand_fn = &f->second.expand;
+      if (expand_fn) {  // several pet ops (expand.cpp, expand_quant.cpp)
+        auto outs = (*expand_fn)(ctx, name, m.graph, [&](int i) { return tensor_id(node.input(i)); });
         for (size_t k = 0; k < outs.size(); ++k)
           if (outs[k] >= 0) ids[node.output(int(k))] = outs[k];
         return;
@@ -433,6 +438,11 @@ struct Importer {
       if (i >= node.input_size() || node.input(i).empty()) throw InvalidInput(cat("required input ", i, " is missing"));
       in_types.push_back(data_type(node.input(i)));
     }
+    if (auto r = empty_reduction(mp.op, in_types)) {
+      store(node, 0, r->first, std::move(r->second));
+      dropped_empty.push_back(name);
+      return true;
+    }
     Types out_types;
     if (in_types.size() > 2 && holds_any<ops::Add, ops::Max, ops::Min>(mp.op)) {  // variadic (and Mean): broadcast all
       Types acc{in_types[0]};
@@ -461,6 +471,53 @@ struct Importer {
     throw Unsupported(cat("input ", mp.data_inputs[k], " ('", node.input(mp.data_inputs[k]), "') is empty (shape ",
                           in_types[k].shape, ") but output ", o, " is not (shape ", out_types[o].shape,
                           "): pet supports empty tensors where the node's outputs are empty too, and as Concat inputs"));
+  }
+  /// A reduction of an empty input (ONNX opset 18's "reduction over an empty set"): the output,
+  /// every element the value over no elements: 0 for ReduceSum, ReduceL1, ReduceL2 and
+  /// ReduceSumSquare, 1 for ReduceProd, -inf (the type's lowest value for integers) for ReduceMax
+  /// and ReduceLogSum(Exp), +inf (the highest) for ReduceMin. ReduceMean's is undefined: refused.
+  /// Nothing when `op` is not a reduction.
+  static std::optional<std::pair<DType, ConstValue>> empty_reduction(const Op& op, const Types& in) {
+    return std::visit(
+        [&](const auto& o) -> std::optional<std::pair<DType, ConstValue>> {
+          using O = std::decay_t<decltype(o)>;
+          if constexpr (!std::is_base_of_v<ops::detail::Reduce<O>, O>) {
+            return std::nullopt;
+          } else {
+            if (in.size() != 1) return std::nullopt;
+            const TensorType& x = in[0];
+            Shape stand_in = x.shape;  // infers the axes as for a non-empty input
+            for (int64_t& d : stand_in) d = std::max<int64_t>(d, 1);
+            O r = o;
+            r.infer(Types{{x.dtype, stand_in}});
+            Shape out;
+            const auto kept = r.kept_dims(x.shape.size());
+            for (size_t i = 0; i < x.shape.size(); ++i)
+              if (kept[i] >= 0) out.push_back(x.shape[i]);
+              else if (r.keepdims) out.push_back(1);
+            const bool is_f = is_float(x.dtype);
+            const double inf = std::numeric_limits<double>::infinity();
+            auto lowest = [&] { return x.dtype == DType::Int32 ? double(INT32_MIN) : x.dtype == DType::Int8 ? -128.0 : x.dtype == DType::UInt8 ? 0.0 : double(INT64_MIN); };
+            auto highest = [&] { return x.dtype == DType::Int32 ? double(INT32_MAX) : x.dtype == DType::Int8 ? 127.0 : x.dtype == DType::UInt8 ? 255.0 : double(INT64_MAX); };
+            double v = 0;
+            if constexpr (std::is_same_v<O, ops::ReduceMean>) {
+              throw Unsupported(cat("the mean over the empty dims of input shape ", x.shape, " is undefined (ONNX leaves it so)"));
+            } else if constexpr (std::is_same_v<O, ops::ReduceProd>) {
+              v = 1;
+            } else if constexpr (std::is_same_v<O, ops::ReduceMax>) {
+              v = is_f ? -inf : lowest();
+            } else if constexpr (std::is_same_v<O, ops::ReduceMin>) {
+              v = is_f ? inf : highest();
+            } else if constexpr (std::is_same_v<O, ops::ReduceLogSum> || std::is_same_v<O, ops::ReduceLogSumExp>) {
+              if (!is_f) throw Unsupported(cat(O::name, " over an empty set of ", dtype_name(x.dtype), " values is undefined"));
+              v = -inf;
+            }
+            if (is_f) return std::pair{x.dtype, ConstValue(Tensor<float>(out, std::vector<float>(size_t(numel(out)), float(v))))};
+            const int64_t iv = x.dtype == DType::Int64 && v <= double(INT64_MIN) ? INT64_MIN : x.dtype == DType::Int64 && v >= double(INT64_MAX) ? INT64_MAX : int64_t(v);
+            return std::pair{x.dtype, ConstValue(Tensor<int64_t>(out, std::vector<int64_t>(size_t(numel(out)), iv)))};
+          }
+        },
+        op);
   }
   /// Empty outputs of a node that reads no empty tensor; false when it has none.
   bool import_empty_outputs(const ::onnx::NodeProto& node, const std::string& name, const Mapped& mp, const std::vector<TensorId>& inputs,

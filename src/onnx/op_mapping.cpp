@@ -200,6 +200,61 @@ void conv_attrs(const NodeCtx& c, O& o) {
   o.group = c.i("group", 1);
 }
 
+}  // namespace
+
+ops::Resize resize_attrs(const NodeCtx& c) {
+  if (c.opset < 11) throw Unsupported("Resize before opset 11 (Upsample semantics, no coordinate_transformation_mode)");
+  ops::Resize o;
+  const std::string mode = c.s("mode", "nearest");
+  if (mode == "linear") o.mode = ops::Resize::Mode::Linear;
+  else if (mode == "cubic") o.mode = ops::Resize::Mode::Cubic;
+  else if (mode != "nearest") throw InvalidInput(cat("mode '", mode, "' is not nearest, linear or cubic"));
+  o.cubic_coeff_a = c.f("cubic_coeff_a", -0.75f);
+  o.exclude_outside = c.i("exclude_outside", 0) != 0;
+  using C = ops::Resize::Coord;
+  const std::string ct = c.s("coordinate_transformation_mode", "half_pixel");
+  static const std::map<std::string, C, std::less<>> coords{{"half_pixel", C::HalfPixel}, {"half_pixel_symmetric", C::HalfPixelSymmetric},
+                                                           {"pytorch_half_pixel", C::PytorchHalfPixel}, {"align_corners", C::AlignCorners},
+                                                           {"asymmetric", C::Asymmetric}, {"tf_half_pixel_for_nn", C::TfHalfPixelForNN},
+                                                           {"tf_crop_and_resize", C::TfCropAndResize}};
+  if (auto it = coords.find(ct); it != coords.end()) o.coord = it->second;
+  else throw InvalidInput(cat("coordinate_transformation_mode '", ct, "' is not one of half_pixel, half_pixel_symmetric, pytorch_half_pixel, ",
+                              "align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize"));
+  if (o.coord == C::TfCropAndResize) {  // the region of interest (input 1), and the value outside it
+    if (!c.present(1)) throw InvalidInput("tf_crop_and_resize needs roi (input 1)");
+    const auto* v = c.constant(1);
+    if (!v) throw Unsupported(cat("roi (input 1 '", c.node.input(1), "') must be a constant"));
+    if (!is_float(v->first)) throw InvalidInput("roi (input 1) must be a float tensor");
+    for (float f : std::get<Tensor<float>>(v->second).vec()) o.roi.push_back(double(f));
+    o.extrapolation_value = c.f("extrapolation_value", 0.f);
+  }
+  using R = ops::Resize::Round;
+  const std::string nm = c.s("nearest_mode", "round_prefer_floor");
+  static const std::map<std::string, R, std::less<>> rounds{{"round_prefer_floor", R::PreferFloor}, {"round_prefer_ceil", R::PreferCeil},
+                                                           {"floor", R::Floor}, {"ceil", R::Ceil}};
+  if (auto it = rounds.find(nm); it != rounds.end()) o.nearest_mode = it->second;
+  else throw InvalidInput(cat("nearest_mode '", nm, "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil"));
+  o.axes = c.ints("axes");
+  auto has_values = [&](int i) {
+    if (!c.present(i)) return false;
+    const auto* v = c.constant(i);
+    if (!v) throw Unsupported(cat(i == 2 ? "scales" : "sizes", " (input ", i, " '", c.node.input(i), "') must be a constant"));
+    return std::visit([](const auto& t) { return t.size() > 0; }, v->second);
+  };
+  const bool scales = has_values(2), sizes = c.node.input_size() > 3 && has_values(3);
+  if (scales == sizes) throw InvalidInput(scales ? "both scales and sizes are given" : "neither scales nor sizes is given");
+  if (sizes) {
+    o.sizes = c.const_ints(3, "sizes");
+  } else {
+    const auto* v = c.constant(2);
+    if (!is_float(v->first)) throw InvalidInput("scales (input 2) must be a float tensor");
+    for (float f : std::get<Tensor<float>>(v->second).vec()) o.scales.push_back(double(f));
+  }
+  return o;
+}
+
+namespace {
+
 std::map<std::string, ImportFn, std::less<>> make_table() {
   std::map<std::string, ImportFn, std::less<>> t;
   t["Conv"] = [](const NodeCtx& c) {
@@ -327,7 +382,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     return Mapped{ops::ScatterElements{.axis = c.i("axis", 0), .reduction = scatter_reduction(c)}, {0, 1, 2}};
   };
   // QuantizeLinear and DequantizeLinear: opsets 10 (per tensor), 13 (per axis), 19 (float8
-  // types: refused by type), 21 (blocked: refused; output_dtype).
+  // types: refused by type), 21 (output_dtype; blocked: expand.cpp's form_table).
   auto no_blocks = [](const NodeCtx& c) {
     if (c.i("block_size", 0) != 0)
       throw Unsupported(cat("blocked quantization (block_size ", c.i("block_size", 0), "); pet quantizes per tensor or per axis"));
@@ -446,8 +501,8 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["Sigmoid"] = unary(ops::Sigmoid{});
   t["Tanh"] = unary(ops::Tanh{});
   t["Gelu"] = [](const NodeCtx& c) {  // opset 20
-    if (c.s("approximate", "none") != "none")
-      throw Unsupported(cat("Gelu with approximate='", c.s("approximate", "none"), "' (pet has the exact form only)"));
+    if (const std::string a = c.s("approximate", "none"); a != "none")  // 'tanh': expand.cpp's form_table
+      throw InvalidInput(cat("Gelu's approximate is '", a, "'; it must be 'none' or 'tanh'"));
     return Mapped{ops::Gelu{}, {0}};
   };
   t["Identity"] = unary(ops::Identity{});
@@ -711,56 +766,10 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     return Mapped{o, {0, 1}};
   };
   t["Resize"] = [](const NodeCtx& c) {
-    if (c.opset < 11) throw Unsupported("Resize before opset 11 (Upsample semantics, no coordinate_transformation_mode)");
-    ops::Resize o;
-    const std::string mode = c.s("mode", "nearest");
-    if (mode == "linear") o.mode = ops::Resize::Mode::Linear;
-    else if (mode == "cubic") o.mode = ops::Resize::Mode::Cubic;
-    else if (mode != "nearest") throw InvalidInput(cat("mode '", mode, "' is not nearest, linear or cubic"));
-    o.cubic_coeff_a = c.f("cubic_coeff_a", -0.75f);
-    o.exclude_outside = c.i("exclude_outside", 0) != 0;
-    using C = ops::Resize::Coord;
-    const std::string ct = c.s("coordinate_transformation_mode", "half_pixel");
-    static const std::map<std::string, C, std::less<>> coords{{"half_pixel", C::HalfPixel}, {"half_pixel_symmetric", C::HalfPixelSymmetric},
-                                                             {"pytorch_half_pixel", C::PytorchHalfPixel}, {"align_corners", C::AlignCorners},
-                                                             {"asymmetric", C::Asymmetric}, {"tf_half_pixel_for_nn", C::TfHalfPixelForNN},
-                                                             {"tf_crop_and_resize", C::TfCropAndResize}};
-    if (auto it = coords.find(ct); it != coords.end()) o.coord = it->second;
-    else throw InvalidInput(cat("coordinate_transformation_mode '", ct, "' is not one of half_pixel, half_pixel_symmetric, pytorch_half_pixel, ",
-                                "align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize"));
-    if (o.coord == C::TfCropAndResize) {  // the region of interest (input 1), and the value outside it
-      if (!c.present(1)) throw InvalidInput("tf_crop_and_resize needs roi (input 1)");
-      const auto* v = c.constant(1);
-      if (!v) throw Unsupported(cat("roi (input 1 '", c.node.input(1), "') must be a constant"));
-      if (!is_float(v->first)) throw InvalidInput("roi (input 1) must be a float tensor");
-      for (float f : std::get<Tensor<float>>(v->second).vec()) o.roi.push_back(double(f));
-      o.extrapolation_value = c.f("extrapolation_value", 0.f);
-    }
-    using R = ops::Resize::Round;
-    const std::string nm = c.s("nearest_mode", "round_prefer_floor");
-    static const std::map<std::string, R, std::less<>> rounds{{"round_prefer_floor", R::PreferFloor}, {"round_prefer_ceil", R::PreferCeil},
-                                                             {"floor", R::Floor}, {"ceil", R::Ceil}};
-    if (auto it = rounds.find(nm); it != rounds.end()) o.nearest_mode = it->second;
-    else throw InvalidInput(cat("nearest_mode '", nm, "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil"));
-    if (c.i("antialias", 0)) throw Unsupported("antialias = 1");
+    // antialias (linear and cubic) and keep_aspect_ratio_policy: expand.cpp's form_table
+    if (c.i("antialias", 0) && c.s("mode", "nearest") != "nearest") throw Unsupported("antialias = 1");
     if (const std::string k = c.s("keep_aspect_ratio_policy", "stretch"); k != "stretch") throw Unsupported(cat("keep_aspect_ratio_policy '", k, "'"));
-    o.axes = c.ints("axes");
-    auto has_values = [&](int i) {
-      if (!c.present(i)) return false;
-      const auto* v = c.constant(i);
-      if (!v) throw Unsupported(cat(i == 2 ? "scales" : "sizes", " (input ", i, " '", c.node.input(i), "') must be a constant"));
-      return std::visit([](const auto& t) { return t.size() > 0; }, v->second);
-    };
-    const bool scales = has_values(2), sizes = c.node.input_size() > 3 && has_values(3);
-    if (scales == sizes) throw InvalidInput(scales ? "both scales and sizes are given" : "neither scales nor sizes is given");
-    if (sizes) {
-      o.sizes = c.const_ints(3, "sizes");
-    } else {
-      const auto* v = c.constant(2);
-      if (!is_float(v->first)) throw InvalidInput("scales (input 2) must be a float tensor");
-      for (float f : std::get<Tensor<float>>(v->second).vec()) o.scales.push_back(double(f));
-    }
-    return Mapped{o, {0}};
+    return Mapped{resize_attrs(c), {0}};
   };
   // Upsample (opsets 7 to 9; Resize's predecessor): asymmetric coordinates and, for nearest,
   // truncation when enlarging and rounding up when shrinking, as ONNX Runtime runs it.
@@ -859,7 +868,6 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     if (mode == "constant") o.mode = ops::PadMode::Constant;
     else if (mode == "reflect") o.mode = ops::PadMode::Reflect;
     else if (mode == "edge") o.mode = ops::PadMode::Edge;
-    else if (mode == "wrap") throw Unsupported("Pad mode 'wrap' (opset 19; supported: constant, reflect, edge)");
     else throw InvalidInput(cat("Pad mode '", mode, "' is not one of constant, reflect, edge, wrap"));
     if (c.opset < 11) {
       if (c.opset < 2) throw Unsupported("Pad before opset 2 ('paddings' attribute)");

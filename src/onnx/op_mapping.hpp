@@ -46,6 +46,10 @@ struct Mapped {
   std::vector<int> data_inputs;  ///< ONNX input positions that stay data inputs of the pet op
 };
 
+/// Resize's attributes, scales and sizes (opset 11 on), all but antialias and
+/// keep_aspect_ratio_policy (the forms expand.cpp imports).
+ops::Resize resize_attrs(const NodeCtx& c);
+
 using ImportFn = std::function<Mapped(const NodeCtx&)>;
 const std::map<std::string, ImportFn, std::less<>>& import_table();
 

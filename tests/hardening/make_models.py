@@ -520,3 +520,32 @@ save("affinegrid20", [mk("AffineGrid", ["theta", "size"], ["grid"], name="grid")
                       mk("AffineGrid", ["theta3", "size3"], ["grid3"], name="grid3d")],
      [vi("theta", [2, 2, 3]), vi("img", [2, 3, 6, 7]), vi("theta3", [1, 3, 4])], [vi("y", None), vi("grid_c", None), vi("grid3", None)],
      [const("size", np.array([2, 3, 4, 5], np.int64)), const("size3", np.array([1, 1, 2, 3, 4], np.int64))], opset=20)
+
+# Forms of opsets 18-21 that import as several pet ops: Gelu's tanh approximation, Pad's wrap
+# mode (negative pads crop first, as ONNX Runtime), ReduceMax/ReduceMin of bool, Resize with
+# antialias (linear and cubic, several coordinate modes, exclude_outside) and
+# keep_aspect_ratio_policy.
+save("forms21", [
+    mk("Gelu", ["x"], ["gelu"], approximate="tanh", name="gelu_tanh"),
+    mk("Pad", ["x", "wrap_pads"], ["wrapped"], mode="wrap", name="pad_wrap"),
+    mk("Pad", ["x", "wrap_pads_axes", "", "wrap_axes"], ["wrapped_axes"], mode="wrap", name="pad_wrap_axes"),
+    mk("Greater", ["x", "zero"], ["positive"], name="positive"),
+    mk("ReduceMax", ["positive", "ax3"], ["any_positive"], keepdims=0, name="any"),
+    mk("ReduceMin", ["positive", "ax3"], ["all_positive"], keepdims=1, name="all"),
+    mk("Cast", ["any_positive"], ["any_f"], to=TensorProto.FLOAT, name="any_f"),
+    mk("Cast", ["all_positive"], ["all_f"], to=TensorProto.FLOAT, name="all_f"),
+    mk("Resize", ["img", "", "half"], ["aa_linear"], mode="linear", antialias=1, name="aa_linear"),
+    mk("Resize", ["img", "", "", "small"], ["aa_cubic"], mode="cubic", antialias=1, axes=[2, 3], name="aa_cubic"),
+    mk("Resize", ["img", "", "", "small"], ["aa_cubic_excl"], mode="cubic", antialias=1, exclude_outside=1, axes=[2, 3],
+       coordinate_transformation_mode="pytorch_half_pixel", name="aa_cubic_exclude"),
+    mk("Resize", ["img", "", "third"], ["aa_linear_ac"], mode="linear", antialias=1, coordinate_transformation_mode="align_corners",
+       name="aa_linear_corners"),
+    mk("Resize", ["img", "", "", "box"], ["fit_nearest"], keep_aspect_ratio_policy="not_larger", axes=[2, 3], name="not_larger"),
+    mk("Resize", ["img", "", "", "box"], ["fill_linear"], mode="linear", keep_aspect_ratio_policy="not_smaller", axes=[2, 3], name="not_smaller"),
+], [vi("x", [2, 3, 5, 6]), vi("img", [1, 3, 17, 23])],
+   [vi("gelu", None), vi("wrapped", None), vi("wrapped_axes", None), vi("any_f", None), vi("all_f", None), vi("aa_linear", None),
+    vi("aa_cubic", None), vi("aa_cubic_excl", None), vi("aa_linear_ac", None), vi("fit_nearest", None), vi("fill_linear", None)],
+   [const("wrap_pads", np.array([0, 0, 2, -1, 0, 1, 3, 4], np.int64)), const("wrap_pads_axes", np.array([1, -2, 3, 2], np.int64)),
+    const("wrap_axes", np.array([2, -1], np.int64)), const("zero", np.array(0.0, np.float32)), const("ax3", np.array([3], np.int64)),
+    const("half", np.array([1, 1, 0.5, 0.5], np.float32)), const("small", np.array([7, 9], np.int64)),
+    const("third", np.array([1, 1, 0.34, 0.3], np.float32)), const("box", np.array([10, 8], np.int64))], opset=21)
