@@ -561,6 +561,8 @@ TEST_CASE("cpu layout ops: R/T, transpose, reshape views, slice, pad, split, con
                     "slice");
   same_as_reference(one_op(ops::Pad{.pads = {0, 2, -1, 1, 3, 0}, .value = 1.5}, {f32({3, 4, 5})}), 55, "pad");
   same_as_reference(one_op(ops::Pad{.pads = {1, 1, 1, 1}, .mode = ops::PadMode::Reflect}, {f32({4, 5})}), 56, "reflect pad");
+  same_as_reference(one_op(ops::Pad{.pads = {2, 0, -1, 1, 3, 2}, .mode = ops::PadMode::Edge}, {f32({3, 4, 5})}), 156, "edge pad", {}, "pet copy of an edge");
+  same_as_reference(one_op(ops::Pad{.pads = {0, 0, 6, 6, 0, 0, 6, 6}, .mode = ops::PadMode::Edge}, {f32({1, 3, 9, 8})}), 157, "edge pad wider than the input", {}, "pet copy of the input");
   same_as_reference(one_op(ops::Split{.axis = 1, .split = {2, 0, 3}, .num_outputs = 3}, {f32({2, 5, 3})}), 57, "split");
   same_as_reference(one_op(ops::Concat{.axis = 1}, {f32({2, 3, 4}), f32({2, 1, 4}), f32({2, 5, 4})}), 58, "concat");
   same_as_reference(one_op(ops::Patch{.offsets = {0, 2, 1}}, {f32({2, 5, 4}), f32({2, 2, 3})}), 59, "patch");

@@ -18,6 +18,53 @@ BoxCopy rt_copy(const Shape& split, const std::vector<int64_t>& perm) {
   c.what = "strided copy";
   return c;
 }
+
+/// Pad with mode edge: output position i of dim d reads the input at clamp(i - pads[d], 0,
+/// n - 1). Per dim up to three ranges (before the input: its first position, stride 0; the
+/// input itself, past what negative pads crop; after it: its last position, stride 0); one
+/// box per combination of the dims' ranges.
+std::vector<BoxCopy> edge_pad_plan(const ops::Pad& o, const Shape& xs, const Shape& ys) {
+  struct Range {
+    int64_t dst, len, src;
+    bool moves;
+  };
+  const size_t r = xs.size();
+  const auto xst = strides_of(xs), yst = strides_of(ys);
+  std::vector<std::vector<Range>> ranges(r);
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t pb = o.pads[d], lo = std::max<int64_t>(0, -pb), hi = std::min(xs[d], ys[d] - pb);
+    const int64_t mid = std::max<int64_t>(0, hi - lo), start = std::max<int64_t>(0, lo + pb);
+    if (start > 0) ranges[d].push_back({0, start, 0, false});
+    if (mid > 0) ranges[d].push_back({start, mid, lo, true});
+    if (ys[d] > start + mid) ranges[d].push_back({start + mid, ys[d] - start - mid, xs[d] - 1, false});
+  }
+  std::vector<BoxCopy> v;
+  if (numel(ys) == 0) {  // nothing to write
+    BoxCopy c;
+    c.src_strides = xst, c.dst_strides = yst, c.shape = ys, c.what = "empty";
+    return {c};
+  }
+  std::vector<size_t> pick(r, 0);
+  while (true) {
+    BoxCopy c;
+    bool interior = true;
+    for (size_t d = 0; d < r; ++d) {
+      const Range& g = ranges[d][pick[d]];
+      c.shape.push_back(g.len);
+      c.src_strides.push_back(g.moves ? xst[d] : 0);
+      c.dst_strides.push_back(yst[d]);
+      c.src_offset += g.src * xst[d];
+      c.dst_offset += g.dst * yst[d];
+      interior = interior && g.moves;
+    }
+    c.what = interior ? "copy of the input" : "copy of an edge";
+    v.push_back(std::move(c));
+    size_t d = r;
+    while (d > 0 && ++pick[d - 1] == ranges[d - 1].size()) pick[--d] = 0;
+    if (d == 0) break;
+  }
+  return v;
+}
 }  // namespace
 
 std::optional<std::vector<BoxCopy>> copy_plan(const Op& op, InTypes in, InTypes out) {
@@ -54,6 +101,7 @@ std::optional<std::vector<BoxCopy>> copy_plan(const Op& op, InTypes in, InTypes 
       }
       return v;
     } else if constexpr (std::is_same_v<O, ops::Pad>) {
+      if (o.mode == ops::PadMode::Edge) return edge_pad_plan(o, in[0].shape, out[0].shape);
       if (o.mode != ops::PadMode::Constant) return std::nullopt;
       const Shape &xs = in[0].shape, &ys = out[0].shape;
       BoxCopy c;

@@ -376,6 +376,25 @@ struct ResizeTaps {
   int64_t k = 0;
   std::vector<int64_t> index;  // [m, k]
   std::vector<float> weight;   // [m, k]
+  std::vector<int64_t> first;  // [m]: each row's first tap before clamping
+
+  /// Whether every row has the same weights and starts `stride` after the last (an integer
+  /// downscale with aligned coordinates): then the taps are a strided convolution of the input
+  /// padded by repeating its edges, `pad_begin` and `pad_end` positions (both >= 0).
+  bool strided(int64_t n, int64_t& stride, int64_t& pad_begin, int64_t& pad_end) const {
+    const int64_t m = int64_t(first.size());
+    if (k < 2 || m < 1) return false;
+    stride = m > 1 ? first[1] - first[0] : 1;
+    if (stride < 1) return false;
+    for (int64_t x = 0; x < m; ++x) {
+      if (first[size_t(x)] != first[0] + x * stride) return false;
+      for (int64_t i = 0; i < k; ++i)
+        if (weight[size_t(x * k + i)] != weight[size_t(i)]) return false;
+    }
+    pad_begin = -first[0];
+    pad_end = first[size_t(m - 1)] + k - 1 - (n - 1);
+    return pad_begin >= 0 && pad_end >= 0 && (n + pad_begin + pad_end - k) / stride + 1 == m;
+  }
 };
 ResizeTaps resize_taps(int64_t n, int64_t m, double scale, const ops::Resize& o, bool antialias) {
   using C = ops::Resize::Coord;
@@ -437,6 +456,7 @@ ResizeTaps resize_taps(int64_t n, int64_t m, double scale, const ops::Resize& o,
       for (double v : c) sum += v;
       for (double& v : c) v /= sum;
     }
+    r.first.push_back(base + start);
     for (int64_t i = 0; i < k; ++i) {
       r.index.push_back(std::clamp<int64_t>(base + start + i, 0, n - 1));
       r.weight.push_back(float(c[size_t(i)]));
@@ -447,7 +467,8 @@ ResizeTaps resize_taps(int64_t n, int64_t m, double scale, const ops::Resize& o,
 
 /// Resize with antialias (linear and cubic, opset 18) or keep_aspect_ratio_policy (opset 18):
 /// per resized axis a Gather of the taps ([m, k] positions), times their weights, summed over
-/// the k taps (nearest: one Gather). Only the taps are read, as the direct formula reads them.
+/// the k taps (nearest: one Gather); where every axis's taps are a strided window of the same
+/// weights, a depthwise strided Conv instead. Only the taps are read, as the formula reads them.
 std::vector<TensorId> resize_taps_import(const NodeCtx& c, const std::string& name, Graph& g, const std::function<TensorId(int)>& data) {
   if (!c.present(0)) throw InvalidInput("required input 0 (X) is missing");
   const auto t = c.type(0);
@@ -511,10 +532,68 @@ std::vector<TensorId> resize_taps_import(const NodeCtx& c, const std::string& na
     res[0] = add_part(g, name, "identity", ops::Identity{}, {x}, y);
     return res;
   }
+  std::vector<ResizeTaps> all;
+  for (int64_t d : moved) all.push_back(resize_taps(xs[size_t(d)], out[size_t(d)], scale[size_t(d)], o, antialias));
+  // Every resized axis spatial (N and C kept) with the same weights at every position, as
+  // integer downscales with aligned coordinates have them: edge padding and one depthwise
+  // strided Conv of the outer product of the axes' weights, which the backends run as a conv
+  // (a Gather along the last axis reads one element at a time).
+  if (r >= 3 && moved.front() >= 2) {
+    struct Window {
+      int64_t stride = 1, pb = 0, pe = 0;
+    };
+    std::vector<Window> win(moved.size());
+    bool ok = true;
+    int64_t taps_2d = 1;
+    for (size_t j = 0; j < moved.size() && ok; ++j) {
+      ok = all[j].strided(xs[size_t(moved[j])], win[j].stride, win[j].pb, win[j].pe);
+      taps_2d *= all[j].k;
+    }
+    // one Conv over the axes' joint window where it is small, else one Conv per axis
+    // (separable: k_h + k_w taps a position where the joint window has k_h k_w)
+    const size_t passes = taps_2d <= 16 ? 1 : moved.size();
+    for (size_t pass = 0; ok && pass < passes; ++pass) {
+      ops::Conv conv{.group = xs[1]};
+      ops::Pad pad{.pads = std::vector<int64_t>(size_t(2 * r), 0), .mode = ops::PadMode::Edge};
+      Shape ws{xs[1], 1};
+      std::vector<float> kernel{1.f};
+      for (int64_t d = 2; d < r; ++d) {
+        const auto it = std::find(moved.begin(), moved.end(), d);
+        const size_t j = size_t(it - moved.begin());
+        Window wd;
+        int64_t k = 1;
+        std::vector<float> w{1.f};
+        if (it != moved.end() && (passes == 1 || j == pass)) {
+          wd = win[j];
+          k = all[j].k;
+          w.assign(all[j].weight.begin(), all[j].weight.begin() + k);
+        }
+        conv.strides.push_back(wd.stride);
+        conv.kernel_shape.push_back(k);
+        pad.pads[size_t(d)] = wd.pb, pad.pads[size_t(r + d)] = wd.pe;
+        ws.push_back(k);
+        std::vector<float> outer;
+        for (float a : kernel)
+          for (float b : w) outer.push_back(a * b);
+        kernel = std::move(outer);
+      }
+      std::vector<float> wv;
+      for (int64_t ch = 0; ch < xs[1]; ++ch) wv.insert(wv.end(), kernel.begin(), kernel.end());
+      const TensorId w = g.add_constant(g.unique_name(cat(name, "/kernel")), Tensor<float>(ws, std::move(wv)));
+      bool padded = false;
+      for (int64_t v : pad.pads) padded = padded || v != 0;
+      if (padded) x = add_part(g, name, "edges", pad, {x});
+      x = add_part(g, name, "taps", conv, {x, w}, pass + 1 == passes ? y : "");
+    }
+    if (ok) {
+      res[0] = x;
+      return res;
+    }
+  }
   for (size_t j = 0; j < moved.size(); ++j) {
     const int64_t d = moved[j];
     const int64_t n = xs[size_t(d)], m = out[size_t(d)];
-    ResizeTaps taps = resize_taps(n, m, scale[size_t(d)], o, antialias);
+    ResizeTaps& taps = all[j];
     if (m * taps.k > (int64_t(1) << 26))
       throw Unsupported(cat("resizing dim ", d, " from ", n, " to ", m, " takes ", taps.k, " taps per position: over 2^26 positions"));
     const std::string last = j + 1 == moved.size() ? y : "";

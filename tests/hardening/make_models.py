@@ -523,8 +523,8 @@ save("affinegrid20", [mk("AffineGrid", ["theta", "size"], ["grid"], name="grid")
 
 # Forms of opsets 18-21 that import as several pet ops: Gelu's tanh approximation, Pad's wrap
 # mode (negative pads crop first, as ONNX Runtime), ReduceMax/ReduceMin of bool, Resize with
-# antialias (linear and cubic, several coordinate modes, exclude_outside) and
-# keep_aspect_ratio_policy.
+# antialias (linear and cubic, several coordinate modes, exclude_outside; gathered taps, one
+# strided Conv, a strided Conv per axis) and keep_aspect_ratio_policy.
 save("forms21", [
     mk("Gelu", ["x"], ["gelu"], approximate="tanh", name="gelu_tanh"),
     mk("Pad", ["x", "wrap_pads"], ["wrapped"], mode="wrap", name="pad_wrap"),
@@ -540,12 +540,14 @@ save("forms21", [
        coordinate_transformation_mode="pytorch_half_pixel", name="aa_cubic_exclude"),
     mk("Resize", ["img", "", "third"], ["aa_linear_ac"], mode="linear", antialias=1, coordinate_transformation_mode="align_corners",
        name="aa_linear_corners"),
+    mk("Resize", ["img", "", "quarter"], ["aa_cubic_quarter"], mode="cubic", antialias=1, name="aa_cubic_quarter"),
     mk("Resize", ["img", "", "", "box"], ["fit_nearest"], keep_aspect_ratio_policy="not_larger", axes=[2, 3], name="not_larger"),
     mk("Resize", ["img", "", "", "box"], ["fill_linear"], mode="linear", keep_aspect_ratio_policy="not_smaller", axes=[2, 3], name="not_smaller"),
 ], [vi("x", [2, 3, 5, 6]), vi("img", [1, 3, 17, 23])],
    [vi("gelu", None), vi("wrapped", None), vi("wrapped_axes", None), vi("any_f", None), vi("all_f", None), vi("aa_linear", None),
-    vi("aa_cubic", None), vi("aa_cubic_excl", None), vi("aa_linear_ac", None), vi("fit_nearest", None), vi("fill_linear", None)],
+    vi("aa_cubic", None), vi("aa_cubic_excl", None), vi("aa_linear_ac", None), vi("aa_cubic_quarter", None), vi("fit_nearest", None),
+    vi("fill_linear", None)],
    [const("wrap_pads", np.array([0, 0, 2, -1, 0, 1, 3, 4], np.int64)), const("wrap_pads_axes", np.array([1, -2, 3, 2], np.int64)),
     const("wrap_axes", np.array([2, -1], np.int64)), const("zero", np.array(0.0, np.float32)), const("ax3", np.array([3], np.int64)),
     const("half", np.array([1, 1, 0.5, 0.5], np.float32)), const("small", np.array([7, 9], np.int64)),
-    const("third", np.array([1, 1, 0.34, 0.3], np.float32)), const("box", np.array([10, 8], np.int64))], opset=21)
+    const("third", np.array([1, 1, 0.34, 0.3], np.float32)), const("quarter", np.array([1, 1, 0.25, 0.25], np.float32)), const("box", np.array([10, 8], np.int64))], opset=21)
