@@ -560,7 +560,9 @@ TEST_CASE("cpu layout ops: R/T, transpose, reshape views, slice, pad, split, con
   same_as_reference(one_op(ops::Slice{.starts = {-1, 1}, .ends = {INT64_MIN, 9}, .axes = {0, 2}, .steps = {-1, 3}}, {f32({4, 3, 10})}), 54,
                     "slice");
   same_as_reference(one_op(ops::Pad{.pads = {0, 2, -1, 1, 3, 0}, .value = 1.5}, {f32({3, 4, 5})}), 55, "pad");
-  same_as_reference(one_op(ops::Pad{.pads = {1, 1, 1, 1}, .mode = ops::PadMode::Reflect}, {f32({4, 5})}), 56, "reflect pad");
+  same_as_reference(one_op(ops::Pad{.pads = {1, 1, 1, 1}, .mode = ops::PadMode::Reflect}, {f32({4, 5})}), 56, "reflect pad", {}, "pet copy of a mirrored border");
+  same_as_reference(one_op(ops::Pad{.pads = {0, 3, 0, 2, 0, 1, 4, 0}, .mode = ops::PadMode::Reflect}, {f32({2, 4, 5, 3})}), 158, "reflect pad, several dims", {},
+                    "pet copy of a mirrored border");
   same_as_reference(one_op(ops::Pad{.pads = {2, 0, -1, 1, 3, 2}, .mode = ops::PadMode::Edge}, {f32({3, 4, 5})}), 156, "edge pad", {}, "pet copy of an edge");
   same_as_reference(one_op(ops::Pad{.pads = {0, 0, 6, 6, 0, 0, 6, 6}, .mode = ops::PadMode::Edge}, {f32({1, 3, 9, 8})}), 157, "edge pad wider than the input", {}, "pet copy of the input");
   same_as_reference(one_op(ops::Split{.axis = 1, .split = {2, 0, 3}, .num_outputs = 3}, {f32({2, 5, 3})}), 57, "split");

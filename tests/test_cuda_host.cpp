@@ -40,6 +40,7 @@ std::vector<Case> copy_cases() {
   v.push_back({ops::Pad{.pads = {0, -1, 2, 0, 0, 1, -2, 0}}, {f32({2, 3, 4, 5})}, "pad that crops"});
   v.push_back({ops::Pad{.pads = {0, 1, 2, 0, 0, 3, 1, 0}, .mode = ops::PadMode::Edge}, {f32({2, 3, 4, 5})}, "edge pad"});
   v.push_back({ops::Pad{.pads = {0, -1, 2, 3, 0, 1, -2, -1}, .mode = ops::PadMode::Edge}, {f32({2, 3, 4, 5})}, "edge pad that crops"});
+  v.push_back({ops::Pad{.pads = {0, 2, 3, 1, 0, 1, 0, 4}, .mode = ops::PadMode::Reflect}, {f32({2, 3, 4, 5})}, "reflect pad"});
   v.push_back({ops::Patch{.offsets = {0, 2, 1}}, {f32({2, 7, 5}), f32({2, 3, 4})}, "correction patch"});
   v.push_back({ops::Expand{.shape = {2, 3, 4, 5}}, {f32({3, 1, 5})}, "expand"});
   v.push_back({ops::Tile{.repeats = {2, 1, 3}}, {f32({3, 1, 5})}, "tile"});

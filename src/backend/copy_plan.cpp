@@ -2,6 +2,7 @@
 #include "pet/backend/copy_plan.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace pet::backend {
 namespace {
@@ -19,31 +20,34 @@ BoxCopy rt_copy(const Shape& split, const std::vector<int64_t>& perm) {
   return c;
 }
 
-/// Pad with mode edge: output position i of dim d reads the input at clamp(i - pads[d], 0,
-/// n - 1). Per dim up to three ranges (before the input: its first position, stride 0; the
-/// input itself, past what negative pads crop; after it: its last position, stride 0); one
-/// box per combination of the dims' ranges.
-std::vector<BoxCopy> edge_pad_plan(const ops::Pad& o, const Shape& xs, const Shape& ys) {
+/// Pad with mode edge or reflect: output position i of dim d reads the input at
+/// j = i - pads[d], clamped to [0, n - 1] (edge) or mirrored about the first and last
+/// positions (reflect: -j, 2 (n - 1) - j). Per dim up to three ranges (before the input,
+/// stride 0 or -1; the input itself, past what negative pads crop; after it, stride 0 or -1);
+/// one box per combination of the dims' ranges. Reflect with negative pads: nullopt.
+std::optional<std::vector<BoxCopy>> mirror_pad_plan(const ops::Pad& o, const Shape& xs, const Shape& ys) {
   struct Range {
-    int64_t dst, len, src;
-    bool moves;
+    int64_t dst, len, src, step;
   };
+  const bool reflect = o.mode == ops::PadMode::Reflect;
   const size_t r = xs.size();
   const auto xst = strides_of(xs), yst = strides_of(ys);
-  std::vector<std::vector<Range>> ranges(r);
-  for (size_t d = 0; d < r; ++d) {
-    const int64_t pb = o.pads[d], lo = std::max<int64_t>(0, -pb), hi = std::min(xs[d], ys[d] - pb);
-    const int64_t mid = std::max<int64_t>(0, hi - lo), start = std::max<int64_t>(0, lo + pb);
-    if (start > 0) ranges[d].push_back({0, start, 0, false});
-    if (mid > 0) ranges[d].push_back({start, mid, lo, true});
-    if (ys[d] > start + mid) ranges[d].push_back({start + mid, ys[d] - start - mid, xs[d] - 1, false});
-  }
-  std::vector<BoxCopy> v;
   if (numel(ys) == 0) {  // nothing to write
     BoxCopy c;
     c.src_strides = xst, c.dst_strides = yst, c.shape = ys, c.what = "empty";
-    return {c};
+    return std::vector{c};
   }
+  std::vector<std::vector<Range>> ranges(r);
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t pb = o.pads[d], pe = o.pads[d + r];
+    if (reflect && (pb < 0 || pe < 0)) return std::nullopt;
+    const int64_t lo = std::max<int64_t>(0, -pb), hi = std::min(xs[d], ys[d] - pb);
+    const int64_t mid = std::max<int64_t>(0, hi - lo), start = std::max<int64_t>(0, lo + pb), after = ys[d] - start - mid;
+    if (start > 0) ranges[d].push_back(reflect ? Range{0, start, pb, -1} : Range{0, start, 0, 0});
+    if (mid > 0) ranges[d].push_back({start, mid, lo, 1});
+    if (after > 0) ranges[d].push_back(reflect ? Range{start + mid, after, xs[d] - 2, -1} : Range{start + mid, after, xs[d] - 1, 0});
+  }
+  std::vector<BoxCopy> v;
   std::vector<size_t> pick(r, 0);
   while (true) {
     BoxCopy c;
@@ -51,13 +55,13 @@ std::vector<BoxCopy> edge_pad_plan(const ops::Pad& o, const Shape& xs, const Sha
     for (size_t d = 0; d < r; ++d) {
       const Range& g = ranges[d][pick[d]];
       c.shape.push_back(g.len);
-      c.src_strides.push_back(g.moves ? xst[d] : 0);
+      c.src_strides.push_back(g.step * xst[d]);
       c.dst_strides.push_back(yst[d]);
       c.src_offset += g.src * xst[d];
       c.dst_offset += g.dst * yst[d];
-      interior = interior && g.moves;
+      interior = interior && g.step == 1;
     }
-    c.what = interior ? "copy of the input" : "copy of an edge";
+    c.what = interior ? "copy of the input" : reflect ? "copy of a mirrored border" : "copy of an edge";
     v.push_back(std::move(c));
     size_t d = r;
     while (d > 0 && ++pick[d - 1] == ranges[d - 1].size()) pick[--d] = 0;
@@ -101,8 +105,7 @@ std::optional<std::vector<BoxCopy>> copy_plan(const Op& op, InTypes in, InTypes 
       }
       return v;
     } else if constexpr (std::is_same_v<O, ops::Pad>) {
-      if (o.mode == ops::PadMode::Edge) return edge_pad_plan(o, in[0].shape, out[0].shape);
-      if (o.mode != ops::PadMode::Constant) return std::nullopt;
+      if (o.mode != ops::PadMode::Constant) return mirror_pad_plan(o, in[0].shape, out[0].shape);
       const Shape &xs = in[0].shape, &ys = out[0].shape;
       BoxCopy c;
       c.src_strides = strides_of(xs);

@@ -1,6 +1,6 @@
 #pragma once
 /// Data-movement ops as box copies, for every backend: the R/T op, Transpose, Slice, Split,
-/// constant and edge Pad, Patch, Expand, Tile and Concat each become a few copies of a box of elements
+/// Pad (constant, edge, reflect), Patch, Expand, Tile and Concat each become a few copies of a box of elements
 ///   dst[dst_offset + i . dst_strides] = src[src_offset + i . src_strides],  i over `shape`
 /// (element strides of row-major buffers; a stride 0 broadcasts), some after filling their
 /// output. The cpu backend runs them with pet's strided copies (kernels/cpu/copy.hpp), the
@@ -26,7 +26,7 @@ struct BoxCopy {
 };
 
 /// The op's box copies (in order), or nullopt when the op is not a data movement that maps
-/// to box copies (or not in this form: a reflect Pad).
+/// to box copies (or not in this form: a reflect Pad with negative pads).
 std::optional<std::vector<BoxCopy>> copy_plan(const Op& op, InTypes in, InTypes out);
 
 /// Runs a plan on host buffers (one per input and output, row-major, float): the meaning of
