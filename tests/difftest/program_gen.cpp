@@ -591,6 +591,24 @@ class Generator {
     return true;
   }
 
+  /// Whether some window of max pool `mp` over an input of shape xs sees only padding (its
+  /// output is the lowest float), whichever attributes made it so.
+  static bool some_window_only_padding(ops::MaxPool mp, const Shape& xs) {
+    const std::vector<TensorType> in{{DType::Float32, xs}};
+    const Shape ys = mp.infer(in)[0].shape;  // resolves auto_pad into pads
+    const size_t k = xs.size() - 2;
+    for (size_t i = 0; i < k; ++i)
+      for (int64_t o = 0; o < ys[2 + i]; ++o) {
+        bool inside = false;
+        for (int64_t j = 0; j < mp.kernel_shape[i] && !inside; ++j) {
+          const int64_t at = o * mp.strides[i] - mp.pads[i] + j * mp.dilations[i];
+          inside = at >= 0 && at < xs[2 + i];
+        }
+        if (!inside) return true;
+      }
+    return false;
+  }
+
   void pool() {
     auto x = pick_rank(3, 5);
     if (!x) return;
@@ -622,8 +640,9 @@ class Generator {
     }
     auto y = add1(mp, {*x});
     // A window of padding only gives the lowest float; read on, it overflows differently in
-    // every implementation: such a pool is an output only.
-    if (y && edge) pool_.pop_back(), scalars_.push_back(*y);
+    // every implementation: such a pool is an output only (also where random pads and
+    // dilations made one by chance).
+    if (y && (edge || some_window_only_padding(mp, shape(*x)))) pool_.pop_back(), scalars_.push_back(*y);
   }
 
   void global_pool() {
