@@ -1975,6 +1975,16 @@ TEST_CASE("opsets 18-22: Gelu's tanh form, Pad's wrap mode, ReduceMax and Reduce
     CHECK(std::get<Tensor<int64_t>>(out[0]).vec() == std::vector<int64_t>(3, INT32_MIN));
     b.g().mutable_node(0)->set_op_type("ReduceMean");
     CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'r' (ReduceMean, opset 18): the mean over the empty dims of input shape [0,3] is undefined"), Unsupported);
+    // reduced over its non-empty dim, the output is empty too: an empty constant, whatever the op
+    for (const char* op : {"ReduceMean", "ReduceMax"}) {
+      OnnxBuilder e(18);
+      e.input("x", {"0", "3"}).ints("axes", {1});
+      e.node(op, {"x", "axes"}, {"y"}, "r");
+      e.output("y");
+      INFO(op);
+      px::Model em = e.import();
+      CHECK(em.graph.type(em.graph.outputs()[0]).shape == Shape{0, 1});
+    }
   }
   {  // Resize, linear with antialias, of 1 2 3 4 to half: ONNX's reference gives 1.625 3.375
     OnnxBuilder b(19);

@@ -476,7 +476,8 @@ struct Importer {
   /// every element the value over no elements: 0 for ReduceSum, ReduceL1, ReduceL2 and
   /// ReduceSumSquare, 1 for ReduceProd, -inf (the type's lowest value for integers) for ReduceMax
   /// and ReduceLogSum(Exp), +inf (the highest) for ReduceMin. ReduceMean's is undefined: refused.
-  /// Nothing when `op` is not a reduction.
+  /// An empty output (a kept dim empty too) is an empty constant. Nothing when `op` is not a
+  /// reduction.
   static std::optional<std::pair<DType, ConstValue>> empty_reduction(const Op& op, const Types& in) {
     return std::visit(
         [&](const auto& o) -> std::optional<std::pair<DType, ConstValue>> {
@@ -496,6 +497,8 @@ struct Importer {
               if (kept[i] >= 0) out.push_back(x.shape[i]);
               else if (r.keepdims) out.push_back(1);
             const bool is_f = is_float(x.dtype);
+            if (numel(out) == 0)  // a kept dim is empty too: nothing to compute
+              return is_f ? std::pair{x.dtype, ConstValue(Tensor<float>(out))} : std::pair{x.dtype, ConstValue(Tensor<int64_t>(out))};
             const double inf = std::numeric_limits<double>::infinity();
             auto lowest = [&] { return x.dtype == DType::Int32 ? double(INT32_MIN) : x.dtype == DType::Int8 ? -128.0 : x.dtype == DType::UInt8 ? 0.0 : double(INT64_MIN); };
             auto highest = [&] { return x.dtype == DType::Int32 ? double(INT32_MAX) : x.dtype == DType::Int8 ? 127.0 : x.dtype == DType::UInt8 ? 255.0 : double(INT64_MAX); };
