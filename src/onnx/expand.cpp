@@ -345,7 +345,7 @@ std::vector<TensorId> pad_wrap(const NodeCtx& c, const std::string& name, Graph&
     if (m <= 0 && len > 0)
       throw InvalidInput(cat("pads ", pad.pads, " crop dimension ", a, " of ", xs, " to nothing before wrapping it"));
     if (len <= 0) throw Unsupported(cat("pads ", pad.pads, " leave dimension ", a, " of ", xs, " empty; pet supports empty results of Pad only with mode constant"));
-    std::vector<int64_t> at(size_t(std::max<int64_t>(len, 0)));
+    std::vector<int64_t> at(static_cast<size_t>(len));
     for (int64_t i = 0; i < len; ++i) at[size_t(i)] = c0 + (((i - std::max<int64_t>(b, 0)) % m) + m) % m;
     const TensorId idx = g.add_constant(g.unique_name(cat(name, "/positions", a)), DType::Int64, Tensor<int64_t>(Shape{len}, std::move(at)));
     x = add_part(g, name, cat("wrap", a), ops::Gather{.axis = int64_t(a)}, {x, idx}, k + 1 == moved.size() ? c.node.output(0) : "");
@@ -361,7 +361,7 @@ std::vector<TensorId> reduce_bool(const NodeCtx& c, const std::string& name, Gra
   Mapped mp = import_table().at(c.node.op_type())(c);  // the axes and keepdims
   std::vector<TensorId> out(size_t(c.node.output_size()), -1);
   if (out.empty() || c.node.output(0).empty()) return out;
-  const TensorId v = add_part(g, name, "as_int", ops::Cast{.to = DType::Float32}, {data(0)});
+  const TensorId v = add_part(g, name, "as_float", ops::Cast{.to = DType::Float32}, {data(0)});
   out[0] = add_part(g, name, "as_bool", ops::Cast{.to = DType::Bool}, {add_part(g, name, "reduce", mp.op, {v})}, c.node.output(0));
   return out;
 }
