@@ -193,7 +193,7 @@ done
 expect 0 "on reference: median" -- "$PET" run "$M/opset18.onnx" --backend reference
 expect 0 "on cpu: median" -- "$PET" run "$M/opset21.onnx"
 if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/dev/null; then
-  for name in opset18 opset21 coverage17 coverage17b coverage17c upsample9 empty17 recurrent17 mvn13 control17 gridsample16 mish18 einsum_resize13 resize19 resize_tf13 convtranspose_implicit13 quant16 qops13 qcontrib13 qaddmul13 signal17 pool_seq18 groupnorm18 groupnorm21 affinegrid20 forms21; do
+  for name in opset18 opset21 coverage17 coverage17b coverage17c upsample9 empty17 recurrent17 mvn13 control17 gridsample16 mish18 einsum_resize13 resize19 resize_tf13 convtranspose_implicit13 quant16 qops13 qcontrib13 qaddmul13 signal17 pool_seq18 groupnorm18 groupnorm21 affinegrid20 forms21 layout_loss18; do
     "$ORT_PY" "$SRC/tests/hardening/ort_testdata.py" "$M/$name.onnx" "$TMP/ort_$name"
     # A quantized model's outputs move by one quantization step where another float conv
     # kernel (oneDNN's, Eigen's, ONNX Runtime's) rounds a value to the other side of a grid

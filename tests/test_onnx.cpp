@@ -2082,3 +2082,157 @@ TEST_CASE("opsets 18-22: Gelu's tanh form, Pad's wrap mode, ReduceMax and Reduce
     CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'rs' (Resize, opset 19): keep_aspect_ratio_policy 'fit' is not one of stretch, not_larger, not_smaller"), InvalidInput);
   }
 }
+
+TEST_CASE("CenterCropPad, Col2Im, MaxUnpool, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss import as pet ops") {
+  using TP = ::onnx::TensorProto;
+  // CenterCropPad (opset 18): a centred window where the input is longer, the input centred in
+  // zeros where it is shorter; odd differences put the extra element at the end
+  for (const auto& [len, want] : std::vector<std::pair<int64_t, std::vector<float>>>{
+           {2, {1, 2}}, {4, {0, 1, 2, 3}}, {5, {0, 1, 2, 3, 4}}, {8, {0, 0, 1, 2, 3, 4, 0, 0}}, {6, {0, 1, 2, 3, 4, 0}}}) {
+    OnnxBuilder b(18);
+    b.input("x", {"5"}).ints("s", {len});
+    b.node("CenterCropPad", {"x", "s"}, {"y"}, "ccp");
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "CenterCropPad"));
+    INFO("length ", len);
+    CHECK(run_ref(m, {Tensor<float>({5}, {0, 1, 2, 3, 4})}) == want);
+  }
+  {  // axes: the last one padded, the first cropped
+    OnnxBuilder b(18);
+    b.input("x", {"3", "2"}).ints("s", {4, 1});
+    b.attr(b.node("CenterCropPad", {"x", "s"}, {"y"}, "ccp"), "axes", std::vector<int64_t>{-1, 0});
+    b.output("y");
+    CHECK(run_ref(b.import(), {Tensor<float>({3, 2}, {1, 2, 3, 4, 5, 6})}) == std::vector<float>{0, 3, 4, 0});
+  }
+  for (const auto& [s, axes, msg] : std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, const char*>>{
+           {{2}, {}, "node 'ccp' (CenterCropPad, opset 18): shape [2] must have one length per axis (2, the input's rank)"},
+           {{2, -1}, {}, "shape [2,-1] has a negative length"},
+           {{2, 2}, {1, -1}, "axes [1,-1] repeat an axis"}}) {
+    OnnxBuilder b(18);
+    b.input("x", {"3", "2"}).ints("s", s);
+    auto* n = b.node("CenterCropPad", {"x", "s"}, {"y"}, "ccp");
+    if (!axes.empty()) b.attr(n, "axes", axes);
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains(msg), InvalidInput);
+  }
+  // Col2Im (opset 18), 1-D: 2 channels of blocks of 3 at stride 3 in an image of 11; the last
+  // 2 positions no block reaches (ONNX's reference; ONNX Runtime 1.20 reads garbage there)
+  {
+    OnnxBuilder b(18);
+    b.input("x", {"1", "6", "3"}).ints("image", {11}).ints("block", {3});
+    b.attr(b.node("Col2Im", {"x", "image", "block"}, {"y"}, "c2i"), "strides", std::vector<int64_t>{3});
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "Col2Im"));
+    std::vector<float> x(18);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i + 1);
+    CHECK(run_ref(m, {Tensor<float>({1, 6, 3}, x)}) ==
+          std::vector<float>{1, 4, 7, 2, 5, 8, 3, 6, 9, 0, 0, 10, 13, 16, 11, 14, 17, 12, 15, 18, 0, 0});
+  }
+  {  // 2-D, overlapping 2 x 2 blocks of ones on a 3 x 3 image: how many blocks cover each pixel
+    OnnxBuilder b(18);
+    b.input("x", {"1", "4", "4"}).ints("image", {3, 3}).ints("block", {2, 2});
+    b.node("Col2Im", {"x", "image", "block"}, {"y"}, "c2i");
+    b.output("y");
+    CHECK(run_ref(b.import(), {Tensor<float>({1, 4, 4}, std::vector<float>(16, 1.f))}) == std::vector<float>{1, 2, 1, 2, 4, 2, 1, 2, 1});
+  }
+  for (const auto& [dims, image, msg, unsupported] : std::vector<std::tuple<std::vector<std::string>, std::vector<int64_t>, const char*, bool>>{
+           {{"1", "4", "5"}, {3, 3}, "node 'c2i' (Col2Im, opset 18): input's dim 2 (5) must be the number of block positions, 4 ([2,2])", false},
+           {{"1", "6", "4"}, {3, 3}, "input's dim 1 (6) must be a multiple of prod(block_shape) = 4", false},
+           {{"1", "4", "4"}, {1, 3}, "does not fit image_shape [1,3]", false}}) {
+    OnnxBuilder b(18);
+    b.input("x", dims).ints("image", image).ints("block", {2, 2});
+    b.node("Col2Im", {"x", "image", "block"}, {"y"}, "c2i");
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains(msg), InvalidInput);
+  }
+  {
+    OnnxBuilder b(18);
+    b.input("x", {"1", "16", "1"}).ints("image", {2, 2, 2, 2}).ints("block", {2, 2, 2, 2});
+    b.node("Col2Im", {"x", "image", "block"}, {"y"}, "c2i");
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("image_shape [2,2,2,2] has 4 spatial dims; pet's ConvTranspose takes 1 to 3"), Unsupported);
+  }
+  // MaxUnpool: values written at their indices, counted over the whole output; with
+  // output_shape in that shape (as ONNX Runtime; ONNX's test data counts them in the inferred
+  // [4, 4] and pads that)
+  for (const bool given : {false, true}) {
+    OnnxBuilder b(11);
+    b.input("x", {"1", "1", "2", "2"}).input("i", {"1", "1", "2", "2"}, TP::INT64);
+    std::vector<std::string> in{"x", "i"};
+    if (given) b.ints("shape", {1, 1, 5, 5}), in.push_back("shape");
+    auto* n = b.node("MaxUnpool", in, {"y"}, "unpool");
+    b.attr(n, "kernel_shape", std::vector<int64_t>{2, 2});
+    b.attr(n, "strides", std::vector<int64_t>{2, 2});
+    b.output("y");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "MaxUnpool"));
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == (given ? Shape{1, 1, 5, 5} : Shape{1, 1, 4, 4}));
+    const auto y = run_ref(m, {Tensor<float>({1, 1, 2, 2}, {5, 6, 7, 8}), Tensor<int64_t>({1, 1, 2, 2}, {5, 7, 13, 15})});
+    std::vector<float> want(given ? 25 : 16, 0.f);
+    want[5] = 5, want[7] = 6, want[13] = 7, want[15] = 8;
+    CHECK(y == want);
+  }
+  {
+    OnnxBuilder b(11);
+    b.input("x", {"1", "1", "2", "2"}).input("i", {"1", "1", "2", "2"}, TP::INT64);
+    b.node("MaxUnpool", {"x", "i"}, {"y"}, "unpool");
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'unpool' (MaxUnpool, opset 11): attribute 'kernel_shape' is required"), InvalidInput);
+  }
+  // NegativeLogLikelihoodLoss: input [[-1, -2, -3], [-4, -5, -6]], targets {2, 0}: picked -3 and
+  // -4; class weights {1, 2, 3}; ignore_index 0 drops the second
+  auto nll = [](const char* reduction, bool weighted, std::optional<int64_t> ignore, int target_type = TP::INT64) {
+    OnnxBuilder b(13);
+    b.input("x", {"2", "3"});
+    if (target_type == TP::INT64) b.ints("t", {2, 0});
+    else b.small_ints("t", target_type, {2}, {2, 0});
+    b.floats("w", {3}, {1, 2, 3});
+    auto* n = b.node("NegativeLogLikelihoodLoss", weighted ? std::vector<std::string>{"x", "t", "w"} : std::vector<std::string>{"x", "t"}, {"loss"}, "nll");
+    b.attr(n, "reduction", reduction);
+    if (ignore) b.attr(n, "ignore_index", *ignore);
+    b.output("loss");
+    return b;
+  };
+  const Tensor<float> lp({2, 3}, {-1, -2, -3, -4, -5, -6});
+  CHECK(run_ref(nll("none", false, std::nullopt).import(), {lp}) == std::vector<float>{3, 4});
+  CHECK(run_ref(nll("mean", false, std::nullopt).import(), {lp}) == std::vector<float>{3.5f});
+  CHECK(run_ref(nll("mean", false, std::nullopt, TP::INT32).import(), {lp}) == std::vector<float>{3.5f});
+  CHECK(run_ref(nll("sum", true, std::nullopt).import(), {lp}) == std::vector<float>{13});  // 3 * 3 + 4 * 1
+  CHECK(run_ref(nll("mean", true, std::nullopt).import(), {lp}) == std::vector<float>{13.f / 4});  // over the weights' sum
+  CHECK(run_ref(nll("none", true, int64_t(0)).import(), {lp}) == std::vector<float>{9, 0});
+  CHECK(run_ref(nll("mean", true, int64_t(0)).import(), {lp}) == std::vector<float>{3});  // 9 / 3
+  CHECK(run_ref(nll("mean", false, int64_t(0)).import(), {lp}) == std::vector<float>{3});  // 3 / 1
+  CHECK(run_ref(nll("mean", false, int64_t(-100)).import(), {lp}) == std::vector<float>{3.5f});  // ignores no class
+  CHECK(imports_without(nll("mean", true, int64_t(0)).import(), "NegativeLogLikelihoodLoss"));
+  CHECK_THROWS_WITH_AS(nll("avg", false, std::nullopt).import(),
+                       doctest::Contains("node 'nll' (NegativeLogLikelihoodLoss, opset 13): reduction 'avg' is not one of 'none', 'sum', 'mean'"), InvalidInput);
+  {
+    OnnxBuilder b = nll("mean", true, std::nullopt);
+    b.g().mutable_initializer(1)->clear_float_data();
+    b.g().mutable_initializer(1)->set_dims(0, 2);
+    b.g().mutable_initializer(1)->add_float_data(1), b.g().mutable_initializer(1)->add_float_data(1);
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("the weights (input 2) must be float32 of shape [3], one per class, got [2]"), InvalidInput);
+  }
+  {
+    OnnxBuilder b(13);
+    b.input("x", {"2", "3", "4"}).ints("t", {2, 0});
+    b.node("NegativeLogLikelihoodLoss", {"x", "t"}, {"loss"}, "nll");
+    b.output("loss");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("the target's shape [2] must be the input's without the class dim, [2,4]"), InvalidInput);
+  }
+  {  // SoftmaxCrossEntropyLoss: scores {0, ln 3}, target 1: log_prob {-ln 4, ln 3 - ln 4}, loss ln 4 - ln 3
+    OnnxBuilder b(13);
+    b.input("x", {"1", "2"}).ints("t", {1});
+    b.node("SoftmaxCrossEntropyLoss", {"x", "t"}, {"loss", "log_prob"}, "sce");
+    b.output("loss").output("log_prob");
+    px::Model m = b.import();
+    CHECK(imports_without(m, "SoftmaxCrossEntropyLoss"));
+    const auto out = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({1, 2}, {0, float(std::log(3.0))})});
+    CHECK(std::get<Tensor<float>>(out[0]).shape() == Shape{});
+    CHECK(std::get<Tensor<float>>(out[0])[0] == doctest::Approx(std::log(4.0) - std::log(3.0)));
+    CHECK(std::get<Tensor<float>>(out[1])[0] == doctest::Approx(-std::log(4.0)));
+    CHECK(std::get<Tensor<float>>(out[1])[1] == doctest::Approx(std::log(3.0) - std::log(4.0)));
+  }
+}

@@ -102,6 +102,12 @@ bool Importer::is_structured(const ::onnx::NodeProto& node) const {
   return t == "Identity" && node.input_size() == 1 && sequences.count(node.input(0));  // opset 14+: of a sequence
 }
 
+std::vector<std::string> Importer::structured_op_types() {
+  std::vector<std::string> v{"If", "Loop", "Scan"};
+  v.insert(v.end(), kSequenceOps.begin(), kSequenceOps.end());
+  return v;
+}
+
 std::string Importer::fresh(const std::string& base) {
   std::string s = base;
   for (int k = 1; taken.count(s) || ids.count(s) || consts.count(s) || sequences.count(s); ++k) s = cat(base, "#", k);

@@ -721,6 +721,8 @@ const std::map<std::string, ExpandFn, std::less<>>& expand_table() {
       {"AffineGrid", affine_grid},
     };
     add_signal_ops(m);
+    add_layout_ops(m);
+    add_loss_ops(m);
     return m;
   }();
   return t;

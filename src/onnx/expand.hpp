@@ -44,6 +44,12 @@ std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name
 /// (expand_signal.cpp).
 void add_signal_ops(std::map<std::string, ExpandFn, std::less<>>& t);
 
+/// CenterCropPad, Col2Im and MaxUnpool, added to `t` (expand_layout.cpp).
+void add_layout_ops(std::map<std::string, ExpandFn, std::less<>>& t);
+
+/// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, added to `t` (expand_loss.cpp).
+void add_loss_ops(std::map<std::string, ExpandFn, std::less<>>& t);
+
 /// ONNX Runtime's quantized contrib ops (domain com.microsoft): QLinearAdd, QLinearMul,
 /// QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool,
 /// QLinearAveragePool, QLinearConcat (DequantizeLinear, the float op, QuantizeLinear) and QGemm

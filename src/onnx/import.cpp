@@ -2,6 +2,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -54,9 +55,11 @@ Model import_file(const std::string& path, const ImportOptions& opt) {
 }
 
 std::vector<std::string> supported_ops() {
-  std::vector<std::string> v;
-  for (const auto& [k, _] : import_table()) v.push_back(k);
-  return v;
+  std::set<std::string> s = {};
+  for (const auto& [k, _] : import_table()) s.insert(k);
+  for (const auto& [k, _] : expand_table()) s.insert(k);
+  for (const auto& k : Importer::structured_op_types()) s.insert(k);
+  return {s.begin(), s.end()};
 }
 
 }  // namespace pet::onnx

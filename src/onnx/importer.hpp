@@ -380,6 +380,8 @@ struct Importer {
   static void collect_names(const ::onnx::GraphProto& g, std::set<std::string>& out);
   static void collect_reads(const ::onnx::GraphProto& g, std::set<std::string>& out);
   bool is_structured(const ::onnx::NodeProto& node) const;
+  /// The op types is_structured takes: If, Loop, Scan and the sequence ops.
+  static std::vector<std::string> structured_op_types();
   void import_structured(const NodeCtx& c, const std::string& name);
   void import_if(const NodeCtx& c, const std::string& name);
   void import_loop(const NodeCtx& c, const std::string& name);

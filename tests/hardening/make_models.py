@@ -551,3 +551,38 @@ save("forms21", [
     const("wrap_axes", np.array([2, -1], np.int64)), const("zero", np.array(0.0, np.float32)), const("ax3", np.array([3], np.int64)),
     const("half", np.array([1, 1, 0.5, 0.5], np.float32)), const("small", np.array([7, 9], np.int64)),
     const("third", np.array([1, 1, 0.34, 0.3], np.float32)), const("quarter", np.array([1, 1, 0.25, 0.25], np.float32)), const("box", np.array([10, 8], np.int64))], opset=21)
+
+# Ops that import as a few pet ops (expand_layout.cpp, expand_loss.cpp): CenterCropPad (crop,
+# pad, odd differences, axes), Col2Im (2-D, with strides, pads and dilations and without; ONNX
+# Runtime 1.20 reads garbage for 1-D: test_onnx checks that against ONNX's reference), MaxUnpool of
+# MaxPool's indices (inferred shape, and output_shape where the pool dropped a row and a
+# column), NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (weights, ignore_index, every
+# reduction, log_prob), the targets constants so that they name classes.
+tg = np.random.default_rng(5).integers(0, 5, [2, 3, 4]).astype(np.int64)
+tg[0, 1, 2] = tg[1, 0, 0] = 2  # ignore_index 2 is hit; class 2's weight is then unused there
+save("layout_loss18", [
+    mk("CenterCropPad", ["img", "crop_shape"], ["cropped"], name="crop_pad"),
+    mk("CenterCropPad", ["img", "crop_axes_shape"], ["cropped_axes"], axes=[-1, 2], name="crop_pad_axes"),
+    mk("Col2Im", ["cols", "image", "block"], ["im"], strides=[2, 1], pads=[1, 0, 2, 1], dilations=[1, 2], name="col2im"),
+    mk("Col2Im", ["cols1", "image1", "block1"], ["im1"], name="col2im_plain"),
+    mk("MaxPool", ["pool_in"], ["pooled", "where"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+    mk("MaxUnpool", ["pooled", "where"], ["unpooled"], kernel_shape=[2, 2], strides=[2, 2], name="unpool"),
+    mk("MaxPool", ["pool_odd"], ["pooled_odd", "where_odd"], kernel_shape=[2, 2], strides=[2, 2], name="pool_odd"),
+    mk("MaxUnpool", ["pooled_odd", "where_odd", "odd_shape"], ["unpooled_odd"], kernel_shape=[2, 2], strides=[2, 2], name="unpool_shape"),
+    mk("LogSoftmax", ["scores"], ["logp"], axis=1, name="logp"),
+    mk("NegativeLogLikelihoodLoss", ["logp", "target", "class_w"], ["nll_mean_w_ii"], ignore_index=2, name="nll_mean"),
+    mk("NegativeLogLikelihoodLoss", ["logp", "target"], ["nll_none"], reduction="none", name="nll_none"),
+    mk("NegativeLogLikelihoodLoss", ["logp", "target"], ["nll_sum_ii"], reduction="sum", ignore_index=2, name="nll_sum"),
+    mk("SoftmaxCrossEntropyLoss", ["scores", "target"], ["sce_mean", "sce_logp"], name="sce_mean"),
+    mk("SoftmaxCrossEntropyLoss", ["scores", "target", "class_w"], ["sce_none_w"], reduction="none", name="sce_none"),
+    mk("SoftmaxCrossEntropyLoss", ["scores2", "target2"], ["sce_mean_ii"], ignore_index=0, name="sce_2d"),
+], [vi("img", [2, 3, 7, 8]), vi("cols", [2, 12, 30]), vi("cols1", [1, 4, 20]), vi("pool_in", [2, 3, 6, 8]), vi("pool_odd", [1, 2, 7, 9]),
+    vi("scores", [2, 5, 3, 4]), vi("scores2", [6, 4])],
+   [vi("cropped", None), vi("cropped_axes", None), vi("im", None), vi("im1", None), vi("unpooled", None), vi("unpooled_odd", None),
+    vi("nll_mean_w_ii", None), vi("nll_none", None), vi("nll_sum_ii", None), vi("sce_mean", None), vi("sce_logp", None),
+    vi("sce_none_w", None), vi("sce_mean_ii", None)],
+   [const("crop_shape", np.array([1, 4, 4, 11], np.int64)), const("crop_axes_shape", np.array([5, 9], np.int64)),
+    const("image", np.array([9, 8], np.int64)), const("block", np.array([2, 3], np.int64)),
+    const("image1", np.array([5, 6], np.int64)), const("block1", np.array([2, 2], np.int64)),
+    const("odd_shape", np.array([1, 2, 7, 9], np.int64)), const("class_w", np.array([0.5, 1, 2, 1.5, 0.25], np.float32)),
+    const("target", tg), const("target2", np.array([0, 3, 1, 0, 2, 3], np.int64))], opset=18)

@@ -1,0 +1,178 @@
+// ONNX ops that move values into place, in pet ops: CenterCropPad (opset 18) as a Slice and a
+// Pad, Col2Im (opset 18) as a grouped ConvTranspose with one-hot weights, MaxUnpool (opset 9)
+// as a ScatterElements into zeros. Their shape inputs must be constants (static shapes).
+#include "expand.hpp"
+
+namespace pet::onnx::detail {
+
+namespace {
+
+using Data = std::function<TensorId(int)>;
+
+/// The most weight elements Col2Im's ConvTranspose may have (256 MB of floats).
+constexpr int64_t kMaxCol2ImWeights = int64_t(1) << 26;
+
+/// Normalized, distinct axes of a rank-r tensor (all of them where the attribute is absent).
+std::vector<int64_t> node_axes(const NodeCtx& c, int64_t r) {
+  if (!c.attr("axes")) {
+    std::vector<int64_t> all(static_cast<size_t>(r));
+    for (int64_t a = 0; a < r; ++a) all[size_t(a)] = a;
+    return all;
+  }
+  std::vector<int64_t> axes = c.ints("axes");
+  for (auto& a : axes) {
+    if (a < -r || a >= r) throw InvalidInput(cat("axis ", a, " is out of range for rank ", r));
+    if (a < 0) a += r;
+  }
+  std::vector<int64_t> sorted = axes;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) throw InvalidInput(cat("axes ", c.ints("axes"), " repeat an axis"));
+  return axes;
+}
+
+/// CenterCropPad: per axis, a centred window of the wanted length where the input is longer
+/// (a Slice from (n - m) / 2, rounded down), the input centred in zeros where it is shorter (a
+/// Pad of (m - n) / 2 before, rounded down, the rest after), as ONNX's reference does.
+std::vector<TensorId> center_crop_pad(const NodeCtx& c, const std::string& name, Graph& g, const Data& data) {
+  if (!c.present(0)) throw InvalidInput("required input 0 (input_data) is missing");
+  const auto t = c.type(0);
+  if (!t) throw InvalidInput("the input's type is unknown");
+  const Shape& xs = t->shape;
+  const int64_t r = int64_t(xs.size());
+  const std::vector<int64_t> axes = node_axes(c, r);
+  const std::vector<int64_t> want = c.const_ints(1, "shape");
+  if (want.size() != axes.size())
+    throw InvalidInput(cat("shape ", want, " must have one length per axis (", axes.size(), c.attr("axes") ? " axes given" : ", the input's rank", ")"));
+  ops::Slice crop;
+  std::vector<int64_t> pads(static_cast<size_t>(2 * r), 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k], n = xs[size_t(a)], m = want[k];
+    if (m < 0) throw InvalidInput(cat("shape ", want, " has a negative length"));
+    if (m < n) {
+      crop.axes.push_back(a);
+      crop.starts.push_back((n - m) / 2);
+      crop.ends.push_back((n - m) / 2 + m);
+    } else if (m > n) {
+      pads[size_t(a)] = (m - n) / 2;
+      pads[size_t(a + r)] = m - n - (m - n) / 2;
+    }
+  }
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  const bool pad = std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; });
+  TensorId x = data(0);
+  if (!crop.axes.empty()) x = add_part(g, name, "crop", std::move(crop), {x}, pad ? "" : c.node.output(0));
+  if (pad) x = add_part(g, name, "pad", ops::Pad{.pads = std::move(pads)}, {x}, c.node.output(0));
+  if (x == data(0)) x = add_part(g, name, "identity", ops::Identity{}, {x}, c.node.output(0));
+  out[0] = x;
+  return out;
+}
+
+/// Col2Im: input [N, C * prod(block), L], L the number of block positions, each column's
+/// block values added into the image [N, C, image...] at its position (strides, dilations,
+/// pads as a convolution's). That is a ConvTranspose of the input viewed as [N, C * K, L1,
+/// ...] (K = prod(block), Li the block positions along dim i) in C groups, with weights
+/// [C * K, 1, block...] that are 1 at each row's own block offset and 0 elsewhere;
+/// output_padding makes up an image length a stride does not reach.
+std::vector<TensorId> col2im(const NodeCtx& c, const std::string& name, Graph& g, const Data& data) {
+  if (!c.present(0)) throw InvalidInput("required input 0 (input) is missing");
+  const auto t = c.type(0);
+  if (!t || t->dtype != DType::Float32) throw Unsupported("input must be float32");
+  const std::vector<int64_t> image = c.const_ints(1, "image_shape"), block = c.const_ints(2, "block_shape");
+  const size_t k = image.size();
+  if (k < 1 || block.size() != k)
+    throw InvalidInput(cat("image_shape ", image, " and block_shape ", block, " must have the same length, 1 or more"));
+  if (k > 3) throw Unsupported(cat("image_shape ", image, " has ", k, " spatial dims; pet's ConvTranspose takes 1 to 3"));
+  const std::vector<int64_t> strides = c.ints("strides", std::vector<int64_t>(k, 1)), dilations = c.ints("dilations", std::vector<int64_t>(k, 1)),
+                             pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
+  if (strides.size() != k || dilations.size() != k || pads.size() != 2 * k)
+    throw InvalidInput(cat("strides ", strides, " and dilations ", dilations, " need ", k, " values, pads ", pads, " ", 2 * k));
+  const Shape& xs = t->shape;
+  if (xs.size() != 3) throw InvalidInput(cat("input must be [N, C * prod(block_shape), L], got ", xs));
+  int64_t K = 1, L = 1;
+  std::vector<int64_t> positions(k), extra(k);
+  for (size_t i = 0; i < k; ++i) {
+    if (image[i] < 1 || block[i] < 1 || strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[i + k] < 0)
+      throw InvalidInput(cat("image_shape ", image, ", block_shape ", block, ", strides ", strides, ", dilations ", dilations,
+                             " must be positive and pads ", pads, " not negative"));
+    const int64_t span = dilations[i] * (block[i] - 1) + 1, room = image[i] + pads[i] + pads[i + k] - span;
+    if (room < 0) throw InvalidInput(cat("block_shape ", block, " with dilations ", dilations, " does not fit image_shape ", image, " with pads ", pads));
+    positions[i] = room / strides[i] + 1;
+    extra[i] = room % strides[i];
+    K *= block[i];
+    L *= positions[i];
+  }
+  if (xs[1] % K != 0) throw InvalidInput(cat("input's dim 1 (", xs[1], ") must be a multiple of prod(block_shape) = ", K));
+  if (xs[2] != L) throw InvalidInput(cat("input's dim 2 (", xs[2], ") must be the number of block positions, ", L, " (", positions, ")"));
+  const int64_t C = xs[1] / K;
+  if (C * K * K > kMaxCol2ImWeights) throw Unsupported(cat("Col2Im's one-hot weights would have ", C * K * K, " elements, over the 2^26 allowed"));
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  Shape ws{C * K, 1};
+  ws.insert(ws.end(), block.begin(), block.end());
+  Tensor<float> w(ws);
+  for (int64_t row = 0; row < C * K; ++row) w[row * K + row % K] = 1.f;  // each row's weights are [block...] in row-major order
+  Shape grid{xs[0], xs[1]};
+  grid.insert(grid.end(), positions.begin(), positions.end());
+  const TensorId cols = add_part(g, name, "blocks", ops::Reshape{.shape = grid}, {data(0)});
+  const TensorId wid = g.add_constant(g.unique_name(cat(name, "/one_hot")), std::move(w));
+  out[0] = add_part(g, name, "scatter_add",
+                    ops::ConvTranspose{.strides = strides, .pads = pads, .dilations = dilations, .output_padding = extra, .group = C},
+                    {cols, wid}, c.node.output(0));
+  return out;
+}
+
+/// MaxUnpool: X's values written into zeros at I's positions, which count row-major over the
+/// whole output (as MaxPool's Indices do); the output's shape is output_shape where given (its
+/// positions counted in that shape, as ONNX Runtime does), else (in - 1) * stride + kernel -
+/// pads per spatial dim. A ScatterElements into an Expand of 0 over the flattened output.
+std::vector<TensorId> max_unpool(const NodeCtx& c, const std::string& name, Graph& g, const Data& data) {
+  if (!c.present(0) || !c.present(1)) throw InvalidInput("inputs 0 (X) and 1 (I) are required");
+  const auto t = c.type(0), it = c.type(1);
+  if (!t || t->dtype != DType::Float32) throw Unsupported("X must be float32");
+  if (!it || it->dtype != DType::Int64) throw InvalidInput("I must be int64");
+  const Shape& xs = t->shape;
+  if (xs.size() < 3) throw InvalidInput(cat("X must be N x C x D1 x ..., got ", xs));
+  if (it->shape != xs) throw InvalidInput(cat("I's shape ", it->shape, " must be X's, ", xs));
+  const size_t k = xs.size() - 2;
+  if (!c.attr("kernel_shape")) throw InvalidInput("attribute 'kernel_shape' is required");
+  const std::vector<int64_t> ks = c.ints("kernel_shape"), strides = c.ints("strides", std::vector<int64_t>(k, 1)),
+                             pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
+  if (ks.size() != k || strides.size() != k || pads.size() != 2 * k)
+    throw InvalidInput(cat("kernel_shape ", ks, " and strides ", strides, " need ", k, " values, pads ", pads, " ", 2 * k, " (X is ", xs, ")"));
+  Shape os{xs[0], xs[1]};
+  for (size_t i = 0; i < k; ++i) {
+    if (ks[i] < 1 || strides[i] < 1 || pads[i] < 0 || pads[i + k] < 0)
+      throw InvalidInput(cat("kernel_shape ", ks, " and strides ", strides, " must be positive and pads ", pads, " not negative"));
+    os.push_back((xs[2 + i] - 1) * strides[i] + ks[i] - pads[i] - pads[i + k]);
+    if (os.back() < 0) throw InvalidInput(cat("pads ", pads, " leave a negative output extent"));
+  }
+  if (c.present(2)) {
+    const std::vector<int64_t> given = c.const_ints(2, "output_shape");
+    if (given.size() != xs.size()) throw InvalidInput(cat("output_shape ", given, " must have X's rank, ", xs.size()));
+    for (int64_t d : given)
+      if (d < 0) throw InvalidInput(cat("output_shape ", given, " has a negative extent"));
+    os = given;
+  }
+  if (numel(os) > (int64_t(1) << 31)) throw Unsupported(cat("an output of ", os, " is over the 2^31 elements allowed"));
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  const int64_t total = numel(os), n = numel(xs);
+  const TensorId zero = g.add_constant(g.unique_name(cat(name, "/zero")), Tensor<float>(Shape{1}, std::vector<float>{0.f}));
+  const TensorId zeros = add_part(g, name, "zeros", ops::Expand{.shape = {total}}, {zero});
+  const TensorId at = add_part(g, name, "flat_indices", ops::Reshape{.shape = {n}}, {data(1)});
+  const TensorId vals = add_part(g, name, "flat_values", ops::Reshape{.shape = {n}}, {data(0)});
+  const TensorId placed = add_part(g, name, "unpool", ops::ScatterElements{.axis = 0}, {zeros, at, vals});
+  out[0] = add_part(g, name, "shape", ops::Reshape{.shape = os}, {placed}, c.node.output(0));
+  return out;
+}
+
+}  // namespace
+
+void add_layout_ops(std::map<std::string, ExpandFn, std::less<>>& t) {
+  t["CenterCropPad"] = center_crop_pad;
+  t["Col2Im"] = col2im;
+  t["MaxUnpool"] = max_unpool;
+}
+
+}  // namespace pet::onnx::detail
