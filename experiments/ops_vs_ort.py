@@ -3,7 +3,7 @@
 kernels are pet's own rather than oneDNN's (reductions over dims before the last or apart,
 softmax over a dim before the last, GridSample, GatherND, OneHot, Trilu, Mod, Hardmax, masks,
 arg-reductions, Log, Softplus and Mish on Eigen's functions, reductions over the last dim in
-short runs), a matmul plus a scalar, a log-mel spectrogram (STFT, MelWeightMatrix), antialiased Resize downscales, a 3-D pool of a plain input, and programs with large outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
+short runs), GroupNormalization, Col2Im and MaxUnpool (imported as several pet ops), a matmul plus a scalar, a log-mel spectrogram (STFT, MelWeightMatrix), antialiased Resize downscales, a 3-D pool of a plain input, and programs with large outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
 Each model reads the same seeded inputs on both sides (ONNX test data in a directory);
 interleaved round by round, each round the median of --repeat runs after a warm-up, in its
 own process (experiments/pet_vs_ort.py). Prints a table, writes JSON.
@@ -119,6 +119,19 @@ def cases():
     c["resize antialias cubic 1/4"] = ([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic", antialias=1)],
                                        [("x", F, [1, 3, 896, 896], None)], [("y", F, [1, 3, 224, 224])],
                                        [f32("s", [1, 1, 0.25, 0.25])], 18)
+    # ops imported as several pet ops: a diffusion UNet's GroupNormalization (32 groups of
+    # 320 channels, opset 21's per-channel scale), PyTorch's fold (Col2Im, 3 x 3 blocks), and
+    # a SegNet decoder's MaxUnpool of MaxPool's indices
+    gn = [1, 320, 64, 64]
+    c["GroupNormalization, 32 groups"] = ([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=32)],
+                                          [("x", F, gn, None)], [("y", F, gn)],
+                                          [f32("s", rng.uniform(0.5, 1.5, 320)), f32("b", rng.uniform(-1, 1, 320))], 21)
+    c["Col2Im, 3 x 3 blocks"] = ([helper.make_node("Col2Im", ["x", "img", "blk"], ["y"], pads=[1, 1, 1, 1])],
+                                 [("x", F, [1, 64 * 9, 64 * 64], None)], [("y", F, [1, 64, 64, 64])],
+                                 [i64("img", [64, 64]), i64("blk", [3, 3])], 18)
+    c["MaxUnpool of MaxPool"] = ([helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+                                  helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+                                 [("x", F, [1, 64, 112, 112], None)], [("y", F, [1, 64, 112, 112])], [], 18)
     return c
 
 

@@ -794,6 +794,30 @@ Tensor<float> awkward(const Shape& s, uint64_t seed) {
 }
 }  // namespace
 
+TEST_CASE("cpu: MaxPool with Indices on pet's kernel: 1-D to 3-D, pads, strides, dilations, ceil_mode, storage_order, NaN and ties as the formula says") {
+  using ops::MaxPool;
+  struct C {
+    MaxPool op;
+    Shape x;
+  };
+  uint64_t seed = 900;
+  for (const C& c : std::vector<C>{
+           {MaxPool{{.kernel_shape = {2, 2}, .strides = {2, 2}}}, {2, 3, 6, 8}},
+           {MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 0, 2, 1}}}, {1, 4, 7, 9}},
+           {MaxPool{{.kernel_shape = {2, 3}, .strides = {2, 1}, .dilations = {2, 2}}}, {1, 2, 9, 8}},
+           {MaxPool{{.kernel_shape = {3, 3}, .strides = {2, 2}, .ceil_mode = true}}, {1, 3, 8, 8}},
+           {MaxPool{{.kernel_shape = {2, 2}, .pads = {1, 1, 1, 1}, .dilations = {2, 2}}}, {1, 2, 1, 1}},  // windows of padding only
+           {MaxPool{{.kernel_shape = {3}, .strides = {2}, .pads = {1, 1}}}, {2, 3, 10}},
+           {MaxPool{{.kernel_shape = {2, 2, 2}, .strides = {2, 2, 2}, .pads = {0, 1, 0, 1, 0, 1}}}, {1, 2, 4, 5, 6}}})
+    for (int64_t order : {0, 1}) {
+      MaxPool op = c.op;
+      op.num_outputs = 2;
+      op.storage_order = order;
+      Graph g = one_op(op, {f32(c.x)});
+      moves_exactly(g, {awkward(c.x, seed++)}, cat("MaxPool ", c.x, " kernel ", op.kernel_shape, " storage_order ", order), "pet max pool with indices");
+    }
+}
+
 TEST_CASE("cpu: comparisons, Cast, ArgMax, ArgMin and TopK of floats on pet's kernels, NaN and ties as the formulas say") {
   const std::vector<std::pair<Shape, Shape>> shapes = {{{3, 4, 5}, {3, 4, 5}}, {{3, 4, 5}, {}}, {{3, 1, 5}, {4, 1}}, {{5}, {2, 3, 5}}};
   uint64_t seed = 200;

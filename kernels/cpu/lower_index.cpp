@@ -201,6 +201,7 @@ bool CpuExecutable::lower_float_test(NodeId n, const O& op, const std::string& w
 bool CpuExecutable::lower_mixed(NodeId n, const std::string& who) {
   const Node& node = g_.node(n);
   if (const auto* t = std::get_if<ops::TopK>(&node.op)) return lower_topk(n, *t, who);
+  if (const auto* mp = std::get_if<ops::MaxPool>(&node.op)) return lower_op(n, *mp, who);  // with Indices (lower_ops.cpp)
   if (node.outputs.size() != 1) return false;
   const TensorId yt = node.outputs[0];
   const bool float_out = slots_[size_t(yt)].is_float();
@@ -366,7 +367,9 @@ bool CpuExecutable::lower_scatter(NodeId n, ops::ScatterReduction reduction, std
     float* dst = ptr(y);
     parallel_chunks(total, int64_t(1) << 16, [&](int64_t b, int64_t e) { std::memcpy(dst + b, src + b, size_t(e - b) * sizeof(float)); });
     // in order: a later duplicate index overwrites (or combines with) an earlier one, as the formula
-    if (reduction == ops::ScatterReduction::None) {
+    if (reduction == ops::ScatterReduction::None && slice == 1) {  // ScatterElements: one element each
+      for (size_t t = 0; t < off.size(); ++t) dst[off[t]] = up[t];
+    } else if (reduction == ops::ScatterReduction::None) {
       for (size_t t = 0; t < off.size(); ++t) std::memcpy(dst + off[t], up + int64_t(t) * slice, size_t(slice) * sizeof(float));
     } else {
       for (size_t t = 0; t < off.size(); ++t)

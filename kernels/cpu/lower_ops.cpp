@@ -24,7 +24,86 @@
 
 namespace pet::backend::cpu_detail {
 
-bool CpuExecutable::lower_op(NodeId n, const ops::MaxPool& p, const std::string& who) { return lower_pool(n, p, algorithm::pooling_max, who); }
+bool CpuExecutable::lower_op(NodeId n, const ops::MaxPool& p, const std::string& who) {
+  const Node& node = g_.node(n);
+  if (node.outputs.size() != 2) return lower_pool(n, p, algorithm::pooling_max, who);
+  // With Indices (MaxPool's second output, as MaxUnpool and PyTorch's return_indices read
+  // it), which oneDNN's pooling does not give: pet's kernel, plane by plane, with
+  // ops::MaxPool's rule: the first maximum in window order (a NaN first stays), the lowest
+  // float and index -1 for a window of padding only; the index row-major over X, or
+  // column-major over the spatial dims (storage_order 1).
+  const TensorId xt = node.inputs[0], yt = node.outputs[0], it = node.outputs[1];
+  if (!slots_[size_t(xt)].is_float()) return false;
+  const Shape &xs = g_.type(xt).shape, &ys = g_.type(yt).shape;
+  const size_t k = xs.size() - 2;
+  if (k < 1 || k > 3) return false;
+  // spatial dims padded in front to 3 (extent 1, kernel 1): the same offsets either way
+  std::array<int64_t, 3> X{1, 1, 1}, Y{1, 1, 1}, K{1, 1, 1}, S{1, 1, 1}, D{1, 1, 1}, P{0, 0, 0};
+  for (size_t i = 0; i < k; ++i) {
+    const size_t j = 3 - k + i;
+    X[j] = xs[2 + i], Y[j] = ys[2 + i], K[j] = p.kernel_shape[i], S[j] = p.strides[i], D[j] = p.dilations[i], P[j] = p.pads[i];
+  }
+  const int64_t planes = xs[0] * xs[1], xplane = X[0] * X[1] * X[2], yplane = Y[0] * Y[1] * Y[2];
+  const bool column_major = p.storage_order == 1;
+  const int x = plain_slot(int(xt)), y = int(yt);
+  define(yt, plain_md(ys));
+  const Shape is = g_.type(it).shape;
+  // per dim and output position, the window's positions inside X: from [0] to before [1] in
+  // steps of the dilation (its taps o * s - p + r * d, r < k, that land in [0, n))
+  std::array<std::vector<std::array<int64_t, 2>>, 3> span;
+  for (size_t j = 0; j < 3; ++j)
+    for (int64_t o = 0; o < Y[j]; ++o) {
+      const int64_t b = o * S[j] - P[j];
+      int64_t lo = 0, hi = K[j];
+      while (lo < hi && b + lo * D[j] < 0) ++lo;
+      while (hi > lo && b + (hi - 1) * D[j] >= X[j]) --hi;
+      span[j].push_back({b + lo * D[j], b + hi * D[j]});
+    }
+  add_step(cat(who, ": pet max pool with indices"), {x}, {y, int(it)}).fn = [this, x, y, it, is, X, Y, D, span, planes, xplane, yplane, column_major] {
+    const float* src = ptr(x);
+    float* vals = ptr(y);
+    int64_t* ids = host_result(it, is);
+    parallel_chunks(planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(yplane, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        const float* in = src + pl * xplane;
+        float* ov = vals + pl * yplane;
+        int64_t* oi = ids + pl * yplane;
+        for (int64_t o0 = 0; o0 < Y[0]; ++o0)
+          for (int64_t o1 = 0; o1 < Y[1]; ++o1)
+            for (int64_t o2 = 0; o2 < Y[2]; ++o2) {
+              const auto &t0 = span[0][size_t(o0)], &t1 = span[1][size_t(o1)], &t2 = span[2][size_t(o2)];
+              const int64_t at = (o0 * Y[1] + o1) * Y[2] + o2;
+              if (t0[0] >= t0[1] || t1[0] >= t1[1] || t2[0] >= t2[1]) {
+                ov[at] = std::numeric_limits<float>::lowest(), oi[at] = -1;
+                continue;
+              }
+              // from the first tap on, a later one replaces only a smaller maximum (without
+              // branches: random data's maxima fall anywhere)
+              int64_t arg = (t0[0] * X[1] + t1[0]) * X[2] + t2[0];  // offset in the plane
+              float best = in[arg];
+              for (int64_t a = t0[0]; a < t0[1]; a += D[0])
+                for (int64_t h = t1[0]; h < t1[1]; h += D[1]) {
+                  const int64_t row = (a * X[1] + h) * X[2];
+                  for (int64_t w = t2[0]; w < t2[1]; w += D[2]) {
+                    const float v = in[row + w];
+                    const bool more = v > best;
+                    best = more ? v : best;
+                    arg = more ? row + w : arg;
+                  }
+                }
+              ov[at] = best;
+              int64_t off = arg;
+              if (column_major) {  // the first spatial dim fastest
+                const int64_t a = arg / (X[1] * X[2]), h = arg / X[2] % X[1], w = arg % X[2];
+                off = (w * X[1] + h) * X[0] + a;
+              }
+              oi[at] = pl * xplane + off;
+            }
+      }
+    });
+  };
+  return true;
+}
 
 bool CpuExecutable::lower_op(NodeId n, const ops::AveragePool& p, const std::string& who) {
   return lower_pool(n, p, p.count_include_pad ? algorithm::pooling_avg_include_padding : algorithm::pooling_avg_exclude_padding, who);
