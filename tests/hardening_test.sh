@@ -221,6 +221,19 @@ if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/
       expect 0 "ok in OpenVINO|refuses the original itself|miscomputes the original itself" -- "$ORT_PY" "$SRC/tests/openvino_compare.py" "$M/$name.onnx" "$TMP/$name.pet.onnx" "${tol[@]}"
     fi
   done
+  # DeformConv (opset 19): ONNX Runtime 1.20 and OpenVINO 2024.6 have no kernel for it, so
+  # ONNX's Python reference gives the outputs; pet's file (GridSample, MatMul) runs in both
+  "$ORT_PY" "$SRC/tests/hardening/ort_testdata.py" "$M/deformconv19.onnx" "$TMP/ref_deformconv19" --reference
+  for be in reference cpu; do
+    expect 0 "check y1 +pass" -- "$PET" run "$M/deformconv19.onnx" --backend $be --check "$TMP/ref_deformconv19"
+    if grep -q FAIL <<<"$("$PET" run "$M/deformconv19.onnx" --backend $be --check "$TMP/ref_deformconv19" 2>&1)"; then
+      echo "FAIL: deformconv19 on $be differs from ONNX's reference"; fails=$((fails + 1)); fi
+  done
+  expect 0 "" -- "$PET" optimize "$M/deformconv19.onnx" -o "$TMP/deformconv19.pet.onnx" --budget 5 --quiet --profile-cache none
+  expect 0 "ok in ONNX Runtime .* against" -- "$ORT_PY" "$SRC/tests/ort_compare.py" "$M/deformconv19.onnx" "$TMP/deformconv19.pet.onnx" --expected "$TMP/ref_deformconv19"
+  if "$ORT_PY" -c "import openvino" 2> /dev/null; then
+    expect 0 "ok in OpenVINO" -- "$ORT_PY" "$SRC/tests/openvino_compare.py" "$M/deformconv19.onnx" "$TMP/deformconv19.pet.onnx" --expected "$TMP/ref_deformconv19"
+  fi
 else
   echo "SKIP: no python with onnxruntime given; opset 18-21 outputs not compared with ONNX Runtime"
 fi

@@ -13,7 +13,10 @@ ConvTranspose with auto_pad SAME_UPPER, stride 2, over 4x4 a 9x9 output where ON
 it refuses ONNX Runtime's contrib ops, sequences, ScatterND with a reduction, ...). pet's file
 often runs where the original does not: it is then compared with ONNX Runtime's outputs.
 
-usage: openvino_compare.py ORIGINAL.onnx NEW.onnx... [--dim N] [--atol A] [--rtol R]
+With --expected DIR (ONNX test data: input_K.pb named as the inputs, output_K.pb), the
+original's outputs are those, on those inputs (for an original ONNX Runtime cannot run).
+
+usage: openvino_compare.py ORIGINAL.onnx NEW.onnx... [--dim N] [--atol A] [--rtol R] [--expected DIR]
 exit: 0 all agree, 1 a difference or a file OpenVINO refuses, 77 openvino missing.
 """
 import argparse
@@ -131,13 +134,24 @@ def main():
     ap.add_argument("--dim", type=int, default=1)
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-3)
+    ap.add_argument("--expected", help="test data of the original's inputs and outputs (ONNX Runtime cannot run the original)")
     a = ap.parse_args()
     tol = lambda scale: a.atol + a.rtol * scale  # noqa: E731
-    feeds = feeds_for(input_specs(a.original), a.dim, 5)
-    # What the original computes: ONNX Runtime's outputs where it is installed (OpenVINO's
-    # own then have to agree), else OpenVINO's. `own`: what OpenVINO does wrong on the
-    # original itself, if anything.
-    want, own = onnxruntime_outputs(a.original, feeds), None
+    # What the original computes: the test data given, else ONNX Runtime's outputs where it is
+    # installed (OpenVINO's own then have to agree), else OpenVINO's. `own`: what OpenVINO
+    # does wrong on the original itself, if anything.
+    if a.expected:
+        import glob
+        import os
+        from onnx import numpy_helper
+        def load(kind):
+            files = sorted(glob.glob(os.path.join(a.expected, f"{kind}_*.pb")), key=lambda f: int(f.rsplit("_", 1)[1][:-3]))
+            return [onnx.load_tensor(f) for f in files]
+        feeds = {t.name: numpy_helper.to_array(t) for t in load("input")}
+        want, own = [numpy_helper.to_array(t) for t in load("output")], None
+    else:
+        feeds = feeds_for(input_specs(a.original), a.dim, 5)
+        want, own = onnxruntime_outputs(a.original, feeds), None
     try:
         ov_orig = run(compile_model(a.original, a.dim), feeds)
     except Exception as e:  # noqa: BLE001 - OpenVINO's own refusal of the model pet was given

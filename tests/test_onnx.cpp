@@ -2083,7 +2083,7 @@ TEST_CASE("opsets 18-22: Gelu's tanh form, Pad's wrap mode, ReduceMax and Reduce
   }
 }
 
-TEST_CASE("CenterCropPad, Col2Im, MaxUnpool, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss import as pet ops") {
+TEST_CASE("CenterCropPad, Col2Im, MaxUnpool, DeformConv, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss import as pet ops") {
   using TP = ::onnx::TensorProto;
   // CenterCropPad (opset 18): a centred window where the input is longer, the input centred in
   // zeros where it is shorter; odd differences put the extra element at the end
@@ -2222,6 +2222,28 @@ TEST_CASE("CenterCropPad, Col2Im, MaxUnpool, NegativeLogLikelihoodLoss and Softm
     b.output("loss");
     CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("the target's shape [2] must be the input's without the class dim, [2,4]"), InvalidInput);
   }
+  // DeformConv (opset 19): zero offsets are a plain conv; an offset of +0.5 along x moves
+  // every tap half a pixel right (the last column's right neighbour is outside X: 0)
+  auto deform = [](const std::vector<std::string>& off_dims) {
+    OnnxBuilder b(19);
+    b.input("x", {"1", "1", "3", "3"}).input("off", off_dims).floats("w", {1, 1, 2, 2}, {1, 1, 1, 1});
+    b.node("DeformConv", {"x", "w", "off"}, {"y"}, "dc");
+    b.output("y");
+    return b;
+  };
+  {
+    px::Model m = deform({"1", "8", "2", "2"}).import();
+    CHECK(imports_without(m, "DeformConv"));
+    const Tensor<float> x({1, 1, 3, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8});
+    CHECK(run_ref(m, {x, Tensor<float>({1, 8, 2, 2}, std::vector<float>(32, 0.f))}) == std::vector<float>{8, 12, 20, 24});
+    std::vector<float> off(32, 0.f);
+    for (int k = 0; k < 4; ++k)
+      for (int p = 0; p < 4; ++p) off[size_t((2 * k + 1) * 4 + p)] = 0.5f;  // (dy, dx) pairs per tap: dx
+    CHECK(run_ref(m, {x, Tensor<float>({1, 8, 2, 2}, off)}) == std::vector<float>{10, 9.5f, 22, 18.5f});
+  }
+  CHECK_THROWS_WITH_AS(deform({"1", "8", "3", "3"}).import(),
+                       doctest::Contains("node 'dc' (DeformConv, opset 19): offset [1,8,3,3] must be [N, offset_group * kH * kW * 2, oH, oW] = [1,8,2,2]"),
+                       InvalidInput);
   {  // SoftmaxCrossEntropyLoss: scores {0, ln 3}, target 1: log_prob {-ln 4, ln 3 - ln 4}, loss ln 4 - ln 3
     OnnxBuilder b(13);
     b.input("x", {"1", "2"}).ints("t", {1});

@@ -44,7 +44,7 @@ std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name
 /// (expand_signal.cpp).
 void add_signal_ops(std::map<std::string, ExpandFn, std::less<>>& t);
 
-/// CenterCropPad, Col2Im and MaxUnpool, added to `t` (expand_layout.cpp).
+/// CenterCropPad, Col2Im, MaxUnpool and DeformConv, added to `t` (expand_layout.cpp).
 void add_layout_ops(std::map<std::string, ExpandFn, std::less<>>& t);
 
 /// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, added to `t` (expand_loss.cpp).

@@ -1,6 +1,9 @@
-// ONNX ops that move values into place, in pet ops: CenterCropPad (opset 18) as a Slice and a
+// ONNX ops that move or sample values, in pet ops: CenterCropPad (opset 18) as a Slice and a
 // Pad, Col2Im (opset 18) as a grouped ConvTranspose with one-hot weights, MaxUnpool (opset 9)
-// as a ScatterElements into zeros. Their shape inputs must be constants (static shapes).
+// as a ScatterElements into zeros, DeformConv (opset 19) as a GridSample of every kernel tap
+// and a MatMul. Their shape inputs must be constants (static shapes).
+#include <bit>
+
 #include "expand.hpp"
 
 namespace pet::onnx::detail {
@@ -167,12 +170,96 @@ std::vector<TensorId> max_unpool(const NodeCtx& c, const std::string& name, Grap
   return out;
 }
 
+/// DeformConv (2-D): each kernel tap k of output (i, j) reads X bilinearly at (i s_h - p_h +
+/// k_h d_h + dy, j s_w - p_w + k_w d_w + dx), zero outside X, (dy, dx) the offsets of its
+/// offset group (offset: [N, offset_group * K * 2, oh, ow], y before x), times the mask where
+/// given; then a grouped convolution's sum with W. In pet ops: the positions (offsets plus
+/// constant base positions) normalised and swapped to x, y for a GridSample (zeros padding,
+/// align_corners 0: the coordinate (2 p + 1) / n - 1) of X, padded to power-of-two extents n,
+/// viewed as [N offset_group, C / offset_group, n_h, n_w] at K oh x ow points, the mask multiplied in, the samples viewed as
+/// columns [N, group, C / group K, oh ow] and a MatMul with W viewed as [group, M / group, C /
+/// group K], then the bias.
+std::vector<TensorId> deform_conv(const NodeCtx& c, const std::string& name, Graph& g, const Data& data) {
+  for (int i = 0; i < 3; ++i)
+    if (!c.present(i)) throw InvalidInput("inputs 0 (X), 1 (W) and 2 (offset) are required");
+  const auto xt = c.type(0), wt = c.type(1), ot = c.type(2);
+  for (const auto& [t, what] : {std::pair{xt, "X"}, std::pair{wt, "W"}, std::pair{ot, "offset"}})
+    if (!t || t->dtype != DType::Float32) throw Unsupported(cat(what, " must be float32"));
+  const Shape &xs = xt->shape, &ws = wt->shape, &os = ot->shape;
+  if (xs.size() != 4) throw Unsupported(cat("X ", xs, ": pet imports the 2-D DeformConv (X of rank 4), as ONNX's reference and ONNX Runtime compute it"));
+  if (ws.size() != 4) throw InvalidInput(cat("W ", ws, " must have rank 4, as X"));
+  const int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3], M = ws[0];
+  const int64_t group = c.i("group", 1), og = c.i("offset_group", 1);
+  const std::vector<int64_t> ks = c.ints("kernel_shape", {ws[2], ws[3]}), strides = c.ints("strides", {1, 1}), dil = c.ints("dilations", {1, 1}),
+                             pads = c.ints("pads", {0, 0, 0, 0});
+  if (ks != std::vector<int64_t>{ws[2], ws[3]}) throw InvalidInput(cat("kernel_shape ", ks, " does not match W ", ws));
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) throw InvalidInput(cat("strides ", strides, " and dilations ", dil, " need 2 values, pads ", pads, " 4"));
+  for (int64_t v : {strides[0], strides[1], dil[0], dil[1]})
+    if (v < 1) throw InvalidInput(cat("strides ", strides, " and dilations ", dil, " must be positive"));
+  if (group < 1 || C % group || M % group || ws[1] * group != C)
+    throw InvalidInput(cat("group ", group, " must divide X's ", C, " channels and W's ", M, " filters, each of ", C, " / group channels (W is ", ws, ")"));
+  if (og < 1 || C % og) throw InvalidInput(cat("offset_group ", og, " must divide X's ", C, " channels"));
+  const int64_t K = ks[0] * ks[1];
+  const int64_t oh = (H + pads[0] + pads[2] - ((ks[0] - 1) * dil[0] + 1)) / strides[0] + 1,
+                ow = (Wd + pads[1] + pads[3] - ((ks[1] - 1) * dil[1] + 1)) / strides[1] + 1;
+  if (oh < 1 || ow < 1) throw InvalidInput(cat("the kernel ", ks, " with dilations ", dil, " does not fit X ", xs, " with pads ", pads));
+  const Shape want_off{N, og * K * 2, oh, ow}, want_mask{N, og * K, oh, ow};
+  if (os != want_off) throw InvalidInput(cat("offset ", os, " must be [N, offset_group * kH * kW * 2, oH, oW] = ", want_off));
+  if (c.present(3)) {
+    const auto bt = c.type(3);
+    if (!bt || bt->dtype != DType::Float32 || bt->shape != Shape{M}) throw InvalidInput(cat("B must be float32 of shape [", M, "]"));
+  }
+  if (c.present(4)) {
+    const auto mt = c.type(4);
+    if (!mt || mt->dtype != DType::Float32 || mt->shape != want_mask) throw InvalidInput(cat("mask must be float32 of shape ", want_mask));
+  }
+  std::vector<TensorId> out(size_t(c.node.output_size()), -1);
+  if (out.empty() || c.node.output(0).empty()) return out;
+  // the taps' positions without offsets, [K, 2 (y, x), oh, ow]
+  Tensor<float> base(Shape{K, 2, oh, ow});
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        base[((k * 2 + 0) * oh + i) * ow + j] = float(i * strides[0] - pads[0] + (k / ks[1]) * dil[0]);
+        base[((k * 2 + 1) * oh + i) * ow + j] = float(j * strides[1] - pads[1] + (k % ks[1]) * dil[1]);
+      }
+  auto constant = [&](const std::string& what, Tensor<float> t) { return g.add_constant(g.unique_name(cat(name, "/", what)), std::move(t)); };
+  const TensorId offs = add_part(g, name, "offsets", ops::Reshape{.shape = {N * og, K, 2, oh, ow}}, {data(2)});
+  const TensorId pos = add_part(g, name, "positions", ops::Add{}, {offs, constant("base", std::move(base))});
+  // X padded with zeros to power-of-two extents (zeros are what a tap outside X reads): the
+  // normalisation and GridSample's (((g + 1) d - 1) / 2) are then exact at whole and half
+  // pixels, so a weight that is 0 there stays 0 (a tap just outside X adds nothing)
+  const int64_t H2 = int64_t(std::bit_ceil(uint64_t(H))), W2 = int64_t(std::bit_ceil(uint64_t(Wd)));
+  const TensorId scaled = add_part(g, name, "scaled", ops::Mul{}, {pos, constant("scale", Tensor<float>(Shape{2, 1, 1}, {2.f / float(H2), 2.f / float(W2)}))});
+  const TensorId normed = add_part(g, name, "normalized", ops::Add{},
+                                   {scaled, constant("shift", Tensor<float>(Shape{2, 1, 1}, {1.f / float(H2) - 1.f, 1.f / float(W2) - 1.f}))});
+  const TensorId last = add_part(g, name, "yx_last", ops::Transpose{.perm = {0, 1, 3, 4, 2}}, {normed});
+  const TensorId xy = add_part(g, name, "xy", ops::Gather{.axis = 4},
+                               {last, g.add_constant(g.unique_name(cat(name, "/x_then_y")), DType::Int64, Tensor<int64_t>(Shape{2}, std::vector<int64_t>{1, 0}))});
+  const TensorId grid = add_part(g, name, "grid", ops::Reshape{.shape = {N * og, K * oh, ow, 2}}, {xy});
+  TensorId xp = data(0);
+  if (H2 != H || W2 != Wd) xp = add_part(g, name, "padded", ops::Pad{.pads = {0, 0, 0, 0, 0, 0, H2 - H, W2 - Wd}}, {xp});
+  const TensorId xg = add_part(g, name, "offset_groups", ops::Reshape{.shape = {N * og, C / og, H2, W2}}, {xp});
+  TensorId taps = add_part(g, name, "taps", ops::GridSample{}, {xg, grid});  // [N og, C / og, K oh, ow]
+  if (c.present(4))
+    taps = add_part(g, name, "masked", ops::Mul{}, {taps, add_part(g, name, "mask", ops::Reshape{.shape = {N * og, 1, K * oh, ow}}, {data(4)})});
+  const TensorId cols = add_part(g, name, "columns", ops::Reshape{.shape = {N, group, C / group * K, oh * ow}}, {taps});
+  const TensorId wm = add_part(g, name, "filters", ops::Reshape{.shape = {group, M / group, C / group * K}}, {data(1)});
+  const TensorId y = add_part(g, name, "sum", ops::MatMul{}, {wm, cols});  // [N, group, M / group, oh ow]
+  const bool bias = c.present(3);
+  out[0] = add_part(g, name, "output", ops::Reshape{.shape = {N, M, oh, ow}}, {y}, bias ? "" : c.node.output(0));
+  if (bias)
+    out[0] = add_part(g, name, "bias", ops::Add{}, {out[0], add_part(g, name, "bias_column", ops::Reshape{.shape = {M, 1, 1}}, {data(3)})}, c.node.output(0));
+  return out;
+}
+
 }  // namespace
 
 void add_layout_ops(std::map<std::string, ExpandFn, std::less<>>& t) {
   t["CenterCropPad"] = center_crop_pad;
   t["Col2Im"] = col2im;
   t["MaxUnpool"] = max_unpool;
+  t["DeformConv"] = deform_conv;
 }
 
 }  // namespace pet::onnx::detail

@@ -586,3 +586,17 @@ save("layout_loss18", [
     const("image1", np.array([5, 6], np.int64)), const("block1", np.array([2, 2], np.int64)),
     const("odd_shape", np.array([1, 2, 7, 9], np.int64)), const("class_w", np.array([0.5, 1, 2, 1.5, 0.25], np.float32)),
     const("target", tg), const("target2", np.array([0, 3, 1, 0, 2, 3], np.int64))], opset=18)
+
+# DeformConv (opset 19; expand_layout.cpp: a GridSample of every kernel tap, then a MatMul):
+# groups, offset groups, strides, dilations, asymmetric pads, a mask and a bias; offsets and
+# mask are inputs (random in [-2, 2]: taps fall outside X too), X of 7 x 9 (padded to 8 x 16
+# for exact coordinates).
+dw_rng = np.random.default_rng(6)
+save("deformconv19", [
+    mk("DeformConv", ["x", "w", "offset", "b", "mask"], ["y"], group=2, offset_group=2, strides=[2, 1], dilations=[1, 2],
+       pads=[1, 2, 0, 1], name="deform"),
+    mk("DeformConv", ["x", "w1", "offset1"], ["y1"], kernel_shape=[2, 2], name="deform_plain"),
+], [vi("x", [2, 4, 7, 9]), vi("offset", [2, 2 * 9 * 2, 3, 8]), vi("mask", [2, 2 * 9, 3, 8]), vi("offset1", [2, 8, 6, 8])],
+   [vi("y", None), vi("y1", None)],
+   [const("w", dw_rng.uniform(-1, 1, [6, 2, 3, 3]).astype(np.float32)), const("b", dw_rng.uniform(-1, 1, [6]).astype(np.float32)),
+    const("w1", dw_rng.uniform(-1, 1, [3, 4, 2, 2]).astype(np.float32))], opset=19)
