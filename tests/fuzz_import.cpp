@@ -8,7 +8,8 @@
 // initializers, and ops that would produce an empty tensor), programs up to 120,000 ops deep
 // (run by the interpreter and given to the verifier, which must refuse past its depth bound
 // instead of overflowing the stack) and huge shapes (the estimate must refuse them).
-// Usage: fuzz_import [variants] [node-test-dir] [extra-model.onnx] [seed]
+// Usage: fuzz_import [variants] [node-test-dir] [extra-model.onnx] [seed] [all: every model of node-test-dir a seed,
+// not a fixed list]
 #include <onnx/onnx_pb.h>
 
 #include <chrono>
@@ -266,6 +267,9 @@ int main(int argc, char** argv) {
                           "test_loop11", "test_scan9_sum", "test_scan_sum", "test_if", "test_quantizelinear_axis", "test_dequantizelinear_axis",
                           "test_scatter_elements_with_negative_indices", "test_scatternd_add"})
       if (fs::exists(fs::path(argv[2]) / t / "model.onnx")) seeds.emplace_back(t, read_file(fs::path(argv[2]) / t / "model.onnx"));
+  if (argc > 5 && std::string_view(argv[5]) == "all" && fs::is_directory(argv[2]))  // every model of the folder (one op's tests)
+    for (const auto& e : fs::directory_iterator(argv[2]))
+      if (fs::exists(e.path() / "model.onnx")) seeds.emplace_back(e.path().filename().string(), read_file(e.path() / "model.onnx"));
   if (argc > 3) seeds.emplace_back("bundled", read_file(argv[3]));
 
   const uint64_t seed0 = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 20261129;

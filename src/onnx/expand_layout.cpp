@@ -15,6 +15,16 @@ using Data = std::function<TensorId(int)>;
 /// The most weight elements Col2Im's ConvTranspose may have (256 MB of floats).
 constexpr int64_t kMaxCol2ImWeights = int64_t(1) << 26;
 
+/// The product of `dims`, or Unsupported where it passes `limit` (no overflow on the way).
+int64_t bounded_product(const std::vector<int64_t>& dims, int64_t limit, std::string_view what) {
+  int64_t p = 1;
+  for (int64_t d : dims) {
+    if (d != 0 && p > limit / d) throw Unsupported(cat(what, " would have over ", limit, " elements"));
+    p *= d;
+  }
+  return p;
+}
+
 /// Normalized, distinct axes of a rank-r tensor (all of them where the attribute is absent).
 std::vector<int64_t> node_axes(const NodeCtx& c, int64_t r) {
   if (!c.attr("axes")) {
@@ -44,6 +54,7 @@ std::vector<TensorId> center_crop_pad(const NodeCtx& c, const std::string& name,
   const int64_t r = int64_t(xs.size());
   const std::vector<int64_t> axes = node_axes(c, r);
   const std::vector<int64_t> want = c.const_ints(1, "shape");
+  pet::detail::expect_bounded(want, "shape");
   if (want.size() != axes.size())
     throw InvalidInput(cat("shape ", want, " must have one length per axis (", axes.size(), c.attr("axes") ? " axes given" : ", the input's rank", ")"));
   ops::Slice crop;
@@ -90,9 +101,11 @@ std::vector<TensorId> col2im(const NodeCtx& c, const std::string& name, Graph& g
                              pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
   if (strides.size() != k || dilations.size() != k || pads.size() != 2 * k)
     throw InvalidInput(cat("strides ", strides, " and dilations ", dilations, " need ", k, " values, pads ", pads, " ", 2 * k));
+  for (const auto& [v, what] : {std::pair{&image, "image_shape"}, std::pair{&block, "block_shape"}, std::pair{&strides, "strides"},
+                                std::pair{&dilations, "dilations"}, std::pair{&pads, "pads"}})
+    pet::detail::expect_bounded(*v, what);
   const Shape& xs = t->shape;
   if (xs.size() != 3) throw InvalidInput(cat("input must be [N, C * prod(block_shape), L], got ", xs));
-  int64_t K = 1, L = 1;
   std::vector<int64_t> positions(k), extra(k);
   for (size_t i = 0; i < k; ++i) {
     if (image[i] < 1 || block[i] < 1 || strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[i + k] < 0)
@@ -102,13 +115,13 @@ std::vector<TensorId> col2im(const NodeCtx& c, const std::string& name, Graph& g
     if (room < 0) throw InvalidInput(cat("block_shape ", block, " with dilations ", dilations, " does not fit image_shape ", image, " with pads ", pads));
     positions[i] = room / strides[i] + 1;
     extra[i] = room % strides[i];
-    K *= block[i];
-    L *= positions[i];
   }
+  const int64_t K = bounded_product(block, int64_t(1) << 31, cat("block_shape ", block)),
+                L = bounded_product(positions, int64_t(1) << 31, cat("the block positions ", positions));
   if (xs[1] % K != 0) throw InvalidInput(cat("input's dim 1 (", xs[1], ") must be a multiple of prod(block_shape) = ", K));
   if (xs[2] != L) throw InvalidInput(cat("input's dim 2 (", xs[2], ") must be the number of block positions, ", L, " (", positions, ")"));
   const int64_t C = xs[1] / K;
-  if (C * K * K > kMaxCol2ImWeights) throw Unsupported(cat("Col2Im's one-hot weights would have ", C * K * K, " elements, over the 2^26 allowed"));
+  bounded_product({C, K, K}, kMaxCol2ImWeights, "Col2Im's one-hot weights");
   std::vector<TensorId> out(size_t(c.node.output_size()), -1);
   if (out.empty() || c.node.output(0).empty()) return out;
   Shape ws{C * K, 1};
@@ -143,6 +156,7 @@ std::vector<TensorId> max_unpool(const NodeCtx& c, const std::string& name, Grap
                              pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
   if (ks.size() != k || strides.size() != k || pads.size() != 2 * k)
     throw InvalidInput(cat("kernel_shape ", ks, " and strides ", strides, " need ", k, " values, pads ", pads, " ", 2 * k, " (X is ", xs, ")"));
+  for (const auto& [v, what] : {std::pair{&ks, "kernel_shape"}, std::pair{&strides, "strides"}, std::pair{&pads, "pads"}}) pet::detail::expect_bounded(*v, what);
   Shape os{xs[0], xs[1]};
   for (size_t i = 0; i < k; ++i) {
     if (ks[i] < 1 || strides[i] < 1 || pads[i] < 0 || pads[i + k] < 0)
@@ -153,11 +167,12 @@ std::vector<TensorId> max_unpool(const NodeCtx& c, const std::string& name, Grap
   if (c.present(2)) {
     const std::vector<int64_t> given = c.const_ints(2, "output_shape");
     if (given.size() != xs.size()) throw InvalidInput(cat("output_shape ", given, " must have X's rank, ", xs.size()));
+    pet::detail::expect_bounded(given, "output_shape");
     for (int64_t d : given)
       if (d < 0) throw InvalidInput(cat("output_shape ", given, " has a negative extent"));
     os = given;
   }
-  if (numel(os) > (int64_t(1) << 31)) throw Unsupported(cat("an output of ", os, " is over the 2^31 elements allowed"));
+  bounded_product(os, int64_t(1) << 31, cat("an output of ", os));
   std::vector<TensorId> out(size_t(c.node.output_size()), -1);
   if (out.empty() || c.node.output(0).empty()) return out;
   const int64_t total = numel(os), n = numel(xs);
@@ -194,6 +209,10 @@ std::vector<TensorId> deform_conv(const NodeCtx& c, const std::string& name, Gra
                              pads = c.ints("pads", {0, 0, 0, 0});
   if (ks != std::vector<int64_t>{ws[2], ws[3]}) throw InvalidInput(cat("kernel_shape ", ks, " does not match W ", ws));
   if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) throw InvalidInput(cat("strides ", strides, " and dilations ", dil, " need 2 values, pads ", pads, " 4"));
+  for (const auto& [v, what] : {std::pair{&strides, "strides"}, std::pair{&dil, "dilations"}, std::pair{&pads, "pads"}}) pet::detail::expect_bounded(*v, what);
+  pet::detail::expect_bounded({group, og, ws[1], ws[2], ws[3]}, "group, offset_group and W's extents");
+  for (int64_t p : pads)
+    if (p < 0) throw InvalidInput(cat("pads ", pads, " must be non-negative"));
   for (int64_t v : {strides[0], strides[1], dil[0], dil[1]})
     if (v < 1) throw InvalidInput(cat("strides ", strides, " and dilations ", dil, " must be positive"));
   if (group < 1 || C % group || M % group || ws[1] * group != C)
@@ -203,6 +222,7 @@ std::vector<TensorId> deform_conv(const NodeCtx& c, const std::string& name, Gra
   const int64_t oh = (H + pads[0] + pads[2] - ((ks[0] - 1) * dil[0] + 1)) / strides[0] + 1,
                 ow = (Wd + pads[1] + pads[3] - ((ks[1] - 1) * dil[1] + 1)) / strides[1] + 1;
   if (oh < 1 || ow < 1) throw InvalidInput(cat("the kernel ", ks, " with dilations ", dil, " does not fit X ", xs, " with pads ", pads));
+  bounded_product({og, K, 2, oh, ow}, int64_t(1) << 31, "DeformConv's sampling positions");
   const Shape want_off{N, og * K * 2, oh, ow}, want_mask{N, og * K, oh, ow};
   if (os != want_off) throw InvalidInput(cat("offset ", os, " must be [N, offset_group * kH * kW * 2, oH, oW] = ", want_off));
   if (c.present(3)) {

@@ -1005,7 +1005,7 @@ class Generator {
 
   /// The ops between float and integer tensors (pet's kernels): a comparison whose mask
   /// chooses between two tensors, a round trip through int32 (Cast truncates), ArgMax /
-  /// ArgMin / TopK indices read back as float, a running sum, a log-sum-exp over a block of dims. The first
+  /// ArgMin / TopK / MaxPool indices read back as float, a running sum, a log-sum-exp over a block of dims. The first
   /// three jump where their input crosses a threshold or ties, so they read a graph input
   /// (both sides see the same bits; a computed tensor differs in its last bits between
   /// kernels, and a near-tie of an ArgMax then flips).
@@ -1031,9 +1031,21 @@ class Generator {
         const int64_t axis = r_.range(0, r - 1);
         const bool keep = chance(0.5), last = chance(0.3);
         std::optional<TensorId> i;
-        switch (r_.below(3)) {
+        switch (r_.below(r >= 3 && r <= 5 ? 4 : 3)) {
           case 0: i = add1(ops::ArgMax{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {x}); break;
           case 1: i = add1(ops::ArgMin{{.axis = axis, .keepdims = keep, .select_last_index = last}}, {x}); break;
+          case 3: {  // a max pool's Indices (MaxUnpool's input): values join the pool, indices as float
+            ops::MaxPool mp;
+            for (int64_t d = 2; d < r; ++d) {
+              mp.kernel_shape.push_back(r_.range(1, std::min<int64_t>(3, shape(x)[size_t(d)])));
+              mp.strides.push_back(r_.range(1, 2));
+            }
+            mp.num_outputs = 2;
+            mp.storage_order = chance(0.3);
+            auto outs = add(mp, {x});
+            if (outs.size() == 2) i = outs[1];
+            break;
+          }
           default: {  // values join the pool, indices as float
             auto outs = add(ops::TopK{.k = r_.range(1, shape(x)[size_t(axis)]), .axis = axis, .largest = chance(0.7)}, {x});
             if (outs.size() == 2) i = outs[1];
