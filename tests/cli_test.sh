@@ -56,6 +56,11 @@ else
   expect 3 "backend 'cuda' is not in this build|no CUDA device \\(.*\\); run on a machine with an NVIDIA GPU, or use --backend cpu" -- "$PET" optimize "$model" -o "$TMP/cuda.onnx" --backend cuda
   test ! -e "$TMP/cuda.onnx" || { echo "FAIL: pet optimize --backend cuda without a device wrote $TMP/cuda.onnx"; exit 1; }
 fi
+expect 0 "pet imports [0-9]+ ONNX op types" -- "$PET" ops
+expect 0 " DeformConv DepthToSpace " -- "$PET" ops
+expect 0 "" -- "$PET" ops --json "$TMP/ops.json" --quiet
+grep -q '"DeformConv"' "$TMP/ops.json" || { echo "FAIL: pet ops --json does not list DeformConv"; fails=$((fails + 1)); }
+expect 2 "unexpected argument .extra.; usage: pet ops \[options\]" -- "$PET" ops extra
 expect 2 "unknown backend 'gpu'" -- "$PET" run "$model" --backend gpu
 expect 2 "unknown option '--frob' for 'pet run'" -- "$PET" run "$model" --frob
 expect 2 "option '--repeat' needs a value" -- "$PET" run "$model" --repeat

@@ -8,6 +8,7 @@
 // initializers, and ops that would produce an empty tensor), programs up to 120,000 ops deep
 // (run by the interpreter and given to the verifier, which must refuse past its depth bound
 // instead of overflowing the stack) and huge shapes (the estimate must refuse them).
+// PET_FUZZ_DUMP=DIR writes each variant that fails with a non-pet exception there.
 // Usage: fuzz_import [variants] [node-test-dir] [extra-model.onnx] [seed] [all: every model of node-test-dir a seed,
 // not a fixed list]
 #include <onnx/onnx_pb.h>
@@ -301,6 +302,8 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       ++failures;
       std::printf("FAIL variant %d of '%s': non-pet exception: %s\n", i, name.c_str(), e.what());
+      if (const char* dir = std::getenv("PET_FUZZ_DUMP"))  // the variant, to replay with pet run
+        std::ofstream(fs::path(dir) / ("variant_" + std::to_string(i) + ".onnx"), std::ios::binary) << bytes;
     }
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     slowest = std::max(slowest, s);

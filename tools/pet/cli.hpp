@@ -78,5 +78,6 @@ int cmd_verify(const std::vector<std::string>& argv);
 int cmd_mutate(const std::vector<std::string>& argv);
 int cmd_optimize(const std::vector<std::string>& argv);
 int cmd_cache(const std::vector<std::string>& argv);
+int cmd_ops(const std::vector<std::string>& argv);
 
 }  // namespace pet::cli

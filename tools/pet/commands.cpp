@@ -99,6 +99,8 @@ const std::vector<CommandSpec>& commands() {
                    {"threads", "N", "threads of the cpu backend when profiling"},
                    {"json", "FILE", "also write the index as JSON here"},
                    {"quiet", "", "no text report"}})},
+      {"ops", "", "the ONNX op types pet imports (default domain; If, Loop, Scan and sequences inlined at import)",
+       {{"json", "FILE", "also write the list as JSON"}, {"quiet", "", "no text list"}}},
       {"cache", "show|export|clear [FILE...]", "pet's on-disk caches (op timings, algorithm choices, optimizer decisions): list, dump as JSON, empty",
        {{"json", "FILE", "show/export: write JSON here (default: text, or JSON on stdout for export)"}}},
   };
@@ -112,7 +114,7 @@ const CommandSpec& command_spec(std::string_view name) {
 }
 
 std::string help_text(const CommandSpec& c) {
-  std::string s = cat("usage: pet ", c.name, " ", c.positional, " [options]\n  ", c.summary, "\n\noptions:\n");
+  std::string s = cat("usage: pet ", c.name, c.positional.empty() ? "" : " ", c.positional, " [options]\n  ", c.summary, "\n\noptions:\n");
   constexpr size_t col = 30;  // help starts here (or on the next line after a long option)
   auto line = [&](const std::string& left, const std::string& help) {
     s += "  " + left;
@@ -126,7 +128,7 @@ std::string help_text(const CommandSpec& c) {
 
 std::string usage_text() {
   std::string s = "usage: pet <command> [options]   (pet <command> --help for its options)\n";
-  for (const auto& c : commands()) s += cat("  ", c.name, " ", c.positional, "\n      ", c.summary, "\n");
+  for (const auto& c : commands()) s += cat("  ", c.name, c.positional.empty() ? "" : " ", c.positional, "\n      ", c.summary, "\n");
   s += "exit codes: 0 success, 1 a failed check, 2 invalid input, 3 unsupported, 4 internal error\n";
   return s;
 }

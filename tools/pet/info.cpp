@@ -1,4 +1,5 @@
 // pet info MODEL: inputs, outputs, op counts, FLOPs, parameters, multilinear subprograms.
+// pet ops: the ONNX op types the importer maps.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -122,6 +123,26 @@ int cmd_info(const std::vector<std::string>& argv) {
                 g.node(subs[i][0]).name.c_str());
   }
   if (folded) std::printf("  (%zu more read only constants: folded before a backend runs them)\n", folded);
+  return 0;
+}
+
+int cmd_ops(const std::vector<std::string>& argv) {
+  Args a(command_spec("ops"), argv, 0);
+  if (auto jf = a.get("json")) check_writable_file(*jf, "--json");
+  const std::vector<std::string> ops = onnx::supported_ops();
+  if (auto jf = a.get("json")) {
+    std::ofstream f(*jf);
+    if (!f) throw InvalidInput(cat("--json: cannot write '", *jf, "'"));
+    f << nlohmann::json{{"domain", "ai.onnx"}, {"ops", ops}}.dump(2) << "\n";
+  }
+  if (a.flag("quiet")) return 0;
+  std::printf("pet imports %zu ONNX op types (the default domain; ONNX Runtime's quantized ops of com.microsoft too):\n", ops.size());
+  std::string line;
+  for (const auto& op : ops) {
+    if (!line.empty() && line.size() + op.size() + 1 > 96) std::printf("  %s\n", line.c_str()), line.clear();
+    line += (line.empty() ? "" : " ") + op;
+  }
+  if (!line.empty()) std::printf("  %s\n", line.c_str());
   return 0;
 }
 

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
     if (cmd == "mutate") return pet::cli::cmd_mutate(args);
     if (cmd == "optimize") return pet::cli::cmd_optimize(args);
     if (cmd == "cache") return pet::cli::cmd_cache(args);
+    if (cmd == "ops") return pet::cli::cmd_ops(args);
     std::fprintf(stderr, "pet: error: unknown command '%s'\n%s", cmd.c_str(), pet::cli::usage_text().c_str());
     return 2;
   } catch (const pet::cli::HelpShown&) {

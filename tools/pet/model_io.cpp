@@ -54,8 +54,11 @@ Args::Args(const CommandSpec& spec, const std::vector<std::string>& argv, int po
     }
     options[name].push_back(value);
   }
-  if (positionals >= 0 && int(positional.size()) != positionals)
-    throw InvalidInput(cat("usage: pet ", spec.name, " ", spec.positional, " [options] (pet ", spec.name, " --help lists them)"));
+  if (positionals >= 0 && int(positional.size()) != positionals) {
+    const std::string usage = cat("usage: pet ", spec.name, spec.positional.empty() ? "" : " ", spec.positional, " [options] (pet ", spec.name, " --help lists them)");
+    if (int(positional.size()) > positionals) throw InvalidInput(cat("unexpected argument '", positional[size_t(positionals)], "'; ", usage));
+    throw InvalidInput(usage);
+  }
 }
 
 std::optional<std::string> Args::get(const std::string& name) const {
