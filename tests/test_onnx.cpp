@@ -321,6 +321,15 @@ TEST_CASE("import errors name the file, node, op and problem") {
     c.input("x", {"2"}).output("x");
     CHECK_THROWS_WITH_AS(c.import(), "m.onnx: opset 23 is newer than pet supports (up to 22)", Unsupported);
   }
+  SUBCASE("a node naming more outputs than its op gives, one of them read on") {  // (fuzz_import: a Split turned into a Shape)
+    OnnxBuilder b(13);
+    b.input("x", {"2", "3"});
+    b.node("Shape", {"x"}, {"s", "extra"}, "shape");
+    b.node("Neg", {"extra"}, {"y"}, "neg");
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), "m.onnx: node 'neg' (Neg, opset 13): input 0 ('extra') is named as an output of a node whose op does not give that many outputs",
+                         InvalidInput);
+  }
   SUBCASE("opsets before broadcasting: Max, Min, Sum of one shape and Gemm with C [M, N] import, other shapes are named") {
     // (ONNX's pytorch-operator tests at opset 6; ONNX Runtime runs their Max and Sum too)
     auto variadic = [](const char* op, const std::vector<std::string>& b_dims) {

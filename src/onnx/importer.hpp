@@ -268,6 +268,11 @@ struct Importer {
     const std::string name = node.name().empty() ? cat(node.op_type(), "_", index) : node.name();
     if (opset == 0) opset = m.opset;
     const std::string who = cat(label, ": node '", name, "' (", node.op_type(), ", opset ", opset, "): ");
+    // Every input was made: a graph input, an initializer or an output an earlier node made
+    // (order_nodes found its producer; an op gives fewer outputs than that node names).
+    for (int i = 0; i < node.input_size(); ++i)
+      if (const std::string& in = node.input(i); !in.empty() && !ids.count(in) && !consts.count(in) && !sequences.count(in))
+        throw InvalidInput(cat(who, "input ", i, " ('", in, "') is named as an output of a node whose op does not give that many outputs"));
     // ONNX Runtime's contrib domain: its quantized ops (expand_quant.cpp)
     const bool microsoft = node.domain() == "com.microsoft";
     if (!node.domain().empty() && node.domain() != "ai.onnx" && !microsoft)
@@ -418,8 +423,9 @@ struct Importer {
   }
   TensorType data_type(const std::string& name) {
     if (auto it = ids.find(name); it != ids.end()) return m.graph.type(it->second);
-    const auto& c = consts.at(name);
-    return {c.first, std::visit([](const auto& t) { return t.shape(); }, c.second)};
+    const auto it = consts.find(name);
+    PET_CHECK(it != consts.end(), "no tensor or constant '", name, "'");
+    return {it->second.first, std::visit([](const auto& t) { return t.shape(); }, it->second.second)};
   }
   void store_empty(const ::onnx::NodeProto& node, const Types& out_types) {
     for (size_t k = 0; k < out_types.size(); ++k) {
