@@ -888,6 +888,8 @@ TEST_CASE("RNN, GRU, LSTM, MeanVarianceNormalization and LpNormalization import 
           "input 1 (W) has shape [1,8,2]; expected [1,12,2]", false);
   refused([](OnnxBuilder& b) { b.attr(b.node("LSTM", {"X", "W", "R", "B"}, {"Y"}, "cell"), "direction", "sideways"); },
           "direction 'sideways' (forward, reverse or bidirectional)", false);
+  refused([](OnnxBuilder& b) { b.attr(b.node("LSTM", {"X", "W", "R", "B"}, {"Y"}, "cell"), "hidden_size", int64_t(1) << 62); },  // (its gates overflowed)
+          "hidden_size [4611686018427387904] has a value beyond +-2^24", false);
 }
 
 namespace {
@@ -1641,6 +1643,8 @@ TEST_CASE("DepthToSpace (DCR, CRD) and SpaceToDepth import as pet's R/T op, and 
                        "m.onnx: node 'y' (SpaceToDepth, opset 13): height and width (5, 4) must be multiples of blocksize (2)", InvalidInput);
   CHECK_THROWS_WITH_AS(model("DepthToSpace", {"1", "8", "2", "2"}, 2, "XYZ").import(), doctest::Contains("mode 'XYZ': DCR or CRD"), InvalidInput);
   CHECK_THROWS_WITH_AS(model("DepthToSpace", {"8", "2", "2"}, 2, nullptr).import(), doctest::Contains("must have rank 4"), InvalidInput);
+  CHECK_THROWS_WITH_AS(model("DepthToSpace", {"1", "8", "2", "2"}, INT64_MAX, nullptr).import(),  // (its square overflowed)
+                       doctest::Contains("blocksize [9223372036854775807] has a value beyond +-2^24"), InvalidInput);
 }
 
 namespace {

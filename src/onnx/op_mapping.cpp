@@ -456,6 +456,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
       if (!c.attr("blocksize")) throw InvalidInput("attribute 'blocksize' is required");
       const int64_t b = c.i("blocksize", 0);
       if (b < 1) throw InvalidInput(cat("blocksize must be positive, got ", b));
+      pet::detail::expect_bounded({b}, "blocksize");
       const int64_t n = x->shape[0], ch = x->shape[1], h = x->shape[2], w = x->shape[3];
       ops::RT rt;
       if (to_space) {

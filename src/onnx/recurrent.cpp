@@ -119,6 +119,7 @@ std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name
   if (!wt || wt->shape.size() != 3) throw InvalidInput(cat("W must have rank 3 [num_directions, ", cell.gates, " * hidden_size, input_size]"));
   const int64_t H = c.i("hidden_size", wt->shape[1] / cell.gates);
   if (H < 1) throw InvalidInput(cat("hidden_size must be positive, got ", H));
+  pet::detail::expect_bounded({H}, "hidden_size");
   const int64_t G = cell.gates * H;
   const Tensor<float> W = weight(c, 1, {D, G, I}, "W");
   const Tensor<float> R = weight(c, 2, {D, G, H}, "R");
