@@ -45,6 +45,10 @@ TEST_CASE("builder type-checks as it builds and names nodes") {
                        "Conv 'c3': input has 3 channels but weight expects 8 (weight shape [4,8,3,3], group 1)", InvalidInput);
   CHECK_THROWS_WITH_AS(g.add_input("x", {DType::Float32, {1}}), "tensor name 'x' is defined twice", InvalidInput);
   CHECK_THROWS_WITH_AS(b.add(ops::Split{.axis = 1, .num_outputs = 2}, {y2}), "Builder::add: op has 2 outputs; use add_multi", InvalidInput);
+  // an empty tensor has 0 elements whatever its other dims: those are bounded by 2^36 too
+  TensorId e = b.input("e", {0, 1});
+  CHECK_THROWS_WITH_AS(b.add(ops::Expand{.shape = {0, int64_t(1) << 40}}, {e}, "huge"),
+                       "Expand 'huge': output shape [0,1099511627776] has a dimension over 2^36 (the most pet supports)", Unsupported);
 }
 
 TEST_CASE("topological order follows dependencies, multilinear subprograms are cut at non-linear ops") {

@@ -321,6 +321,14 @@ TEST_CASE("import errors name the file, node, op and problem") {
     c.input("x", {"2"}).output("x");
     CHECK_THROWS_WITH_AS(c.import(), "m.onnx: opset 23 is newer than pet supports (up to 22)", Unsupported);
   }
+  SUBCASE("a dimension beyond 2^36, also of an empty input") {  // (fuzz_import: a pool's window arithmetic overflowed)
+    OnnxBuilder b(13);
+    b.input("x", {"0", "9223372036854775807"});
+    b.node("Relu", {"x"}, {"y"}, "relu");
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), "m.onnx: input 'x' has the dimension 9223372036854775807 (1 of [0,9223372036854775807]); pet takes dimensions up to 2^36",
+                         Unsupported);
+  }
   SUBCASE("a node naming more outputs than its op gives, one of them read on") {  // (fuzz_import: a Split turned into a Shape)
     OnnxBuilder b(13);
     b.input("x", {"2", "3"});

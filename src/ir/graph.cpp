@@ -119,7 +119,11 @@ std::vector<TensorId> Graph::add_node(std::string name, Op op, std::vector<Tenso
   Types out;
   try {
     out = infer_types(op, in);
-    for (const auto& t : out) numel(t.shape);
+    for (const auto& t : out) {
+      numel(t.shape);  // at most 2^36 elements; and each dim, also of an empty tensor
+      for (int64_t d : t.shape)
+        if (d > kMaxElements) throw Unsupported(cat("output shape ", t.shape, " has a dimension over 2^36 (the most pet supports)"));
+    }
   } catch (const InvalidInput& e) {
     throw InvalidInput(cat(op_name(op), " '", name, "': ", e.what()));
   } catch (const Unsupported& e) {

@@ -121,6 +121,11 @@ struct Importer {
       if (!vi.type().has_tensor_type()) throw Unsupported(cat(label, ": input '", name, "' is not a tensor"));
       DType dt = dtype_from_onnx(vi.type().tensor_type().elem_type(), cat(label, ": input '", name, "'"));
       Shape s = bind_shape(vi);
+      // (an empty tensor's other dims too: numel bounds only non-empty ones; beyond this,
+      // shape arithmetic with attributes up to 2^24 could overflow)
+      for (size_t k = 0; k < s.size(); ++k)
+        if (s[k] > kMaxElements)
+          throw Unsupported(cat(label, ": input '", name, "' has the dimension ", s[k], " (", k, " of ", s, "); pet takes dimensions up to 2^36"));
       if (auto it = values.find(name); it != values.end() && it->second.first != dt)
         fail_invalid(cat("input '", name, "' is ", dtype_name(dt), " but the given value is ", dtype_name(it->second.first)));
       ids[name] = m.graph.add_input(name, {dt, s});
