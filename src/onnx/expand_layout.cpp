@@ -97,20 +97,15 @@ std::vector<TensorId> col2im(const NodeCtx& c, const std::string& name, Graph& g
   if (k < 1 || block.size() != k)
     throw InvalidInput(cat("image_shape ", image, " and block_shape ", block, " must have the same length, 1 or more"));
   if (k > 3) throw Unsupported(cat("image_shape ", image, " has ", k, " spatial dims; pet's ConvTranspose takes 1 to 3"));
-  const std::vector<int64_t> strides = c.ints("strides", std::vector<int64_t>(k, 1)), dilations = c.ints("dilations", std::vector<int64_t>(k, 1)),
-                             pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
-  if (strides.size() != k || dilations.size() != k || pads.size() != 2 * k)
-    throw InvalidInput(cat("strides ", strides, " and dilations ", dilations, " need ", k, " values, pads ", pads, " ", 2 * k));
-  for (const auto& [v, what] : {std::pair{&image, "image_shape"}, std::pair{&block, "block_shape"}, std::pair{&strides, "strides"},
-                                std::pair{&dilations, "dilations"}, std::pair{&pads, "pads"}})
-    pet::detail::expect_bounded(*v, what);
+  std::vector<int64_t> strides = c.ints("strides"), dilations = c.ints("dilations"), pads = c.ints("pads");
+  ops::detail::check_window_attrs(k, strides, dilations, pads);  // defaults, counts, bounds, signs
+  pet::detail::expect_bounded(image, "image_shape");
+  pet::detail::expect_bounded(block, "block_shape");
   const Shape& xs = t->shape;
   if (xs.size() != 3) throw InvalidInput(cat("input must be [N, C * prod(block_shape), L], got ", xs));
   std::vector<int64_t> positions(k), extra(k);
   for (size_t i = 0; i < k; ++i) {
-    if (image[i] < 1 || block[i] < 1 || strides[i] < 1 || dilations[i] < 1 || pads[i] < 0 || pads[i + k] < 0)
-      throw InvalidInput(cat("image_shape ", image, ", block_shape ", block, ", strides ", strides, ", dilations ", dilations,
-                             " must be positive and pads ", pads, " not negative"));
+    if (image[i] < 1 || block[i] < 1) throw InvalidInput(cat("image_shape ", image, " and block_shape ", block, " must be positive"));
     const int64_t span = dilations[i] * (block[i] - 1) + 1, room = image[i] + pads[i] + pads[i + k] - span;
     if (room < 0) throw InvalidInput(cat("block_shape ", block, " with dilations ", dilations, " does not fit image_shape ", image, " with pads ", pads));
     positions[i] = room / strides[i] + 1;
@@ -152,15 +147,14 @@ std::vector<TensorId> max_unpool(const NodeCtx& c, const std::string& name, Grap
   if (it->shape != xs) throw InvalidInput(cat("I's shape ", it->shape, " must be X's, ", xs));
   const size_t k = xs.size() - 2;
   if (!c.attr("kernel_shape")) throw InvalidInput("attribute 'kernel_shape' is required");
-  const std::vector<int64_t> ks = c.ints("kernel_shape"), strides = c.ints("strides", std::vector<int64_t>(k, 1)),
-                             pads = c.ints("pads", std::vector<int64_t>(2 * k, 0));
-  if (ks.size() != k || strides.size() != k || pads.size() != 2 * k)
-    throw InvalidInput(cat("kernel_shape ", ks, " and strides ", strides, " need ", k, " values, pads ", pads, " ", 2 * k, " (X is ", xs, ")"));
-  for (const auto& [v, what] : {std::pair{&ks, "kernel_shape"}, std::pair{&strides, "strides"}, std::pair{&pads, "pads"}}) pet::detail::expect_bounded(*v, what);
+  const std::vector<int64_t> ks = c.ints("kernel_shape");
+  std::vector<int64_t> strides = c.ints("strides"), dilations, pads = c.ints("pads");
+  ops::detail::check_window_attrs(k, strides, dilations, pads);  // defaults, counts, bounds, signs
+  if (ks.size() != k) throw InvalidInput(cat("kernel_shape ", ks, " needs ", k, " values (X is ", xs, ")"));
+  pet::detail::expect_bounded(ks, "kernel_shape");
   Shape os{xs[0], xs[1]};
   for (size_t i = 0; i < k; ++i) {
-    if (ks[i] < 1 || strides[i] < 1 || pads[i] < 0 || pads[i + k] < 0)
-      throw InvalidInput(cat("kernel_shape ", ks, " and strides ", strides, " must be positive and pads ", pads, " not negative"));
+    if (ks[i] < 1) throw InvalidInput(cat("kernel_shape ", ks, " must be positive"));
     os.push_back((xs[2 + i] - 1) * strides[i] + ks[i] - pads[i] - pads[i + k]);
     if (os.back() < 0) throw InvalidInput(cat("pads ", pads, " leave a negative output extent"));
   }
@@ -205,22 +199,17 @@ std::vector<TensorId> deform_conv(const NodeCtx& c, const std::string& name, Gra
   if (ws.size() != 4) throw InvalidInput(cat("W ", ws, " must have rank 4, as X"));
   const int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3], M = ws[0];
   const int64_t group = c.i("group", 1), og = c.i("offset_group", 1);
-  const std::vector<int64_t> ks = c.ints("kernel_shape", {ws[2], ws[3]}), strides = c.ints("strides", {1, 1}), dil = c.ints("dilations", {1, 1}),
-                             pads = c.ints("pads", {0, 0, 0, 0});
+  const std::vector<int64_t> ks = c.ints("kernel_shape", {ws[2], ws[3]});
+  std::vector<int64_t> strides = c.ints("strides"), dil = c.ints("dilations"), pads = c.ints("pads");
+  ops::detail::check_window_attrs(2, strides, dil, pads);  // defaults, counts, bounds, signs
   if (ks != std::vector<int64_t>{ws[2], ws[3]}) throw InvalidInput(cat("kernel_shape ", ks, " does not match W ", ws));
-  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) throw InvalidInput(cat("strides ", strides, " and dilations ", dil, " need 2 values, pads ", pads, " 4"));
-  for (const auto& [v, what] : {std::pair{&strides, "strides"}, std::pair{&dil, "dilations"}, std::pair{&pads, "pads"}}) pet::detail::expect_bounded(*v, what);
   pet::detail::expect_bounded({group, og, ws[1], ws[2], ws[3]}, "group, offset_group and W's extents");
-  for (int64_t p : pads)
-    if (p < 0) throw InvalidInput(cat("pads ", pads, " must be non-negative"));
-  for (int64_t v : {strides[0], strides[1], dil[0], dil[1]})
-    if (v < 1) throw InvalidInput(cat("strides ", strides, " and dilations ", dil, " must be positive"));
   if (group < 1 || C % group || M % group || ws[1] * group != C)
     throw InvalidInput(cat("group ", group, " must divide X's ", C, " channels and W's ", M, " filters, each of ", C, " / group channels (W is ", ws, ")"));
   if (og < 1 || C % og) throw InvalidInput(cat("offset_group ", og, " must divide X's ", C, " channels"));
   const int64_t K = ks[0] * ks[1];
-  const int64_t oh = (H + pads[0] + pads[2] - ((ks[0] - 1) * dil[0] + 1)) / strides[0] + 1,
-                ow = (Wd + pads[1] + pads[3] - ((ks[1] - 1) * dil[1] + 1)) / strides[1] + 1;
+  const int64_t oh = ops::detail::window_out(H, ks[0], strides[0], dil[0], pads[0], pads[2], false),
+                ow = ops::detail::window_out(Wd, ks[1], strides[1], dil[1], pads[1], pads[3], false);
   if (oh < 1 || ow < 1) throw InvalidInput(cat("the kernel ", ks, " with dilations ", dil, " does not fit X ", xs, " with pads ", pads));
   bounded_product({og, K, 2, oh, ow}, int64_t(1) << 31, "DeformConv's sampling positions");
   const Shape want_off{N, og * K * 2, oh, ow}, want_mask{N, og * K, oh, ow};
