@@ -80,8 +80,8 @@ def feeds_for(specs, dim, seed):
     feeds = {}
     for name, elem, shape in specs:
         shape = [dim if d is None else d for d in shape]
-        if elem == onnx.TensorProto.FLOAT:
-            feeds[name] = rng.uniform(-1, 1, shape).astype(np.float32)
+        if elem in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
+            feeds[name] = rng.uniform(-1, 1, shape).astype(np.float32 if elem == onnx.TensorProto.FLOAT else np.float16)
         elif elem == onnx.TensorProto.BOOL:
             feeds[name] = np.zeros(shape, np.bool_)
         else:

@@ -49,6 +49,7 @@ def worst(got, want):
     e, sc = 0.0, 0.0
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape, f"output {k}: shape {g.shape} vs {w.shape}"
+        assert g.dtype == w.dtype, f"output {k}: type {g.dtype} vs {w.dtype}"
         g, w = np.asarray(g, dtype=np.float64), np.asarray(w, dtype=np.float64)  # bool outputs too
         if w.size == 0:  # an empty output: its shape is all there is
             continue
@@ -64,7 +65,7 @@ def feeds_for(sess, dim, seed):
     for i in sess.get_inputs():
         shape = [d if isinstance(d, int) else dim for d in i.shape]
         if "float" in i.type:
-            out.append(rng.uniform(-1, 1, shape).astype(np.float32))
+            out.append(rng.uniform(-1, 1, shape).astype(np.float16 if i.type == "tensor(float16)" else np.float32))
         else:
             out.append(np.zeros(shape, np.int64))
     return out

@@ -1,6 +1,8 @@
 // ONNX import/export: round trips, shape-chain folding, symbolic dims, and every error path
 // of the importer (bad bytes, unsupported ops, wrong shapes, missing data, cycles).
 #include <complex>
+#include <cstring>
+#include <limits>
 #include <filesystem>
 #include <numbers>
 #include <fstream>
@@ -2277,5 +2279,139 @@ TEST_CASE("CenterCropPad, Col2Im, MaxUnpool, DeformConv, NegativeLogLikelihoodLo
     CHECK(std::get<Tensor<float>>(out[0])[0] == doctest::Approx(std::log(4.0) - std::log(3.0)));
     CHECK(std::get<Tensor<float>>(out[1])[0] == doctest::Approx(-std::log(4.0)));
     CHECK(std::get<Tensor<float>>(out[1])[1] == doctest::Approx(std::log(3.0) - std::log(4.0)));
+  }
+}
+
+TEST_CASE("float16 and bfloat16 models: values read exactly, computed as float32, written back with the model's interface") {
+  auto f = [](uint32_t bits) {
+    float v;
+    std::memcpy(&v, &bits, 4);
+    return v;
+  };
+  // x (float16 input) + w16 (float16, raw: 1, -2, the smallest and largest subnormals, the
+  // largest finite value, -inf, NaN, -0); wb (bfloat16 bits in int32_data: 1, 3.140625, -inf,
+  // the smallest subnormal 2^-133) read through a Cast; a Cast of x to float16 (no rounding)
+  OnnxBuilder b(17);
+  b.input("x", {"8"}, ::onnx::TensorProto::FLOAT16);
+  auto* w16 = b.g().add_initializer();
+  w16->set_name("w16");
+  w16->set_data_type(::onnx::TensorProto::FLOAT16);
+  w16->add_dims(8);
+  const std::vector<uint16_t> hbits{0x3c00, 0xc000, 0x0001, 0x03ff, 0x7bff, 0xfc00, 0x7e00, 0x8000};
+  w16->set_raw_data(std::string(reinterpret_cast<const char*>(hbits.data()), 16));
+  b.small_ints("wb", ::onnx::TensorProto::BFLOAT16, {4}, {0x3f80, 0x4049, 0xff80, 0x0001});
+  b.node("Add", {"x", "w16"}, {"y"});
+  OnnxBuilder::attr(b.node("Cast", {"wb"}, {"z"}), "to", int64_t(::onnx::TensorProto::FLOAT));
+  OnnxBuilder::attr(b.node("Cast", {"x"}, {"h"}), "to", int64_t(::onnx::TensorProto::FLOAT16));
+  b.output("y").output("z").output("h");
+  b.g().mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT16);
+  px::Model m = b.import();
+  CHECK(m.narrow_float == px::kBFloat16);  // the narrowest the model uses
+  CHECK(m.narrow_io == std::map<std::string, int32_t>{{"x", px::kFloat16}, {"y", px::kFloat16}});
+  REQUIRE(!m.notes.empty());
+  CHECK(m.notes.back().find("BFLOAT16, which pet computes as float32") != std::string::npos);
+  const Graph& g = m.graph;
+  CHECK(g.type(g.inputs()[0]).dtype == DType::Float32);
+  const Tensor<float> w = std::get<Tensor<float>>(*g.tensor(*g.find("w16")).value);
+  CHECK(w[0] == 1.f);
+  CHECK(w[1] == -2.f);
+  CHECK(w[2] == std::ldexp(1.f, -24));
+  CHECK(w[3] == std::ldexp(1023.f, -24));
+  CHECK(w[4] == 65504.f);
+  CHECK(w[5] == -std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(w[6]));
+  CHECK((w[7] == 0.f && std::signbit(w[7])));
+  const Tensor<float> x({8}, std::vector<float>{0, 0, 0, 0, 0, 0, 0, 1 + std::ldexp(1.f, -20)});
+  const auto out = Interpreter<float>(g).run(std::vector<Value<float>>{x});
+  const Tensor<float> y = std::get<Tensor<float>>(out[0]);
+  CHECK(y[4] == 65504.f);
+  CHECK(y[7] == 1 + std::ldexp(1.f, -20));
+  CHECK(std::get<Tensor<float>>(out[1]).vec() == std::vector<float>{1.f, 3.140625f, -std::numeric_limits<float>::infinity(), std::ldexp(1.f, -133)});
+  CHECK(std::get<Tensor<float>>(out[2])[7] == 1 + std::ldexp(1.f, -20));  // a Cast to float16 does not round
+
+  SUBCASE("rounding to float16 and bfloat16: nearest, ties to even, overflow to infinity, NaN kept") {
+    const float inf = std::numeric_limits<float>::infinity();
+    const Tensor<float> v({10}, std::vector<float>{1 + std::ldexp(1.f, -11), 1 + 3 * std::ldexp(1.f, -11), 65519.f, 65520.f, 1e-8f, 4e-8f,
+                                                   -3e-8f, std::nanf(""), std::ldexp(1023.5f, -24), -1e6f});
+    const Tensor<float> h = std::get<Tensor<float>>(px::round_to_narrow(v, px::kFloat16));
+    CHECK(h[0] == 1.f);
+    CHECK(h[1] == 1 + std::ldexp(1.f, -9));
+    CHECK(h[2] == 65504.f);
+    CHECK(h[3] == inf);
+    CHECK(h[4] == 0.f);
+    CHECK(h[5] == std::ldexp(1.f, -24));
+    CHECK(h[6] == -std::ldexp(1.f, -24));
+    CHECK(std::isnan(h[7]));
+    CHECK(h[8] == std::ldexp(1.f, -14));  // the largest subnormal and a half rounds up to the smallest normal
+    CHECK(h[9] == -inf);
+    const Tensor<float> bf = std::get<Tensor<float>>(px::round_to_narrow(
+        Tensor<float>({5}, std::vector<float>{1 + std::ldexp(1.f, -8), 1 + 3 * std::ldexp(1.f, -8), 3.4e38f, f(0x7f7fffff), std::nanf("")}),
+        px::kBFloat16));
+    CHECK(bf[0] == 1.f);
+    CHECK(bf[1] == 1 + std::ldexp(1.f, -6));
+    CHECK(bf[2] == inf);
+    CHECK(bf[3] == inf);
+    CHECK(std::isnan(bf[4]));
+    // integer values and other types are left as they are
+    CHECK(std::get<Tensor<float>>(px::round_to_narrow(v, 0))[0] == v[0]);
+    CHECK(std::get<Tensor<int64_t>>(px::round_to_narrow(Tensor<int64_t>({1}, std::vector<int64_t>{3}), px::kFloat16))[0] == 3);
+  }
+
+  SUBCASE("tensor files of float16 and bfloat16 are read exactly and written rounded") {
+    const std::string p16 = write_temp("half.pb", "");
+    px::write_tensor_file(p16, {"a", DType::Float32, Tensor<float>({3}, std::vector<float>{1.f, 1 + std::ldexp(1.f, -12), -65504.f}), px::kFloat16});
+    const px::NamedTensor r = px::read_tensor_file(p16);
+    CHECK(r.narrow_float == px::kFloat16);
+    CHECK(r.dtype == DType::Float32);
+    CHECK(std::get<Tensor<float>>(r.value).vec() == std::vector<float>{1.f, 1.f, -65504.f});
+    ::onnx::TensorProto t;
+    std::ifstream in(p16, std::ios::binary);
+    REQUIRE(t.ParseFromIstream(&in));
+    CHECK(t.data_type() == ::onnx::TensorProto::FLOAT16);
+    CHECK(t.raw_data() == std::string("\x00\x3c\x00\x3c\xff\xfb", 6));
+    const std::string pb = write_temp("bf.pb", "");
+    px::write_tensor_file(pb, {"b", DType::Float32, Tensor<float>({1}, std::vector<float>{3.14159f}), px::kBFloat16});
+    CHECK(std::get<Tensor<float>>(px::read_tensor_file(pb).value).vec() == std::vector<float>{3.140625f});
+    CHECK_THROWS_WITH_AS(px::write_tensor_file(pb, {"i", DType::Int64, Tensor<int64_t>({1}, std::vector<int64_t>{1}), px::kFloat16}),
+                         cat("tensor file '", pb, "': integer values cannot be written as FLOAT16").c_str(), InvalidInput);
+  }
+
+  SUBCASE("written with the model's interface: its float16 input and output through Casts, read back alike") {
+    for (const bool external : {false, true}) {
+      const std::string path = write_temp(external ? "narrow_ext.onnx" : "narrow_io.onnx", "");
+      px::export_file(g, path, external, &m);
+      ::onnx::ModelProto o;
+      std::ifstream in(path, std::ios::binary);
+      REQUIRE(o.ParseFromIstream(&in));
+      REQUIRE(o.graph().input_size() == 1);
+      CHECK(o.graph().input(0).name() == "x");
+      CHECK(o.graph().input(0).type().tensor_type().elem_type() == ::onnx::TensorProto::FLOAT16);
+      CHECK(o.graph().output(0).name() == "y");
+      CHECK(o.graph().output(0).type().tensor_type().elem_type() == ::onnx::TensorProto::FLOAT16);
+      CHECK(o.graph().output(1).type().tensor_type().elem_type() == ::onnx::TensorProto::FLOAT);
+      CHECK(o.graph().node(0).op_type() == "Cast");
+      CHECK(o.graph().node(0).input(0) == "x");
+      CHECK(o.graph().node(o.graph().node_size() - 1).output(0) == "y");
+      const px::Model back = px::import_file(path);
+      CHECK(back.narrow_io == m.narrow_io);
+      check_same(Interpreter<float>(back.graph).run(std::vector<Value<float>>{x}), out);
+    }
+    // without the model, pet's own program: float32 throughout
+    const std::string plain = write_temp("plain_io.onnx", "");
+    px::export_file(g, plain);
+    CHECK(px::import_file(plain).narrow_io.empty());
+  }
+
+  SUBCASE("errors name the tensor and what is wrong") {
+    OnnxBuilder e = b;
+    e.g().mutable_initializer(0)->set_raw_data(std::string("abc", 3));
+    CHECK_THROWS_WITH_AS(e.import(), "m.onnx: initializer 'w16' of shape [8] needs 16 bytes of data but has 3", InvalidInput);
+    OnnxBuilder e2 = b;
+    e2.g().mutable_initializer(1)->add_int32_data(0);
+    CHECK_THROWS_WITH_AS(e2.import(), "m.onnx: initializer 'wb' of shape [4] has 5 values instead of 4", InvalidInput);
+    OnnxBuilder d(17);
+    d.input("x", {"2"}, ::onnx::TensorProto::DOUBLE).output("x");
+    CHECK_THROWS_WITH_AS(d.import(), doctest::Contains("input 'x' has element type DOUBLE; pet supports float32 (float16 and bfloat16 computed as float32)"),
+                         Unsupported);
   }
 }

@@ -5,6 +5,7 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "op_mapping.hpp"
 
@@ -255,13 +256,108 @@ bool self_contained(const std::string& path) {
   return true;
 }
 
-void export_file(const Graph& g, const std::string& path, bool external_data) {
+namespace {
+/// Model::narrow_io's inputs and outputs of `model` (pet's export: float32) declared as the
+/// original declares them, each input read through a Cast to float32 and each output written
+/// by a Cast from it; the tensors inside keep their names but for those the Casts stand
+/// between ("NAME_float32").
+void narrow_interface(::onnx::ModelProto& model, const Model& original) {
+  auto& g = *model.mutable_graph();
+  std::set<std::string> names;
+  for (const auto& vi : g.input()) names.insert(vi.name());
+  for (const auto& vi : g.output()) names.insert(vi.name());
+  for (const auto& vi : g.value_info()) names.insert(vi.name());
+  for (const auto& t : g.initializer()) names.insert(t.name());
+  for (const auto& n : g.node()) {
+    names.insert(n.name());
+    names.insert(n.input().begin(), n.input().end());
+    names.insert(n.output().begin(), n.output().end());
+  }
+  auto fresh = [&](const std::string& base) {
+    std::string n = cat(base, "_float32");
+    for (int k = 2; names.count(n); ++k) n = cat(base, "_float32_", k);
+    names.insert(n);
+    return n;
+  };
+  auto narrow = [&](const ::onnx::ValueInfoProto& vi) -> int32_t {
+    auto it = original.narrow_io.find(vi.name());
+    return it != original.narrow_io.end() && vi.type().tensor_type().elem_type() == ::onnx::TensorProto::FLOAT ? it->second : 0;
+  };
+  // every reference to `from` (a node's input or output, a value_info, an initializer) as `to`
+  auto rename = [&](const std::string& from, const std::string& to) {
+    for (auto& n : *g.mutable_node()) {
+      for (auto& i : *n.mutable_input())
+        if (i == from) i = to;
+      for (auto& o : *n.mutable_output())
+        if (o == from) o = to;
+    }
+    for (auto& vi : *g.mutable_value_info())
+      if (vi.name() == from) vi.set_name(to);
+    for (auto& t : *g.mutable_initializer())
+      if (t.name() == from) t.set_name(to);
+  };
+  auto cast = [&](const std::string& from, const std::string& to, int32_t type) {
+    ::onnx::NodeProto c;
+    c.set_op_type("Cast");
+    c.set_name(fresh(cat(to, "_cast")));
+    c.add_input(from);
+    c.add_output(to);
+    auto* a = c.add_attribute();
+    a->set_name("to");
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(type);
+    return c;
+  };
+  std::vector<::onnx::NodeProto> first, last;
+  std::set<std::string> inputs;
+  for (auto& vi : *g.mutable_input()) {
+    inputs.insert(vi.name());
+    if (const int32_t t = narrow(vi)) {
+      const std::string inner = fresh(vi.name());
+      rename(vi.name(), inner);
+      first.push_back(cast(vi.name(), inner, ::onnx::TensorProto::FLOAT));
+      vi.mutable_type()->mutable_tensor_type()->set_elem_type(t);
+    }
+  }
+  for (auto& vi : *g.mutable_output()) {
+    const int32_t t = narrow(vi);
+    if (!t) continue;
+    if (!inputs.count(vi.name())) {  // (a graph input passed through is declared so already)
+      const std::string inner = fresh(vi.name());
+      rename(vi.name(), inner);
+      last.push_back(cast(inner, vi.name(), t));
+    }
+    vi.mutable_type()->mutable_tensor_type()->set_elem_type(t);
+  }
+  if (first.empty() && last.empty()) return;
+  google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
+  for (auto& n : first) *nodes.Add() = std::move(n);
+  for (auto& n : *g.mutable_node()) *nodes.Add() = std::move(n);
+  for (auto& n : last) *nodes.Add() = std::move(n);
+  g.mutable_node()->Swap(&nodes);
+}
+}  // namespace
+
+std::string narrow_interface(std::string bytes, const Model& original) {
+  if (original.narrow_io.empty()) return bytes;
+  ::onnx::ModelProto m;
+  if (bytes.size() > size_t(INT32_MAX) || !m.ParseFromArray(bytes.data(), int(bytes.size())))
+    throw InternalError("narrow_interface: not a valid ONNX model");
+  narrow_interface(m, original);
+  std::string out;
+  if (!m.SerializeToString(&out)) throw InternalError("narrow_interface: the ONNX model could not be serialized");
+  check_bytes(out, "the optimized program with the original's float16 and bfloat16 interface");
+  return out;
+}
+
+void export_file(const Graph& g, const std::string& path, bool external_data, const Model* interface_of) {
   if (external_data || weight_bytes(g) > kWeightsInside) {
     ::onnx::ModelProto m = model_of(g);
+    if (interface_of) narrow_interface(m, *interface_of);
     write_external(m, path, cat("exported model '", g.name, "'"));
     return;
   }
-  write_file(export_bytes(g), path, false);
+  write_file(interface_of ? narrow_interface(export_bytes(g), *interface_of) : export_bytes(g), path, false);
 }
 
 bool write_original(const std::string& path, const std::string& out, bool external_data) {

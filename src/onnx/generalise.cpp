@@ -166,9 +166,14 @@ struct Merger {
   void declare(::onnx::ValueInfoProto& vi, const ::onnx::ValueInfoProto* orig, bool is_input) {
     const Dims &da = sa.at(vi.name()), &db = sb.at(vi.name());
     const char* what = is_input ? "input" : "output";
-    if (orig && orig->type().has_tensor_type() && orig->type().tensor_type().elem_type() == vi.type().tensor_type().elem_type() &&
+    // (a float16 or bfloat16 one is float32 here: narrow_interface declares it so after)
+    const int32_t elem = vi.type().tensor_type().elem_type();
+    if (orig && orig->type().has_tensor_type() &&
+        (orig->type().tensor_type().elem_type() == elem ||
+         (elem == ::onnx::TensorProto::FLOAT && is_narrow_float(orig->type().tensor_type().elem_type()))) &&
         orig->type().tensor_type().has_shape() && orig->type().tensor_type().shape().dim_size() == int(da.size())) {
       *vi.mutable_type() = orig->type();
+      vi.mutable_type()->mutable_tensor_type()->set_elem_type(elem);
       auto& dims = *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
       for (int k = 0; k < dims.size(); ++k) {
         const size_t d = size_t(k);
@@ -437,7 +442,7 @@ std::string generalise(std::string_view at_a, std::string_view at_b, const Model
   for (auto& vi : *ga.mutable_output()) m.declare(vi, find_info(o.graph().output(), vi.name()), false);
   std::string bytes = m.a.SerializeAsString();
   check_bytes(bytes, cat("the program for every shape of '", label, "'"));
-  return bytes;
+  return narrow_interface(std::move(bytes), original);
 }
 
 }  // namespace pet::onnx

@@ -642,6 +642,14 @@ struct Importer {
       *declared.mutable_graph()->mutable_input() = g.input();
       *declared.mutable_graph()->mutable_output() = g.output();
       m.declared = declared.SerializeAsString();
+      for (const auto* list : {&g.input(), &g.output()})
+        for (const auto& vi : *list)
+          if (vi.type().has_tensor_type() && is_narrow_float(vi.type().tensor_type().elem_type()))
+            m.narrow_io[vi.name()] = vi.type().tensor_type().elem_type();
+      m.narrow_float = narrowest_float(g);
+      if (m.narrow_float)
+        m.notes.push_back(cat("it uses ", onnx_type_name(m.narrow_float), ", which pet computes as float32 (its values read exactly, no result "
+                              "rounded to it): the results differ from a computation in ", onnx_type_name(m.narrow_float), " by its rounding"));
     }
     for (auto& init : *g.mutable_initializer()) {
       if (init.name().empty()) fail_invalid("an initializer has an empty name");
@@ -689,6 +697,27 @@ struct Importer {
 
   /// ImportOptions::share_weights_with's float constant of init's name where init holds the
   /// same shape and bytes (raw or external data, compared in chunks).
+  /// The narrowest float type (BFLOAT16, then FLOAT16) that g or its subgraphs use anywhere:
+  /// declared types, initializers, tensor attributes, Cast targets; 0 where none.
+  static int32_t narrowest_float(const ::onnx::GraphProto& g) {
+    int32_t r = 0;
+    auto see = [&](int64_t t) {
+      if (t == ::onnx::TensorProto::BFLOAT16 || (t == ::onnx::TensorProto::FLOAT16 && !r)) r = int32_t(t);
+    };
+    for (const auto* list : {&g.input(), &g.output(), &g.value_info()})
+      for (const auto& vi : *list)
+        if (vi.type().has_tensor_type()) see(vi.type().tensor_type().elem_type());
+    for (const auto& t : g.initializer()) see(t.data_type());
+    for (const auto& n : g.node())
+      for (const auto& a : n.attribute()) {
+        if (a.has_t()) see(a.t().data_type());
+        if ((n.op_type() == "Cast" && a.name() == "to") || a.name() == "dtype" || a.name() == "output_dtype") see(a.i());
+        if (a.has_g()) see(narrowest_float(a.g()));
+        for (const auto& sub : a.graphs()) see(narrowest_float(sub));
+      }
+    return r;
+  }
+
   std::optional<Tensor<float>> shared_weight(const ::onnx::TensorProto& init) {
     if (!opt.share_weights_with || (opt.weights && in_store(init))) return std::nullopt;
     const Graph& o = *opt.share_weights_with;

@@ -12,6 +12,12 @@ namespace pet::onnx::detail {
 DType dtype_from_onnx(int32_t t, std::string_view who);
 int32_t dtype_to_onnx(DType t);
 std::string_view onnx_type_name(int32_t t);
+/// FLOAT16 and BFLOAT16, the narrow float types pet computes as float32.
+bool is_narrow_float(int32_t t);
+/// A float16 or bfloat16 value (its bits) as float (exact); a float as the nearest value of
+/// that type (ties to even; beyond its largest finite value, infinity; NaN stays NaN).
+float narrow_to_float(uint16_t bits, int32_t t);
+uint16_t float_to_narrow(float v, int32_t t);
 
 /// Decodes a TensorProto (raw_data, typed fields or external data under base_dir, or in
 /// `weights` where it names WeightStore::kLocation: that tensor, shared).

@@ -13,7 +13,9 @@ using ::onnx::TensorProto;
 
 DType dtype_from_onnx(int32_t t, std::string_view who) {
   switch (t) {
-    case TensorProto::FLOAT: return DType::Float32;
+    case TensorProto::FLOAT:
+    case TensorProto::FLOAT16:  // computed as float32 (narrow_float)
+    case TensorProto::BFLOAT16: return DType::Float32;
     case TensorProto::INT64: return DType::Int64;
     case TensorProto::INT32: return DType::Int32;
     case TensorProto::BOOL: return DType::Bool;
@@ -21,7 +23,7 @@ DType dtype_from_onnx(int32_t t, std::string_view who) {
     case TensorProto::UINT8: return DType::UInt8;
     default:
       throw Unsupported(cat(who, " has element type ", onnx_type_name(t),
-                            "; pet supports float32, int64, int32, int8, uint8 and bool"));
+                            "; pet supports float32 (float16 and bfloat16 computed as float32), int64, int32, int8, uint8 and bool"));
   }
 }
 
@@ -35,6 +37,50 @@ int32_t dtype_to_onnx(DType t) {
     case DType::UInt8: return TensorProto::UINT8;
   }
   return TensorProto::UNDEFINED;
+}
+
+static_assert(kFloat16 == TensorProto::FLOAT16 && kBFloat16 == TensorProto::BFLOAT16);
+bool is_narrow_float(int32_t t) { return t == TensorProto::FLOAT16 || t == TensorProto::BFLOAT16; }
+
+float narrow_to_float(uint16_t bits, int32_t t) {
+  uint32_t u;
+  if (t == TensorProto::BFLOAT16) {
+    u = uint32_t(bits) << 16;
+  } else {  // IEEE half: sign, 5 exponent bits, 10 fraction bits
+    const uint32_t sign = uint32_t(bits & 0x8000u) << 16, e = (bits >> 10) & 0x1fu, f = bits & 0x3ffu;
+    if (e == 0x1f) {
+      u = sign | 0x7f800000u | (f << 13);  // infinity, NaN (its payload kept)
+    } else if (e != 0) {
+      u = sign | ((e + 112) << 23) | (f << 13);
+    } else {  // zero and the subnormals f * 2^-24, exact in float
+      const float v = std::ldexp(float(f), -24);
+      std::memcpy(&u, &v, 4);
+      u |= sign;
+    }
+  }
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+uint16_t float_to_narrow(float v, int32_t t) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  const uint32_t sign = u & 0x80000000u, a = u & 0x7fffffffu;
+  if (t == TensorProto::BFLOAT16) {
+    if (a > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // NaN stays NaN (quiet)
+    return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // nearest, ties to even; beyond the largest: infinity
+  }
+  const uint16_t s = uint16_t(sign >> 16);
+  if (a > 0x7f800000u) return uint16_t(s | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
+  if (a >= 0x477ff000u) return uint16_t(s | 0x7c00u);  // 65520 and beyond round to infinity
+  if (a < 0x38800000u) {  // below 2^-14: a multiple of 2^-24 (subnormal), nearest, ties to even
+    float m;
+    std::memcpy(&m, &a, 4);
+    return uint16_t(s | uint16_t(std::nearbyint(std::ldexp(m, 24))));
+  }
+  const uint32_t r = a + 0xfffu + ((a >> 13) & 1u);  // nearest, ties to even, on the 13 dropped bits
+  return uint16_t(s | (((r >> 23) - 112) << 10) | ((r >> 13) & 0x3ffu));
 }
 
 std::string_view onnx_type_name(int32_t t) {
@@ -206,6 +252,22 @@ std::pair<DType, ConstValue> tensor_from_proto(const TensorProto& p, const std::
       for (int64_t i = 0; i < n; ++i) t[i] = t[i] != 0;
     return t;
   };
+  if (is_narrow_float(p.data_type())) {  // 2 bytes a value (raw or external), or each one's bits in int32_data
+    std::string ext16;
+    const std::string* bytes = external ? &(ext16 = external_bytes(p, base_dir, who)) : p.has_raw_data() ? &p.raw_data() : nullptr;
+    if (bytes && bytes->size() != size_t(n) * 2)
+      throw InvalidInput(cat(who, " of shape ", shape, " needs ", size_t(n) * 2, " bytes of data but has ", bytes->size()));
+    if (!bytes && p.int32_data_size() != n)
+      throw InvalidInput(cat(who, " of shape ", shape, " has ", p.int32_data_size(), " values instead of ", n));
+    Tensor<float> t(shape);
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t b;
+      if (bytes) std::memcpy(&b, bytes->data() + size_t(i) * 2, 2);
+      else b = uint16_t(uint32_t(p.int32_data(int(i))));
+      t[i] = narrow_to_float(b, p.data_type());
+    }
+    return {dt, t};
+  }
   if (external && (dt == DType::Float32 || is_int8(dt))) {  // straight into the tensor's storage (no copy of it)
     ExternalData x = open_external(p, base_dir, who);
     const int64_t esize = dt == DType::Float32 ? 4 : 1;
@@ -324,15 +386,38 @@ NamedTensor read_tensor_file(const std::string& path) {
   ::onnx::TensorProto p;
   if (!p.ParseFromString(bytes)) throw InvalidInput(cat("'", path, "' is not a serialized ONNX TensorProto"));
   auto [dt, v] = detail::tensor_from_proto(p, std::filesystem::path(path).parent_path().string(), path);
-  return {p.name(), dt, const_value(v)};
+  return {p.name(), dt, const_value(v), detail::is_narrow_float(p.data_type()) ? p.data_type() : 0};
 }
 
 void write_tensor_file(const std::string& path, const NamedTensor& t) {
   ::onnx::TensorProto p;
   p.set_name(t.name);
-  detail::tensor_to_proto(t.dtype, to_constant(t.value), &p);
+  if (t.narrow_float) {
+    if (!detail::is_narrow_float(t.narrow_float)) throw InvalidInput(cat("tensor file '", path, "': ", detail::onnx_type_name(t.narrow_float), " is not float16 or bfloat16"));
+    const auto* f = std::get_if<Tensor<float>>(&t.value);
+    if (!f) throw InvalidInput(cat("tensor file '", path, "': integer values cannot be written as ", detail::onnx_type_name(t.narrow_float)));
+    const Tensor<float>& v = *f;
+    p.set_data_type(t.narrow_float);
+    for (int64_t d : v.shape()) p.add_dims(d);
+    std::string raw(size_t(v.size()) * 2, '\0');
+    for (int64_t i = 0; i < v.size(); ++i) {
+      const uint16_t b = detail::float_to_narrow(v[i], t.narrow_float);
+      std::memcpy(raw.data() + size_t(i) * 2, &b, 2);
+    }
+    p.set_raw_data(std::move(raw));
+  } else {
+    detail::tensor_to_proto(t.dtype, to_constant(t.value), &p);
+  }
   std::ofstream f(path, std::ios::binary);
   if (!f || !p.SerializeToOstream(&f)) throw InvalidInput(cat("cannot write tensor file '", path, "'"));
+}
+
+Value<float> round_to_narrow(const Value<float>& v, int32_t narrow_float) {
+  const auto* f = std::get_if<Tensor<float>>(&v);
+  if (!f || !detail::is_narrow_float(narrow_float)) return v;
+  Tensor<float> r(f->shape());
+  for (int64_t i = 0; i < f->size(); ++i) r[i] = detail::narrow_to_float(detail::float_to_narrow((*f)[i], narrow_float), narrow_float);
+  return r;
 }
 
 std::vector<NamedTensor> read_test_data(const std::string& dir, const std::string& prefix) {

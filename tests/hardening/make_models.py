@@ -600,3 +600,40 @@ save("deformconv19", [
    [vi("y", None), vi("y1", None)],
    [const("w", dw_rng.uniform(-1, 1, [6, 2, 3, 3]).astype(np.float32)), const("b", dw_rng.uniform(-1, 1, [6]).astype(np.float32)),
     const("w1", dw_rng.uniform(-1, 1, [3, 4, 2, 2]).astype(np.float32))], opset=19)
+
+# float16 and bfloat16 (computed as float32; onnx::Model::narrow_float): a float16 CNN with a
+# float16 interface (weights raw, a Constant's values as bits in int32_data, a ConstantOfShape
+# of float16), a float16 output beside a float32 one (a Cast), and a mixed-precision branch
+# as converters write it (float32 in, Cast to float16, float16 MatMul, Cast back); its batch
+# N is symbolic, so pet optimize writes it through onnx::generalise.
+H = TensorProto.FLOAT16
+h_rng = np.random.default_rng(11)
+hw = lambda *s: const(f"h{len(s)}_{'x'.join(map(str, s))}", h_rng.uniform(-0.5, 0.5, s).astype(np.float16))
+cw, cb, gw, mw = hw(8, 3, 3, 3), hw(8), hw(10, 128), hw(16, 12)
+save("float16_17", [
+    mk("Conv", ["x", cw.name, cb.name], ["c"], pads=[1, 1, 1, 1], name="conv"),
+    mk("Relu", ["c"], ["r"], name="relu"),
+    mk("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[3, 3], name="pool"),
+    mk("Flatten", ["p"], ["f"], name="flat"),
+    mk("Gemm", ["f", gw.name], ["g"], transB=1, name="fc"),
+    mk("Constant", [], ["shift"], value=helper.make_tensor("shift", H, [10], np.linspace(-1, 1, 10).astype(np.float16)), name="shift"),
+    mk("Add", ["g", "shift"], ["gs"], name="add_shift"),
+    mk("Softmax", ["gs"], ["y"], axis=1, name="softmax"),
+    mk("ReduceMean", ["c"], ["cm"], axes=[2, 3], keepdims=0, name="mean"),
+    mk("Cast", ["cm"], ["feat"], to=F, name="to_float"),
+    mk("ConstantOfShape", ["ones_shape"], ["ones"], value=helper.make_tensor("one", H, [1], [0.5]), name="ones"),
+    mk("Cast", ["t"], ["t16"], to=H, name="to_half"),
+    mk("MatMul", ["t16", mw.name], ["tm"], name="matmul"),
+    mk("Add", ["tm", "ones"], ["ta"], name="add_ones"),
+    mk("Sigmoid", ["ta"], ["ts"], name="sigmoid"),
+    mk("Cast", ["ts"], ["u"], to=F, name="to_float_u"),
+], [vi("x", ["N", 3, 12, 12], H), vi("t", [4, 16])], [vi("y", ["N", 10], H), vi("feat", ["N", 8]), vi("u", [4, 12])],
+   [cw, cb, gw, mw, const("ones_shape", np.array([4, 12], np.int64))], opset=17)
+# bfloat16 weights read through Casts (ONNX Runtime's CPU kernels take bfloat16 in Cast only)
+save("bfloat16_17", [
+    mk("Cast", ["wb"], ["wf"], to=F, name="w_to_float"),
+    mk("MatMul", ["x", "wf"], ["m"], name="matmul"),
+    mk("Cast", ["m"], ["mb"], to=TensorProto.BFLOAT16, name="to_bf16"),
+    mk("Cast", ["mb"], ["y"], to=F, name="back"),
+], [vi("x", [3, 8])], [vi("y", [3, 5])],
+   [helper.make_tensor("wb", TensorProto.BFLOAT16, [8, 5], h_rng.uniform(-1, 1, 40).astype(np.float32))], opset=17)

@@ -24,6 +24,7 @@ if "--reference" in sys.argv[3:]:
     g = onnx.load(model).graph
     inits = {t.name for t in g.initializer}
     ins = [(i.name, [d.dim_value or 1 for d in i.type.tensor_type.shape.dim]) for i in g.input if i.name not in inits]
+    half = {i.name for i in g.input if i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16}
     outs = [o.name for o in g.output]
     run = lambda feeds: ReferenceEvaluator(model).run(None, feeds)
 else:
@@ -31,11 +32,12 @@ else:
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     ins = [(i.name, [d if isinstance(d, int) else 1 for d in i.shape]) for i in s.get_inputs()]
+    half = {i.name for i in s.get_inputs() if i.type == "tensor(float16)"}  # (float16 inputs as such)
     outs = [o.name for o in s.get_outputs()]
     run = lambda feeds: s.run(None, feeds)
 feeds = {}
 for k, (name, shape) in enumerate(ins):
-    x = rng.uniform(-2, 2, shape).astype(np.float32)
+    x = rng.uniform(-2, 2, shape).astype(np.float16 if name in half else np.float32)
     feeds[name] = x
     open(os.path.join(out, f"input_{k}.pb"), "wb").write(numpy_helper.from_array(x, name).SerializeToString())
 for k, (name, y) in enumerate(zip(outs, run(feeds))):

@@ -63,8 +63,17 @@ int cmd_info(const std::vector<std::string>& argv) {
   j["model"] = path;
   j["graph"] = g.name;
   j["opset"] = m.opset;
-  for (TensorId t : g.inputs()) j["inputs"].push_back({{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}});
-  for (TensorId t : g.outputs()) j["outputs"].push_back({{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}});
+  // the type the file declares where pet computes it as another (float16, bfloat16: float32)
+  auto declared = [&](TensorId t) -> std::string {
+    auto it = m.narrow_io.find(g.tensor(t).name);
+    return it == m.narrow_io.end() ? "" : it->second == onnx::kFloat16 ? "float16" : "bfloat16";
+  };
+  for (const auto& [key, list] : {std::pair{"inputs", &g.inputs()}, std::pair{"outputs", &g.outputs()}})
+    for (TensorId t : *list) {
+      nlohmann::json e{{"name", g.tensor(t).name}, {"dtype", dtype_name(g.type(t).dtype)}, {"shape", g.type(t).shape}};
+      if (const std::string d = declared(t); !d.empty()) e["declared_dtype"] = d;
+      j[key].push_back(e);
+    }
   j["nodes"] = g.num_nodes();
   j["constants"] = constants;
   j["parameters"] = params;
@@ -93,8 +102,12 @@ int cmd_info(const std::vector<std::string>& argv) {
   if (a.flag("quiet")) return 0;
 
   std::printf("model    %s (graph '%s', opset %lld)\n", path.c_str(), g.name.c_str(), (long long)m.opset);
-  for (TensorId t : g.inputs()) std::printf("input    %-24s %s\n", g.tensor(t).name.c_str(), to_string(g.type(t)).c_str());
-  for (TensorId t : g.outputs()) std::printf("output   %-24s %s\n", g.tensor(t).name.c_str(), to_string(g.type(t)).c_str());
+  for (const auto& [what, list] : {std::pair{"input ", &g.inputs()}, std::pair{"output", &g.outputs()}})
+    for (TensorId t : *list) {
+      const std::string d = declared(t);
+      std::printf("%s   %-24s %s%s\n", what, g.tensor(t).name.c_str(), to_string(g.type(t)).c_str(),
+                  d.empty() ? "" : cat(" (", d, " in the file)").c_str());
+    }
   for (const auto& note : m.notes) std::printf("note     %s\n", note.c_str());
   std::printf("nodes    %d\n", g.num_nodes());
   std::printf("params   %s (%s bytes in %d constants)\n", format_count(double(params)).c_str(), format_count(double(param_bytes)).c_str(), constants);

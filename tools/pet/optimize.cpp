@@ -292,7 +292,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   } else if (rep.kept_original && m.specialised && onnx::write_original(path, *out, external)) {
     written = "original file";  // its weights read in from its external data, or moved out to OUT.data
   } else {
-    onnx::export_file(r.graph, *out, external);
+    onnx::export_file(r.graph, *out, external, &m);
     if (rep.kept_original) written = "original program";
   }
 

@@ -71,6 +71,9 @@ struct ImportOptions {
   const Graph* share_weights_with = nullptr;
 };
 
+/// ONNX's numbers of its narrow float types (TensorProto::FLOAT16, BFLOAT16).
+inline constexpr int32_t kFloat16 = 10, kBFloat16 = 16;
+
 struct Model {
   Graph graph;
   int64_t opset = 0;
@@ -89,6 +92,14 @@ struct Model {
   /// The file's graph inputs and outputs as it declares them (a serialized ModelProto holding
   /// only those): what generalise writes the optimized program's interface from.
   std::string declared;
+  /// float16 and bfloat16 (ONNX FLOAT16, BFLOAT16) are computed as float32: their values are
+  /// read exactly, a Cast to them is a Cast to float32 and no result is rounded to them (as
+  /// OpenVINO's CPU plugin computes such models). `narrow_float` is the narrowest of them the
+  /// file uses anywhere (BFLOAT16 before FLOAT16; 0: neither), and `narrow_io` the graph
+  /// inputs and outputs it declares so, by name: pet's written files declare them so too
+  /// (export_file's `interface_of`, generalise), with Casts to and from float32.
+  int32_t narrow_float = 0;
+  std::map<std::string, int32_t> narrow_io;
 };
 
 /// The name import gives dimension k of graph input `input` where the model declares neither
@@ -119,7 +130,13 @@ void check_exportable(uint64_t weight_bytes, const std::string& label);
 /// not fit in one file, every initializer of 1 KiB or more goes to `path`.data beside it (ONNX
 /// external data: its file name as the location, offsets 64-byte aligned), and the file is
 /// checked with onnx::checker from disk.
-void export_file(const Graph& g, const std::string& path, bool external_data = false);
+/// Given `interface_of` (the model g computes), g's graph inputs and outputs that model
+/// declares float16 or bfloat16 (Model::narrow_io) are written as that type, with a Cast to
+/// float32 after each such input and one from float32 before each such output.
+void export_file(const Graph& g, const std::string& path, bool external_data = false, const Model* interface_of = nullptr);
+/// Serialized model bytes with the interface of `original` restored (export_file's
+/// `interface_of`); the bytes themselves where it declares nothing narrow.
+std::string narrow_interface(std::string bytes, const Model& original);
 /// Writes serialized model bytes to `path`; with `external_data`, its initializers of 1 KiB
 /// or more to `path`.data, as export_file. Lean bytes (WeightStore) need their store, and
 /// get their weights back (inside, or in `path`.data where they do not fit; checked with
@@ -159,7 +176,13 @@ struct NamedTensor {
   std::string name;
   DType dtype = DType::Float32;
   Value<float> value;  ///< integers of every type as int64
+  /// FLOAT16 or BFLOAT16 (ONNX's numbers) where the file holds that type: dtype is Float32 and
+  /// the values are the file's, exactly; written back as that type (rounded to nearest).
+  int32_t narrow_float = 0;
 };
+/// v with each value rounded to the nearest float16 (FLOAT16) or bfloat16 (BFLOAT16) value,
+/// as written to a file of that type; v itself for other types and integer values.
+Value<float> round_to_narrow(const Value<float>& v, int32_t narrow_float);
 NamedTensor read_tensor_file(const std::string& path);
 void write_tensor_file(const std::string& path, const NamedTensor& t);
 
