@@ -2402,6 +2402,53 @@ TEST_CASE("float16 and bfloat16 models: values read exactly, computed as float32
     CHECK(px::import_file(plain).narrow_io.empty());
   }
 
+  SUBCASE("weights that are still float16 values are written as float16, read through a Cast") {
+    // a float16 MatMul weight of 1.2 KiB as float32, and a float32 one of values no narrow type holds
+    OnnxBuilder wb(17);
+    wb.input("a", {"2", "300"}, ::onnx::TensorProto::FLOAT16);
+    std::vector<float> exact(300 * 2), inexact(300 * 2, 0.1f);
+    for (size_t i = 0; i < exact.size(); ++i) exact[i] = float(int(i % 17) - 8) / 4;
+    auto* h = wb.g().add_initializer();
+    h->set_name("w");
+    h->set_data_type(::onnx::TensorProto::FLOAT16);
+    h->add_dims(300);
+    h->add_dims(2);
+    std::string raw;
+    for (float v : exact) {  // float16 bits of quarters in [-2, 2]: sign, exponent + 15, 10 fraction bits
+      const int e = v == 0 ? -15 : std::ilogb(v);
+      const uint16_t bits = v == 0 ? 0 : uint16_t((v < 0 ? 0x8000 : 0) | ((e + 15) << 10) | int((std::ldexp(std::abs(v), -e) - 1) * 1024));
+      raw.append(reinterpret_cast<const char*>(&bits), 2);
+    }
+    h->set_raw_data(raw);
+    wb.floats("v", {300, 2}, inexact);
+    wb.node("MatMul", {"a", "w"}, {"p"});
+    wb.node("MatMul", {"a", "v"}, {"q"});
+    wb.node("Add", {"p", "q"}, {"y"});
+    wb.output("y");
+    const px::Model wm = wb.import();
+    CHECK(std::get<Tensor<float>>(*wm.graph.tensor(*wm.graph.find("w")).value).vec() == exact);
+    const std::string path = write_temp("narrow_weights.onnx", "");
+    px::export_file(wm.graph, path, false, &wm);
+    const auto size_before = fs::file_size(path);
+    CHECK(px::narrow_weights(path, wm));
+    CHECK(fs::file_size(path) < size_before - 1000);
+    ::onnx::ModelProto o;
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE(o.ParseFromIstream(&in));
+    std::map<std::string, int32_t> types;
+    for (const auto& t : o.graph().initializer()) types[t.name()] = t.data_type();
+    CHECK(types == std::map<std::string, int32_t>{{"w_float16", ::onnx::TensorProto::FLOAT16}, {"v", ::onnx::TensorProto::FLOAT}});
+    CHECK(o.graph().node(0).op_type() == "Cast");
+    CHECK(o.graph().node(0).input(0) == "w_float16");
+    CHECK(o.graph().node(0).output(0) == "w");
+    const px::Model back = px::import_file(path);
+    check_same(run(back.graph, 3), run(wm.graph, 3));
+    CHECK_FALSE(px::narrow_weights(path, wm));  // nothing left to narrow
+    const std::string plain = write_temp("plain_weights.onnx", "");
+    px::export_file(wm.graph, plain);
+    CHECK_FALSE(px::narrow_weights(plain, px::import_file(plain)));  // a float32 model: left as it is
+  }
+
   SUBCASE("errors name the tensor and what is wrong") {
     OnnxBuilder e = b;
     e.g().mutable_initializer(0)->set_raw_data(std::string("abc", 3));

@@ -3,6 +3,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -257,28 +258,58 @@ bool self_contained(const std::string& path) {
 }
 
 namespace {
+/// Fresh tensor and node names in a graph: "BASE_float32", "BASE_float32_2", ...
+struct FreshNames {
+  std::set<std::string> used;
+  explicit FreshNames(const ::onnx::GraphProto& g) {
+    for (const auto& vi : g.input()) used.insert(vi.name());
+    for (const auto& vi : g.output()) used.insert(vi.name());
+    for (const auto& vi : g.value_info()) used.insert(vi.name());
+    for (const auto& t : g.initializer()) used.insert(t.name());
+    for (const auto& n : g.node()) {
+      used.insert(n.name());
+      used.insert(n.input().begin(), n.input().end());
+      used.insert(n.output().begin(), n.output().end());
+    }
+  }
+  std::string operator()(const std::string& base, std::string_view suffix = "_float32") {
+    std::string n = cat(base, suffix);
+    for (int k = 2; used.count(n); ++k) n = cat(base, suffix, "_", k);
+    used.insert(n);
+    return n;
+  }
+};
+
+::onnx::NodeProto cast_node(const std::string& name, const std::string& from, const std::string& to, int32_t type) {
+  ::onnx::NodeProto c;
+  c.set_op_type("Cast");
+  c.set_name(name);
+  c.add_input(from);
+  c.add_output(to);
+  auto* a = c.add_attribute();
+  a->set_name("to");
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(type);
+  return c;
+}
+
+/// g's nodes with `first` before them and `last` after.
+void surround_nodes(::onnx::GraphProto& g, std::vector<::onnx::NodeProto> first, std::vector<::onnx::NodeProto> last) {
+  if (first.empty() && last.empty()) return;
+  google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
+  for (auto& n : first) *nodes.Add() = std::move(n);
+  for (auto& n : *g.mutable_node()) *nodes.Add() = std::move(n);
+  for (auto& n : last) *nodes.Add() = std::move(n);
+  g.mutable_node()->Swap(&nodes);
+}
+
 /// Model::narrow_io's inputs and outputs of `model` (pet's export: float32) declared as the
 /// original declares them, each input read through a Cast to float32 and each output written
 /// by a Cast from it; the tensors inside keep their names but for those the Casts stand
 /// between ("NAME_float32").
 void narrow_interface(::onnx::ModelProto& model, const Model& original) {
   auto& g = *model.mutable_graph();
-  std::set<std::string> names;
-  for (const auto& vi : g.input()) names.insert(vi.name());
-  for (const auto& vi : g.output()) names.insert(vi.name());
-  for (const auto& vi : g.value_info()) names.insert(vi.name());
-  for (const auto& t : g.initializer()) names.insert(t.name());
-  for (const auto& n : g.node()) {
-    names.insert(n.name());
-    names.insert(n.input().begin(), n.input().end());
-    names.insert(n.output().begin(), n.output().end());
-  }
-  auto fresh = [&](const std::string& base) {
-    std::string n = cat(base, "_float32");
-    for (int k = 2; names.count(n); ++k) n = cat(base, "_float32_", k);
-    names.insert(n);
-    return n;
-  };
+  FreshNames fresh(g);
   auto narrow = [&](const ::onnx::ValueInfoProto& vi) -> int32_t {
     auto it = original.narrow_io.find(vi.name());
     return it != original.narrow_io.end() && vi.type().tensor_type().elem_type() == ::onnx::TensorProto::FLOAT ? it->second : 0;
@@ -296,18 +327,6 @@ void narrow_interface(::onnx::ModelProto& model, const Model& original) {
     for (auto& t : *g.mutable_initializer())
       if (t.name() == from) t.set_name(to);
   };
-  auto cast = [&](const std::string& from, const std::string& to, int32_t type) {
-    ::onnx::NodeProto c;
-    c.set_op_type("Cast");
-    c.set_name(fresh(cat(to, "_cast")));
-    c.add_input(from);
-    c.add_output(to);
-    auto* a = c.add_attribute();
-    a->set_name("to");
-    a->set_type(::onnx::AttributeProto::INT);
-    a->set_i(type);
-    return c;
-  };
   std::vector<::onnx::NodeProto> first, last;
   std::set<std::string> inputs;
   for (auto& vi : *g.mutable_input()) {
@@ -315,7 +334,7 @@ void narrow_interface(::onnx::ModelProto& model, const Model& original) {
     if (const int32_t t = narrow(vi)) {
       const std::string inner = fresh(vi.name());
       rename(vi.name(), inner);
-      first.push_back(cast(vi.name(), inner, ::onnx::TensorProto::FLOAT));
+      first.push_back(cast_node(fresh(inner, "_cast"), vi.name(), inner, ::onnx::TensorProto::FLOAT));
       vi.mutable_type()->mutable_tensor_type()->set_elem_type(t);
     }
   }
@@ -325,18 +344,61 @@ void narrow_interface(::onnx::ModelProto& model, const Model& original) {
     if (!inputs.count(vi.name())) {  // (a graph input passed through is declared so already)
       const std::string inner = fresh(vi.name());
       rename(vi.name(), inner);
-      last.push_back(cast(inner, vi.name(), t));
+      last.push_back(cast_node(fresh(vi.name(), "_cast"), inner, vi.name(), t));
     }
     vi.mutable_type()->mutable_tensor_type()->set_elem_type(t);
   }
-  if (first.empty() && last.empty()) return;
-  google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
-  for (auto& n : first) *nodes.Add() = std::move(n);
-  for (auto& n : *g.mutable_node()) *nodes.Add() = std::move(n);
-  for (auto& n : last) *nodes.Add() = std::move(n);
-  g.mutable_node()->Swap(&nodes);
+  surround_nodes(g, std::move(first), std::move(last));
 }
 }  // namespace
+
+bool narrow_weights(const std::string& path, const Model& original) {
+  if (!original.narrow_float) return false;
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) > uintmax_t(INT32_MAX) || ec) return false;
+  ::onnx::ModelProto m;
+  {
+    std::ifstream f(path, std::ios::binary);
+    if (!f || !m.ParseFromIstream(&f)) throw InvalidInput(cat("'", path, "': not a valid ONNX model"));
+  }
+  auto& g = *m.mutable_graph();
+  if (has_external_data(g)) return false;
+  FreshNames fresh(g);
+  std::set<std::string> inputs;  // (an initializer listed as a graph input keeps its type)
+  for (const auto& vi : g.input()) inputs.insert(vi.name());
+  std::vector<::onnx::NodeProto> casts;
+  for (auto& t : *g.mutable_initializer()) {
+    if (t.data_type() != ::onnx::TensorProto::FLOAT || inputs.count(t.name()) || !t.has_raw_data() || t.raw_data().size() < 1024) continue;
+    const std::string& raw = t.raw_data();
+    const size_t n = raw.size() / 4;
+    for (const int32_t type : {kFloat16, kBFloat16}) {
+      std::string narrow(n * 2, '\0');
+      bool exact = true;
+      for (size_t i = 0; i < n && exact; ++i) {
+        float v;
+        std::memcpy(&v, raw.data() + i * 4, 4);
+        const uint16_t b = float_to_narrow(v, type);
+        const float back = narrow_to_float(b, type);
+        exact = std::memcmp(&back, &v, 4) == 0;  // (bit for bit: -0 and NaN payloads too)
+        std::memcpy(narrow.data() + i * 2, &b, 2);
+      }
+      if (!exact) continue;
+      const std::string name = t.name(), stored = fresh(name, type == kFloat16 ? "_float16" : "_bfloat16");
+      casts.push_back(cast_node(fresh(name, "_cast"), stored, name, ::onnx::TensorProto::FLOAT));
+      t.set_name(stored);
+      t.set_data_type(type);
+      t.set_raw_data(std::move(narrow));
+      break;
+    }
+  }
+  if (casts.empty()) return false;
+  surround_nodes(g, std::move(casts), {});
+  std::string bytes;
+  if (!m.SerializeToString(&bytes)) throw InternalError("narrow_weights: the ONNX model could not be serialized");
+  check_bytes(bytes, path);
+  write_file(bytes, path, false);
+  return true;
+}
 
 std::string narrow_interface(std::string bytes, const Model& original) {
   if (original.narrow_io.empty()) return bytes;

@@ -295,6 +295,9 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
     onnx::export_file(r.graph, *out, external, &m);
     if (rep.kept_original) written = "original program";
   }
+  // A float16 or bfloat16 model's weights that are still values of that type are stored so
+  // (the file is about as large as the original's, not twice).
+  const bool narrowed_weights = written != "original file" && !external && onnx::narrow_weights(*out, m);
 
   nlohmann::json j;
   j["model"] = path;
@@ -313,6 +316,7 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
   j["kept_original"] = rep.kept_original;
   j["written"] = written;
   if (external) j["external_data"] = *out + ".data";
+  j["narrow_weights"] = narrowed_weights;
   if (symbolic) {
     j["symbolic_dims"] = symbolic->dims;
     j["symbolic_dims_checked_at"] = symbolic->checked;
@@ -392,6 +396,9 @@ int cmd_optimize(const std::vector<std::string>& argv_in) {
       std::printf("  written: the %s at the shapes it was optimised for (the notes above; --dim and --shape choose others)%s\n", written.c_str(),
                   why_fixed.empty() ? "" : cat(": not for every shape, ", why_fixed).c_str());
     if (external) std::printf("  weights: %s.data (ONNX external data, beside it)\n", out->c_str());
+    if (narrowed_weights)
+      std::printf("  weights: those that are %s values stored so, each read through a Cast to float32\n",
+                  m.narrow_float == onnx::kFloat16 ? "float16" : "float16 or bfloat16");
     for (const auto& w : rep.windows) {
       if (w.applied == "original" && !a.flag("explain")) continue;
       std::printf("  window %d (%s at '%s')%s: ", w.index, w.ops.c_str(), w.nodes.front().c_str(), w.reused ? " [reused]" : w.search_cached ? " [search cached]" : "");

@@ -137,6 +137,13 @@ void export_file(const Graph& g, const std::string& path, bool external_data = f
 /// Serialized model bytes with the interface of `original` restored (export_file's
 /// `interface_of`); the bytes themselves where it declares nothing narrow.
 std::string narrow_interface(std::string bytes, const Model& original);
+/// Where `original` uses float16 or bfloat16 (Model::narrow_float): each float32 initializer
+/// of 1 KiB or more of the model file at `path` whose values all are float16 (else bfloat16)
+/// values, bit for bit, is stored as that type and read through a Cast to float32 (the
+/// program computes the same; the file takes about half the bytes where pet kept the
+/// original's weights). The file is rewritten; false (left as it is) where nothing is
+/// narrowed, or it is over 2 GiB or keeps external data.
+bool narrow_weights(const std::string& path, const Model& original);
 /// Writes serialized model bytes to `path`; with `external_data`, its initializers of 1 KiB
 /// or more to `path`.data, as export_file. Lean bytes (WeightStore) need their store, and
 /// get their weights back (inside, or in `path`.data where they do not fit; checked with
