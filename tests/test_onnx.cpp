@@ -520,7 +520,7 @@ TEST_CASE("import errors name the file, node, op and problem") {
     b.input("x", {"2"}, ::onnx::TensorProto::DOUBLE);
     b.node("Relu", {"x"}, {"y"});
     b.output("y");
-    CHECK_THROWS_WITH_AS(b.import(), "m.onnx: input 'x' has element type DOUBLE; pet supports float32, int64, int32, int8, uint8 and bool", Unsupported);
+    CHECK_THROWS_WITH_AS(b.import(), "m.onnx: input 'x' has element type DOUBLE; pet supports float32 (float16 and bfloat16 computed as float32), int64, int32, int8, uint8 and bool", Unsupported);
   }
   SUBCASE("missing external data file") {
     OnnxBuilder b(13);
@@ -1373,7 +1373,7 @@ TEST_CASE("QDQ models: QuantizeLinear and DequantizeLinear import (int8 and uint
     b.input("x", {"4"}).floats("s", {}, {1.f}).small_ints("z", ::onnx::TensorProto::INT16, {}, {0});
     b.node("QuantizeLinear", {"x", "s", "z"}, {"y"});
     b.output("y");
-    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("has element type INT16; pet supports float32, int64, int32, int8, uint8 and bool"), Unsupported);
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("has element type INT16; pet supports float32 (float16 and bfloat16 computed as float32), int64, int32, int8, uint8 and bool"), Unsupported);
   }
 }
 
