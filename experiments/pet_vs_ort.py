@@ -23,7 +23,7 @@ if len(sys.argv) > 3:
             t.ParseFromString(f.read())
         feed[i.name] = numpy_helper.to_array(t)
 else:
-    feed = {i.name: rng.uniform(-1, 1, i.shape).astype(np.float32) for i in s.get_inputs()}
+    feed = {i.name: rng.uniform(-1, 1, i.shape).astype(np.float16 if i.type == "tensor(float16)" else np.float32) for i in s.get_inputs()}
 for _ in range(3): s.run(None, feed)
 t = []
 for _ in range(int(sys.argv[2])):

@@ -8,7 +8,8 @@
 // initializers, and ops that would produce an empty tensor), programs up to 120,000 ops deep
 // (run by the interpreter and given to the verifier, which must refuse past its depth bound
 // instead of overflowing the stack) and huge shapes (the estimate must refuse them).
-// PET_FUZZ_DUMP=DIR writes each variant that fails with a non-pet exception there.
+// PET_FUZZ_DUMP=DIR writes each variant that fails with a non-pet exception there, and the one
+// being run as DIR/current.onnx (after a sanitizer's abort, the variant that caused it).
 // Usage: fuzz_import [variants] [node-test-dir] [extra-model.onnx] [seed] [all: every model of node-test-dir a seed,
 // not a fixed list]
 #include <onnx/onnx_pb.h>
@@ -288,6 +289,8 @@ int main(int argc, char** argv) {
       mutate_fields(m, rng);
       bytes = m.SerializeAsString();
     }
+    if (const char* dir = std::getenv("PET_FUZZ_DUMP"))  // the variant being run: what a sanitizer abort leaves behind
+      std::ofstream(fs::path(dir) / "current.onnx", std::ios::binary) << bytes;
     auto t0 = std::chrono::steady_clock::now();
     try {
       pet::onnx::ImportOptions opt;

@@ -133,9 +133,8 @@ std::string run_test(const fs::path& dir, pet::backend::Backend* backend) {
         // float16 and bfloat16 are computed as float32 (pet::onnx::Model::narrow_float): a
         // result the reference rounded to them is that type's rounding away (pet run's
         // defaults for such models)
-        const int32_t narrow = refs[k].narrow_float ? refs[k].narrow_float : m.narrow_float;
-        const double atol = narrow == pet::onnx::kBFloat16 ? 1e-2 : narrow ? 1e-3 : 1e-7, rtol = narrow == pet::onnx::kBFloat16 ? 5e-2 : narrow ? 1e-2 : 1e-3;
-        auto c = pet::compare(outs[k], refs[k].value, atol, rtol, pet::Tolerance::PerElement);
+        const auto tol = pet::onnx::narrow_tolerance(refs[k].narrow_float ? refs[k].narrow_float : m.narrow_float, {1e-7, 1e-3});
+        auto c = pet::compare(outs[k], refs[k].value, tol.atol, tol.rtol, pet::Tolerance::PerElement);
         if (!c.problem.empty()) return pet::cat("output ", k, ": ", c.problem);
         if (!c.pass)
           return pet::cat("output ", k, ": ", c.mismatches, " elements differ (max abs error ", c.max_abs_err, ")");

@@ -695,8 +695,6 @@ struct Importer {
     m.graph.validate();
   }
 
-  /// ImportOptions::share_weights_with's float constant of init's name where init holds the
-  /// same shape and bytes (raw or external data, compared in chunks).
   /// The narrowest float type (BFLOAT16, then FLOAT16) that g or its subgraphs use anywhere:
   /// declared types, initializers, tensor attributes, Cast targets; 0 where none.
   static int32_t narrowest_float(const ::onnx::GraphProto& g) {
@@ -718,6 +716,8 @@ struct Importer {
     return r;
   }
 
+  /// ImportOptions::share_weights_with's float constant of init's name where init holds the
+  /// same shape and bytes (raw or external data, compared in chunks).
   std::optional<Tensor<float>> shared_weight(const ::onnx::TensorProto& init) {
     if (!opt.share_weights_with || (opt.weights && in_store(init))) return std::nullopt;
     const Graph& o = *opt.share_weights_with;

@@ -56,8 +56,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   // A float16 or bfloat16 model is computed in float32 (onnx::Model::narrow_float): its
   // results differ from a computation rounded to that type (ONNX Runtime's) by more than
   // float32's, and --check's default tolerance is that type's.
-  const bool bf16 = m.narrow_float == onnx::kBFloat16, f16 = m.narrow_float == onnx::kFloat16;
-  const double atol = a.get_double("atol", bf16 ? 1e-2 : f16 ? 1e-3 : 1e-4), rtol = a.get_double("rtol", bf16 ? 5e-2 : f16 ? 1e-2 : 1e-3);
+  const onnx::Tolerances tol = onnx::narrow_tolerance(m.narrow_float, {1e-4, 1e-3});
+  const double atol = a.get_double("atol", tol.atol), rtol = a.get_double("rtol", tol.rtol);
   auto narrow_of = [&](TensorId t) {
     auto it = m.narrow_io.find(g.tensor(t).name);
     return it == m.narrow_io.end() ? 0 : it->second;

@@ -74,6 +74,17 @@ struct ImportOptions {
 /// ONNX's numbers of its narrow float types (TensorProto::FLOAT16, BFLOAT16).
 inline constexpr int32_t kFloat16 = 10, kBFloat16 = 16;
 
+/// Absolute and relative tolerance of a comparison with reference results.
+struct Tolerances {
+  double atol, rtol;
+};
+/// The tolerance pet checks a model's results with where it uses `narrow_float`
+/// (Model::narrow_float, computed as float32, against results rounded to it op by op):
+/// float16's (1e-3, 1e-2), bfloat16's (1e-2, 5e-2), else `plain`.
+inline Tolerances narrow_tolerance(int32_t narrow_float, Tolerances plain) {
+  return narrow_float == kBFloat16 ? Tolerances{1e-2, 5e-2} : narrow_float == kFloat16 ? Tolerances{1e-3, 1e-2} : plain;
+}
+
 struct Model {
   Graph graph;
   int64_t opset = 0;

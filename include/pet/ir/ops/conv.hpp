@@ -217,6 +217,8 @@ struct ConvTranspose {
     if (!kernel_shape.empty() && kernel_shape != ks) throw InvalidInput(cat("kernel_shape ", kernel_shape, " does not match weight shape ", w));
     kernel_shape = ks;
     if (output_padding.empty()) output_padding.assign(k, 0);
+    expect_bounded(output_padding, "output_padding");  // (the arithmetic below stays in int64)
+    expect_bounded(output_shape, "output_shape");
     if (!output_shape.empty() || auto_pad != AutoPad::NotSet) {
       if (!pads.empty()) throw InvalidInput(cat("pads ", pads, " with ", output_shape.empty() ? "auto_pad" : "output_shape", ": give one of them"));
       std::vector<int64_t> dummy;
