@@ -23,7 +23,6 @@ median of the rounds and the ratio, and writes JSON.
 Usage: [PET=binary] .venv/bin/python experiments/decoders_vs_ort.py [OUT.json] [--rounds N] [--repeat N]
 (needs onnx, numpy and onnxruntime: the project's .venv has them). Progress on stderr.
 """
-import json
 import os
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pet_vs_ort import interleaved  # noqa: E402
+from pet_vs_ort import cli, interleaved, write_rows  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PET = os.environ.get("PET", os.path.join(ROOT, "build", "pet"))
@@ -183,10 +182,7 @@ def test_data(model_path, data_dir):
 
 
 def main():
-    args = sys.argv[1:]
-    rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 5
-    repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 20
-    out = args[0] if args and not args[0].startswith("--") else None
+    out, rounds, repeat = cli()
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:
         for name, make, batch in CASES:
@@ -204,9 +200,7 @@ def main():
                   f"pet/ORT {row['pet_over_ort']:.2f}")
             if check != "pass":
                 print(chk.stdout[-2000:] + chk.stderr[-2000:], file=sys.stderr)
-    if out:
-        with open(out, "w") as f:
-            json.dump(rows, f, indent=1)
+    write_rows(out, rows)
     return 1 if failed else 0
 
 

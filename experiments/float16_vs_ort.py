@@ -9,7 +9,6 @@ writes for the float16 model (float16 interface and weights, computed in float32
 file is checked against ONNX Runtime's outputs at float16's tolerance first.
 usage: .venv/bin/python experiments/float16_vs_ort.py [OUT.json] [--rounds 5] [--repeat 20]
 (needs /usr/bin/python3 with torch and torchvision to export the models)"""
-import json
 import os
 import statistics
 import subprocess
@@ -17,7 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pet_vs_ort import ORT_CHILD, interleaved  # noqa: E402
+from pet_vs_ort import ORT_CHILD, cli, interleaved, write_rows  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PET = os.path.join(ROOT, "build", "pet")
@@ -30,7 +29,7 @@ torch.onnx.export(m, (torch.randn(1, 3, 224, 224),), sys.argv[2], opset_version=
 
 
 def to_float16(src, dst):
-    """The float32 model with its float initializers, inputs and outputs as float16."""
+    """The float32 model with its float initializers, Constants, inputs and outputs as float16."""
     import numpy as np
     import onnx
     from onnx import TensorProto, numpy_helper
@@ -38,6 +37,10 @@ def to_float16(src, dst):
     for i, t in enumerate(m.graph.initializer):
         if t.data_type == TensorProto.FLOAT:
             m.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    for n in m.graph.node:
+        for a in n.attribute:
+            if n.op_type == "Constant" and a.name == "value" and a.t.data_type == TensorProto.FLOAT:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float16), a.t.name))
     for v in list(m.graph.input) + list(m.graph.output):
         if v.type.tensor_type.elem_type == TensorProto.FLOAT:
             v.type.tensor_type.elem_type = TensorProto.FLOAT16
@@ -55,10 +58,7 @@ def ort_ms(path, rounds, repeat, label):
 
 
 def main():
-    args = sys.argv[1:]
-    rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 5
-    repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else 20
-    out = args[0] if args and not args[0].startswith("--") else None
+    out, rounds, repeat = cli()
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("resnet18", "mobilenet_v2"):
@@ -87,9 +87,7 @@ def main():
             print(f"{name:12} check {row['check']}  pet {row['pet_ms']:7.2f} ms  ORT float16 {row['ort_float16_ms']:7.2f} ms  "
                   f"ORT float32 {row['ort_float32_ms']:7.2f} ms  ORT on pet's file {row['ort_pet_written_ms']:7.2f} ms  "
                   f"(files {row['bytes']['float16'] / 1e6:.1f} MB float16, {row['bytes']['pet_written'] / 1e6:.1f} MB pet's)")
-    if out:
-        with open(out, "w") as f:
-            json.dump(rows, f, indent=1)
+    write_rows(out, rows)
     return 1 if failed else 0
 
 

@@ -1,5 +1,5 @@
 """Interleaved timing of one model on pet's cpu backend and on ONNX Runtime, shared by the
-experiments that compare them (decoders_vs_ort.py, recurrent_vs_ort.py): each round times the
+experiments that compare them (decoders_vs_ort.py, recurrent_vs_ort.py, float16_vs_ort.py): each round times the
 median of `repeat` runs after a warm-up, each system in its own process (2 threads), pet and
 ONNX Runtime alternating round by round. Inputs: seeded uniform in [-1, 1], or both systems
 read the same ONNX test data (input_0.pb, ...) from a directory (token ids, masks)."""
@@ -48,3 +48,18 @@ def interleaved(pet, path, rounds, repeat, tmp, label, inputs=None):
     row = {"pet_ms": statistics.median(pet_ms), "ort_ms": statistics.median(ort_ms), "pet_rounds": pet_ms, "ort_rounds": ort_ms}
     row["pet_over_ort"] = row["pet_ms"] / row["ort_ms"]
     return row
+
+
+def cli(default_rounds=5, default_repeat=20):
+    """(OUT.json or None, rounds, repeat) from `[OUT.json] [--rounds R] [--repeat N]`."""
+    args = sys.argv[1:]
+    rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else default_rounds
+    repeat = int(args[args.index("--repeat") + 1]) if "--repeat" in args else default_repeat
+    return (args[0] if args and not args[0].startswith("--") else None), rounds, repeat
+
+
+def write_rows(out, rows):
+    """The rows as JSON at `out` (when given)."""
+    if out:
+        with open(out, "w") as f:
+            json.dump(rows, f, indent=1)

@@ -211,6 +211,32 @@ void check_structure(::onnx::ModelProto model, const std::string& label, bool al
 }
 }  // namespace
 
+void detail::check_types(const ::onnx::ModelProto& model, const std::string& label) {
+  ::onnx::ModelProto light;  // the model without its weights' data: initializers as typed graph inputs
+  *light.mutable_opset_import() = model.opset_import();
+  light.set_ir_version(model.ir_version());
+  auto& g = *light.mutable_graph();
+  *g.mutable_node() = model.graph().node();
+  *g.mutable_input() = model.graph().input();
+  *g.mutable_output() = model.graph().output();
+  *g.mutable_value_info() = model.graph().value_info();
+  std::set<std::string> inputs;
+  for (const auto& vi : g.input()) inputs.insert(vi.name());
+  for (const auto& t : model.graph().initializer()) {
+    if (inputs.count(t.name())) continue;
+    auto* vi = g.add_input();
+    vi->set_name(t.name());
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(t.data_type());
+    for (int64_t d : t.dims()) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  try {
+    ::onnx::shape_inference::InferShapes(light, ::onnx::OpSchemaRegistry::Instance(), ::onnx::ShapeInferenceOptions(true, 1, false));
+  } catch (const std::exception& e) {
+    throw InvalidInput(cat(label, ": its types do not agree (ONNX type inference: ", e.what(), ")"));
+  }
+}
+
 void check_bytes(std::string_view bytes, const std::string& label) {
   ::onnx::ModelProto model;
   if (bytes.size() > size_t(INT32_MAX) || !model.ParseFromArray(bytes.data(), int(bytes.size())))

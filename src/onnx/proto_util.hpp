@@ -33,6 +33,10 @@ bool in_store(const ::onnx::TensorProto& p, uint64_t* offset = nullptr, uint64_t
 /// p as a reference to float tensor t in `weights` (lean bytes): type, dims and external data.
 void store_ref(const Tensor<float>& t, WeightStore& weights, ::onnx::TensorProto* p);
 void tensor_to_proto(DType dtype, const ConstValue& v, ::onnx::TensorProto* p);
+/// ONNX's type inference (strict) over `model` without its weights' data; InvalidInput
+/// naming `label` where its types do not agree (float16 and float32 inputs of one Add: pet,
+/// which computes both as float32, would not notice).
+void check_types(const ::onnx::ModelProto& model, const std::string& label);
 /// Reads a tensor's external data (ONNX "location"/"offset"/"length" entries) relative to
 /// base_dir; `who` names it in errors.
 std::string external_bytes(const ::onnx::TensorProto& p, const std::string& base_dir, std::string_view who);
