@@ -647,12 +647,13 @@ struct Importer {
           if (vi.type().has_tensor_type() && is_narrow_float(vi.type().tensor_type().elem_type()))
             m.narrow_io[vi.name()] = vi.type().tensor_type().elem_type();
       m.narrow_float = narrowest_float(g);
-      // float16 and float32 are both float32 in pet: a model that mixes them where ONNX says
-      // one type is refused here, by ONNX's own type inference (the opsets this libonnx knows)
-      if (m.narrow_float && m.opset <= kExportOpset) check_types(model, label);
-      if (m.narrow_float)
+      if (m.narrow_float) {
+        // float16 and float32 are both float32 in pet: a model that mixes them where ONNX says
+        // one type is refused here, by ONNX's own type inference (the opsets this libonnx knows)
+        if (m.opset <= kExportOpset) check_types(model, label);
         m.notes.push_back(cat("it uses ", onnx_type_name(m.narrow_float), ", which pet computes as float32 (its values read exactly, no result "
                               "rounded to it): the results differ from a computation in ", onnx_type_name(m.narrow_float), " by its rounding"));
+      }
     }
     for (auto& init : *g.mutable_initializer()) {
       if (init.name().empty()) fail_invalid("an initializer has an empty name");
