@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Single-op models on pet's cpu backend side by side with ONNX Runtime: the ops whose cpu
 kernels are pet's own rather than oneDNN's (reductions over dims before the last or apart,
-softmax over a dim before the last, GridSample, GatherND, OneHot, Trilu, Mod, Hardmax, masks,
+softmax over a dim before the last, GridSample, RoiAlign, GatherND, OneHot, Trilu, Mod, Hardmax, masks,
 arg-reductions, Log, Softplus and Mish on Eigen's functions, reductions over the last dim in
 short runs), GroupNormalization, Col2Im and MaxUnpool (imported as several pet ops), a matmul plus a scalar, a log-mel spectrogram (STFT, MelWeightMatrix), antialiased Resize downscales, a 3-D pool of a plain input, and programs with large outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
 Each model reads the same seeded inputs on both sides (ONNX test data in a directory);
@@ -65,6 +65,13 @@ def cases():
     c["GridSample bilinear"] = ([helper.make_node("GridSample", ["x", "g"], ["y"])],
                                 [("x", F, [1, 64, 128, 128], None), ("g", F, [1, 128, 128, 2], rng.uniform(-1.1, 1.1, [1, 128, 128, 2]))],
                                 [("y", F, [1, 64, 128, 128])], [])
+    # a detector's box head: 512 regions of a stride-16 feature map pooled to 7 x 7, 2 x 2 points a bin
+    xy = rng.uniform(0, 900, [512, 2])
+    boxes = np.concatenate([xy, xy + rng.uniform(16, 300, [512, 2])], 1).astype(np.float32)
+    c["RoiAlign 512 x 7 x 7"] = ([helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], output_height=7, output_width=7, sampling_ratio=2,
+                                                   spatial_scale=1 / 16)],
+                                 [("x", F, [1, 256, 64, 64], None), ("rois", F, [512, 4], boxes), ("b", I64, [512], np.zeros(512, np.int64))],
+                                 [("y", F, [512, 256, 7, 7])], [])
     c["Mod (fmod)"] = ([helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)], [("a", F, [1, 64, 128, 128], rng.uniform(-100, 100, [1, 64, 128, 128])),
                                                                              ("b", F, [1, 64, 128, 128], rng.uniform(0.5, 3, [1, 64, 128, 128]))],
                        [("y", F, [1, 64, 128, 128])], [])

@@ -193,7 +193,7 @@ done
 expect 0 "on reference: median" -- "$PET" run "$M/opset18.onnx" --backend reference
 expect 0 "on cpu: median" -- "$PET" run "$M/opset21.onnx"
 if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/dev/null; then
-  for name in opset18 opset21 coverage17 coverage17b coverage17c upsample9 empty17 recurrent17 mvn13 control17 gridsample16 mish18 einsum_resize13 resize19 resize_tf13 convtranspose_implicit13 quant16 qops13 qcontrib13 qaddmul13 signal17 pool_seq18 groupnorm18 groupnorm21 affinegrid20 forms21 layout_loss18 float16_17 bfloat16_17; do
+  for name in opset18 opset21 coverage17 coverage17b coverage17c upsample9 empty17 recurrent17 mvn13 control17 gridsample16 mish18 einsum_resize13 resize19 resize_tf13 convtranspose_implicit13 quant16 qops13 qcontrib13 qaddmul13 signal17 pool_seq18 groupnorm18 groupnorm21 affinegrid20 forms21 layout_loss18 float16_17 bfloat16_17 roialign16; do
     "$ORT_PY" "$SRC/tests/hardening/ort_testdata.py" "$M/$name.onnx" "$TMP/ort_$name"
     # A quantized model's outputs move by one quantization step where another float conv
     # kernel (oneDNN's, Eigen's, ONNX Runtime's) rounds a value to the other side of a grid
@@ -231,6 +231,10 @@ if [ -n "$ORT_PY" ] && [ -x "$ORT_PY" ] && "$ORT_PY" -c "import onnxruntime" 2>/
   expect 0 "note: it uses FLOAT16, which pet computes as float32" -- "$PET" run "$M/float16_17.onnx" --check "$TMP/ort_float16_17" --save "$TMP/save16"
   expect 0 "check y +pass .*max\|ref\| 0.999  tolerance 0.011" -- "$PET" run "$M/float16_17.onnx" --check "$TMP/ort_float16_17"
   expect 0 "input +x +float32\[1,3,12,12\] \(float16 in the file\)" -- "$PET" info "$M/float16_17.onnx"
+  # an input file of float32 for the float16 input is refused, as ONNX Runtime refuses it
+  mkdir -p "$TMP/in32_float16_17"
+  "$ORT_PY" -c "import onnx, numpy as np, sys; [onnx.save_tensor(onnx.numpy_helper.from_array(np.ones(s, np.float32), n), f'{sys.argv[1]}/input_{k}.pb') for k, (n, s) in enumerate([('x', (1, 3, 12, 12)), ('t', (4, 16))])]" "$TMP/in32_float16_17"
+  expect 2 "input_0.pb holds float32 values but .*float16_17.onnx declares input 'x' as float16" -- "$PET" run "$M/float16_17.onnx" --inputs "$TMP/in32_float16_17"
   expect 0 "FLOAT16 FLOAT FLOAT FLOAT16" -- "$ORT_PY" -c "import onnx, sys; print(*[onnx.TensorProto.DataType.Name(onnx.load_tensor(f'{sys.argv[1]}/{k}.pb').data_type) for k in ('output_0', 'output_1', 'output_2', 'input_0')])" "$TMP/save16"
   # (--keep-slower: pet's program, not the original file, written for every N by generalise)
   expect 0 "written: the optimized program for every value of N" -- "$PET" optimize "$M/float16_17.onnx" -o "$TMP/f16keep.pet.onnx" --keep-slower --budget 5 --profile-cache none

@@ -24,6 +24,7 @@
 
 #include "cpu/algorithm_cache.hpp"
 #include "cpu/broadcast.hpp"
+#include "cpu/convert.hpp"
 #include "cpu/copy.hpp"
 #include "pet/backend/copy_plan.hpp"
 
@@ -818,6 +819,34 @@ TEST_CASE("cpu: MaxPool with Indices on pet's kernel: 1-D to 3-D, pads, strides,
     }
 }
 
+TEST_CASE("cpu: rounding to float16 (F16C and portable) and bfloat16 gives narrow_round's bits, NaN, ties, overflow and subnormals included") {
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfffffu,
+                                0x477fefffu, 0x477ff000u, 0x477ff001u, 0x33000000u, 0x33000001u, 0x387fc000u, 0x387fe000u, 0x3f801000u,
+                                0x3f803000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x00000001u, 0x807fffffu};
+  Rng rng(4242);
+  while (bits.size() < (1u << 20)) bits.push_back(uint32_t(rng.next()));
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  auto same_bits = [&](const std::vector<float>& got, int32_t narrow, const char* what) {
+    int64_t wrong = 0;
+    std::string first;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float want = narrow_round(x[i], narrow);
+      if (std::memcmp(&want, &got[i], 4) != 0 && wrong++ < 3) first += cat(" ", x[i], " (bits ", bits[i], ") gives ", got[i], ", not ", want, ";");
+    }
+    CHECK_MESSAGE(wrong == 0, what, ": ", wrong, " values differ:", first);
+  };
+  for (const bool hardware : {false, true}) {
+    std::vector<float> y(x.size());
+    cpu::round_to_narrow(x.data(), y.data(), int64_t(x.size()) - 3, kFloat16, hardware);  // (a tail the vector loop leaves)
+    for (size_t i = x.size() - 3; i < x.size(); ++i) y[i] = narrow_round(x[i], kFloat16);
+    same_bits(y, kFloat16, hardware ? (cpu::has_f16c() ? "float16, F16C" : "float16 (no F16C here: portable)") : "float16, portable");
+  }
+  std::vector<float> yb(x.size());
+  cpu::round_to_narrow(x.data(), yb.data(), int64_t(x.size()), kBFloat16);
+  same_bits(yb, kBFloat16, "bfloat16");
+}
+
 TEST_CASE("cpu: comparisons, Cast, ArgMax, ArgMin and TopK of floats on pet's kernels, NaN and ties as the formulas say") {
   const std::vector<std::pair<Shape, Shape>> shapes = {{{3, 4, 5}, {3, 4, 5}}, {{3, 4, 5}, {}}, {{3, 1, 5}, {4, 1}}, {{5}, {2, 3, 5}}};
   uint64_t seed = 200;
@@ -841,6 +870,30 @@ TEST_CASE("cpu: comparisons, Cast, ArgMax, ArgMin and TopK of floats on pet's ke
   for (DType to : {DType::Int64, DType::Int32, DType::Int8, DType::UInt8, DType::Bool}) {
     Graph g = one_op(ops::Cast{.to = to}, {f32({4, 7})});
     moves_exactly(g, {awkward({4, 7}, 300 + uint64_t(to))}, cat("Cast to ", dtype_name(to)), "pet conversion");
+  }
+  for (const int64_t narrow : {int64_t(kFloat16), int64_t(kBFloat16)}) {  // each value rounded as ops::Cast rounds it
+    Graph g = one_op(ops::Cast{.narrow = narrow}, {f32({4, 7})});
+    Tensor<float> x = awkward({4, 7}, 320 + uint64_t(narrow));
+    const std::vector<float> edges = {1e5f, 1 + std::ldexp(1.f, -11), 1 + std::ldexp(1.f, -8), 3e-8f, -65520.f, 0.1f, 3.4e38f, std::ldexp(1.f, -130)};
+    for (size_t i = 0; i < edges.size(); ++i) x[int64_t(3 * i)] = edges[i];
+    moves_exactly(g, {x}, cat("Cast to ", narrow_float_name(narrow)), cat("pet rounding to ", narrow_float_name(narrow)));
+  }
+  {  // RoiAlign (the reference kernel) of a conv's output, its rois and batch indices graph inputs
+    Graph g;
+    Builder b(g);
+    Rng rng(77);
+    TensorId x = b.input("x", {2, 8, 9, 11});
+    TensorId c = b.add(ops::Conv{.kernel_shape = {3, 3}, .pads = {1, 1, 1, 1}}, {x, b.constant("w", lab::random_weight({8, 8, 3, 3}, rng))});
+    const TensorId rois_in = b.input("rois", {3, 4}), batch_in = b.input("batch", {3}, DType::Int64);
+    for (auto mode : {ops::RoiAlign::Mode::Avg, ops::RoiAlign::Mode::Max})
+      b.output(b.add(ops::RoiAlign{.mode = mode, .output_height = 3, .output_width = 4, .spatial_scale = 0.5f}, {c, rois_in, batch_in}));
+    Tensor<float> rois(Shape{3, 4}, std::vector<float>{0, 0, 20, 16, 3.5f, 2, 9, 30, -4, -4, 25, 25});
+    moves_exactly(g, {random_inputs({f32({2, 8, 9, 11})}, rng, {})[0], rois, Tensor<int64_t>(Shape{3}, std::vector<int64_t>{1, 0, 1})}, "RoiAlign of a conv",
+                  "reference kernel", 1e-5);
+  }
+  {  // int64 to float16: rounded too
+    Graph g = one_op(ops::Cast{.narrow = kFloat16}, {TensorType{DType::Int64, {5}}});
+    moves_exactly(g, {Tensor<int64_t>(Shape{5}, std::vector<int64_t>{2049, 2051, -70000, 3, 1 << 20})}, "Cast of int64 to float16", "pet conversion");
   }
   {  // an integer mask to float (attention_mask.float()), and float to float (a view)
     Graph g;

@@ -1905,6 +1905,39 @@ TEST_CASE("GridSample imports opset 16 and 20 mode names, and refuses other mode
                        Unsupported);
 }
 
+TEST_CASE("RoiAlign imports opset 10 (output_half_pixel) and 16 forms, writes them back, refuses other modes") {
+  auto model = [](int64_t opset, const char* mode, const char* coord) {
+    OnnxBuilder b(opset);
+    b.input("x", {"2", "3", "8", "8"}).input("rois", {"5", "4"}).input("idx", {"5"}, ::onnx::TensorProto::INT64);
+    auto* n = b.node("RoiAlign", {"x", "rois", "idx"}, {"y"});
+    if (mode) OnnxBuilder::attr(n, "mode", mode);
+    if (coord) OnnxBuilder::attr(n, "coordinate_transformation_mode", coord);
+    OnnxBuilder::attr(n, "output_height", int64_t(3));
+    OnnxBuilder::attr(n, "sampling_ratio", int64_t(2));
+    OnnxBuilder::attrf(n, "spatial_scale", 0.25f);
+    b.output("y");
+    return b;
+  };
+  using A = ops::RoiAlign;
+  for (auto [opset, mode, coord, want_mode, want_half] : std::vector<std::tuple<int64_t, const char*, const char*, A::Mode, bool>>{
+           {10, nullptr, nullptr, A::Mode::Avg, false}, {10, "max", nullptr, A::Mode::Max, false}, {16, nullptr, nullptr, A::Mode::Avg, true},
+           {16, "max", "output_half_pixel", A::Mode::Max, false}, {17, "avg", "half_pixel", A::Mode::Avg, true}}) {
+    const px::Model m = model(opset, mode, coord).import();
+    const auto& op = std::get<A>(m.graph.node(0).op);
+    CHECK(op.mode == want_mode);
+    CHECK(op.half_pixel == want_half);
+    CHECK(op.output_height == 3);
+    CHECK(op.output_width == 1);
+    CHECK(op.sampling_ratio == 2);
+    CHECK(op.spatial_scale == 0.25f);
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{5, 3, 3, 1});
+    CHECK(std::get<A>(px::import_bytes(px::export_bytes(m.graph), "r.onnx").graph.node(0).op) == op);  // and back, as opset 16 writes it
+  }
+  CHECK_THROWS_WITH_AS(model(16, "sum", nullptr).import(), "m.onnx: node 'y' (RoiAlign, opset 16): mode 'sum' (avg or max)", InvalidInput);
+  CHECK_THROWS_WITH_AS(model(16, nullptr, "align_corners").import(),
+                       "m.onnx: node 'y' (RoiAlign, opset 16): coordinate_transformation_mode 'align_corners' (half_pixel or output_half_pixel)", InvalidInput);
+}
+
 TEST_CASE("opsets 18-22: Gelu's tanh form, Pad's wrap mode, ReduceMax and ReduceMin of bool, reductions over empty sets, Resize's antialias and keep_aspect_ratio_policy") {
   using TP = ::onnx::TensorProto;
   {  // opset 22 only added types: a model of it imports
@@ -2282,6 +2315,59 @@ TEST_CASE("CenterCropPad, Col2Im, MaxUnpool, DeformConv, NegativeLogLikelihoodLo
   }
 }
 
+TEST_CASE("ONNX's Cast and CastLike to float16 and bfloat16 round to the type, and are written so") {
+  // x (float32) to float16 and bfloat16 by Cast, and by CastLike of a float16 initializer and of
+  // a float16 tensor the model computes (ONNX's type inference says it is float16)
+  OnnxBuilder b(17);
+  b.input("x", {"6"});
+  auto* like = b.g().add_initializer();
+  like->set_name("like16");
+  like->set_data_type(::onnx::TensorProto::FLOAT16);
+  const uint16_t one = 0x3c00;
+  like->set_raw_data(std::string(reinterpret_cast<const char*>(&one), 2));
+  OnnxBuilder::attr(b.node("Cast", {"x"}, {"h"}), "to", int64_t(::onnx::TensorProto::FLOAT16));
+  OnnxBuilder::attr(b.node("Cast", {"x"}, {"hb"}), "to", int64_t(::onnx::TensorProto::BFLOAT16));
+  b.node("CastLike", {"x", "like16"}, {"cl"});
+  b.node("Add", {"h", "like16"}, {"mid"});
+  b.node("CastLike", {"x", "mid"}, {"cl2"});
+  b.output("h").output("hb").output("cl").output("cl2");
+  for (int i : {0, 2, 3}) b.g().mutable_output(i)->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT16);
+  b.g().mutable_output(1)->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::BFLOAT16);
+  const px::Model m = b.import();
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor<float> x({6}, std::vector<float>{1e5f, 1 + std::ldexp(1.f, -11), 1 + 3 * std::ldexp(1.f, -8), -3e-8f, 0.1f, 257.f});
+  auto check_outputs = [&](const px::Model& mm, const std::string& what) {
+    INFO(what);
+    const auto out = Interpreter<float>(mm.graph).run(std::vector<Value<float>>{x});
+    const Tensor<float> h = std::get<Tensor<float>>(out[0]);
+    CHECK(h[0] == inf);
+    CHECK(h[1] == 1.f);
+    CHECK(h[2] == 1 + 3 * std::ldexp(1.f, -8));  // a float16 value already
+    CHECK(h[3] == -std::ldexp(1.f, -24));
+    CHECK(h[4] == 0.0999755859375f);
+    CHECK(h[5] == 257.f);
+    const Tensor<float> hb = std::get<Tensor<float>>(out[1]);
+    CHECK(hb[0] == 99840.f);
+    CHECK(hb[1] == 1.f);
+    CHECK(hb[2] == 1 + std::ldexp(1.f, -6));  // ties to even
+    CHECK(hb[4] == 0.10009765625f);
+    CHECK(hb[5] == 256.f);
+    CHECK(std::get<Tensor<float>>(out[2]).vec() == h.vec());
+    CHECK(std::get<Tensor<float>>(out[3]).vec() == h.vec());
+  };
+  check_outputs(m, "imported");
+  // written as ONNX's Cast to the type and a Cast back to float32, read back the same
+  const std::string bytes = px::export_bytes(m.graph);
+  ::onnx::ModelProto o;
+  REQUIRE(o.ParseFromString(bytes));
+  int to_half = 0, to_bhalf = 0;
+  for (const auto& n : o.graph().node())
+    if (n.op_type() == "Cast") to_half += n.attribute(0).i() == ::onnx::TensorProto::FLOAT16, to_bhalf += n.attribute(0).i() == ::onnx::TensorProto::BFLOAT16;
+  CHECK(to_half == 3);
+  CHECK(to_bhalf == 1);
+  check_outputs(px::import_bytes(bytes, "back.onnx"), "written and read back");
+}
+
 TEST_CASE("float16 and bfloat16 models: values read exactly, computed as float32, written back with the model's interface") {
   auto f = [](uint32_t bits) {
     float v;
@@ -2290,7 +2376,7 @@ TEST_CASE("float16 and bfloat16 models: values read exactly, computed as float32
   };
   // x (float16 input) + w16 (float16, raw: 1, -2, the smallest and largest subnormals, the
   // largest finite value, -inf, NaN, -0); wb (bfloat16 bits in int32_data: 1, 3.140625, -inf,
-  // the smallest subnormal 2^-133) read through a Cast; a Cast of x to float16 (no rounding)
+  // the smallest subnormal 2^-133) read through a Cast; a Cast of x to float16 (rounded to it)
   OnnxBuilder b(17);
   b.input("x", {"8"}, ::onnx::TensorProto::FLOAT16);
   auto* w16 = b.g().add_initializer();
@@ -2327,7 +2413,7 @@ TEST_CASE("float16 and bfloat16 models: values read exactly, computed as float32
   CHECK(y[4] == 65504.f);
   CHECK(y[7] == 1 + std::ldexp(1.f, -20));
   CHECK(std::get<Tensor<float>>(out[1]).vec() == std::vector<float>{1.f, 3.140625f, -std::numeric_limits<float>::infinity(), std::ldexp(1.f, -133)});
-  CHECK(std::get<Tensor<float>>(out[2])[7] == 1 + std::ldexp(1.f, -20));  // a Cast to float16 does not round
+  CHECK(std::get<Tensor<float>>(out[2])[7] == 1.f);  // a Cast to float16 rounds to it
 
   SUBCASE("rounding to float16 and bfloat16: nearest, ties to even, overflow to infinity, NaN kept") {
     const float inf = std::numeric_limits<float>::infinity();

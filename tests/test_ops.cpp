@@ -472,6 +472,27 @@ TEST_CASE("Where, Cast, Identity, Dropout") {
   CHECK(outb[0].dtype == DType::Bool);
   CHECK(std::get<Tensor<int64_t>>(evaluate_op<float>(tobool, in, outb)[0]).vec() == std::vector<int64_t>{1, 1, 0, 1});
 
+  // a Cast to float16 or bfloat16 (held as float32): rounded to the type, ties to even,
+  // overflow to infinity; not over a finite field (rounding is not a field operation)
+  const float inf = std::numeric_limits<float>::infinity();
+  auto [half, outh] = resolve(ops::Cast{.narrow = kFloat16}, {f32({6})});
+  CHECK(outh[0].dtype == DType::Float32);
+  std::vector<Value<float>> hin{Tensor<float>({6}, {1 + std::ldexp(1.f, -11), 1 + 3 * std::ldexp(1.f, -11), 1e5f, -65520.f, 3e-8f, 0.1f})};
+  CHECK(std::get<Tensor<float>>(evaluate_op<float>(half, hin, outh)[0]).vec() ==
+        std::vector<float>{1.f, 1 + std::ldexp(1.f, -9), inf, -inf, std::ldexp(1.f, -24), 0.0999755859375f});
+  std::vector<Value<double>> hind{Tensor<double>({6}, {1 + std::ldexp(1., -11), 1 + 3 * std::ldexp(1., -11), 1e5, -65520., 3e-8, 0.1})};
+  CHECK(std::get<Tensor<double>>(evaluate_op<double>(half, hind, outh)[0]).vec() ==
+        std::vector<double>{1., 1 + std::ldexp(1., -9), inf, -inf, std::ldexp(1., -24), 0.0999755859375});
+  auto [bf, outbf] = resolve(ops::Cast{.narrow = kBFloat16}, {TensorType{DType::Int64, {3}}});
+  std::vector<Value<float>> bin{Tensor<int64_t>({3}, std::vector<int64_t>{257, 259, -1000})};
+  CHECK(std::get<Tensor<float>>(evaluate_op<float>(bf, bin, outbf)[0]).vec() == std::vector<float>{256.f, 260.f, -1000.f});
+  std::vector<Value<F31>> fin{Tensor<F31>({6}, F31(3))};
+  CHECK_THROWS_WITH_AS(evaluate_op<F31>(half, fin, outh), doctest::Contains("Cast is not multilinear and cannot be evaluated over a finite field"), Unsupported);
+  CHECK_THROWS_WITH_AS(infer(ops::Cast{.narrow = 11}, {f32({2})}), "Cast 'n': narrow must be 0, 10 (float16) or 16 (bfloat16), got 11", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Cast{.to = DType::Int32, .narrow = kFloat16}, {f32({2})}),
+                       "Cast 'n': a Cast to float16 gives float32, not int32", InvalidInput);
+  check_fast_vs_formula(ops::Cast{.narrow = kFloat16}, {f32({3, 5})}, 604);
+
   check_op(ops::Identity{}, {f32({2, 3})}, 601);
   check_op(ops::Dropout{.num_outputs = 2}, {f32({2, 3})}, 602);
   CHECK(infer(ops::Dropout{.num_outputs = 2}, {f32({2, 3})})[1].dtype == DType::Bool);
@@ -1076,6 +1097,67 @@ TEST_CASE("GridSample: each mode and padding at hand-computed points, half to ev
                        InvalidInput);
   CHECK_THROWS_WITH_AS(infer(G{}, {f32({2, 3, 5, 6}), f32({1, 4, 7, 2})}), doctest::Contains("differ in batch"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(G{}, {f32({2, 3, 5, 6}), i64({2, 4, 7, 2})}), doctest::Contains("grid"), InvalidInput);
+}
+
+TEST_CASE("RoiAlign: hand-computed bins, both coordinate modes, max, clamping, points outside, errors, fast vs formula") {
+  using A = ops::RoiAlign;
+  using VF = std::vector<float>;
+  Tensor<float> x({2, 1, 4, 4});
+  for (int64_t i = 0; i < 32; ++i) x[i] = float(i);
+  // one roi [x1, y1, x2, y2] of image b, pooled to oh x ow
+  auto pool = [&](A op, VF roi, int64_t b = 0) {
+    auto [r, out] = resolve(op, {f32({2, 1, 4, 4}), f32({1, 4}), i64({1})});
+    CHECK(out[0].shape == Shape{1, 1, op.output_height, op.output_width});
+    return std::get<Tensor<float>>(evaluate_op<float>(r, std::vector<Value<float>>{x, Tensor<float>({1, 4}, roi), Tensor<int64_t>({1}, std::vector<int64_t>{b})}, out)[0]).vec();
+  };
+  // output_half_pixel (opset 10): the region [0, 3] has one point at 1.5, between pixels 5, 6, 9, 10
+  CHECK(pool(A{.sampling_ratio = 1, .half_pixel = false}, {0, 0, 3, 3}) == VF{7.5f});
+  CHECK(pool(A{.sampling_ratio = 1, .half_pixel = false}, {0, 0, 3, 3}, 1) == VF{23.5f});  // the second image
+  // half_pixel: [0.5, 2.5] is [0, 2] after the offset; its point at 1 is pixel 5
+  CHECK(pool(A{.sampling_ratio = 1}, {0.5f, 0.5f, 2.5f, 2.5f}) == VF{5});
+  // spatial_scale 0.5 halves the roi: [0, 6] -> [0, 3]
+  CHECK(pool(A{.sampling_ratio = 1, .spatial_scale = 0.5f, .half_pixel = false}, {0, 0, 6, 6}) == VF{7.5f});
+  // 2 x 2 bins of one point each (region [0, 4]: points at 1 and 3), and the sampling grid
+  // from the region (0: ceil(4 / 2) = 2 points per bin and dim)
+  CHECK(pool(A{.output_height = 2, .output_width = 2, .sampling_ratio = 1, .half_pixel = false}, {0, 0, 4, 4}) == VF{5, 7, 13, 15});
+  CHECK(pool(A{.output_height = 2, .output_width = 2, .half_pixel = false}, {0, 0, 4, 4}) == VF{5, 6.75f, 12, 13.75f});
+  // max: the largest of the point's four weighted neighbours (a quarter of 10)
+  CHECK(pool(A{.mode = A::Mode::Max, .sampling_ratio = 1, .half_pixel = false}, {0, 0, 3, 3}) == VF{2.5f});
+  // clamped at the far edge (a point at 4 is inside [-1, 4] and reads row and column 3)
+  CHECK(pool(A{.sampling_ratio = 1, .half_pixel = false}, {3, 3, 5, 5}) == VF{15});
+  // beyond [-1, extent]: zero; a region of zero size (half_pixel) has no points: zero
+  CHECK(pool(A{.sampling_ratio = 1}, {100, 100, 101, 101}) == VF{0});
+  CHECK(pool(A{}, {1, 1, 1, 1}) == VF{0});
+  CHECK(pool(A{.mode = A::Mode::Max}, {1, 1, 1, 1}) == VF{0});
+  // errors when it runs: a batch index outside [0, N), a region not finite or too large
+  CHECK_THROWS_WITH_AS(pool(A{}, {0, 0, 1, 1}, 2), doctest::Contains("RoiAlign: batch index 2 of roi 0 is outside [0, 2)"), InvalidInput);
+  CHECK_THROWS_WITH_AS(pool(A{}, {0, std::nanf(""), 1, 1}), doctest::Contains("RoiAlign: roi 0 (0, nan, 1, 1) is not finite"), InvalidInput);
+  CHECK_THROWS_WITH_AS(pool(A{}, {0, 0, 1e7f, 1e7f}), doctest::Contains("sampling points a bin, more than 2^20"), InvalidInput);
+  // shapes and attributes
+  CHECK(infer(A{.output_height = 7, .output_width = 5}, {f32({2, 8, 30, 40}), f32({6, 4}), i64({6})})[0].shape == Shape{6, 8, 7, 5});
+  CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 30}), f32({6, 4}), i64({6})}), doctest::Contains("X [2,8,30] must have rank 4"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 3, 3}), f32({6, 5}), i64({6})}), doctest::Contains("rois [6,5] must have shape [num_rois, 4]"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 3, 3}), f32({6, 4}), i64({5})}), doctest::Contains("batch_indices [5] must have shape [num_rois] = [6]"),
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 3, 3}), f32({6, 4}), f32({6})}), doctest::Contains("batch_indices must be int64, got float32"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(A{.output_height = 0}, {f32({2, 8, 3, 3}), f32({6, 4}), i64({6})}), doctest::Contains("must be in [1, 2^24]"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(A{.sampling_ratio = -1}, {f32({2, 8, 3, 3}), f32({6, 4}), i64({6})}), doctest::Contains("sampling_ratio -1 must be in [0, 1024]"),
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(A{.spatial_scale = INFINITY}, {f32({2, 8, 3, 3}), f32({6, 4}), i64({6})}), doctest::Contains("spatial_scale inf is not finite"),
+                       InvalidInput);
+  // the kernel (each bin's points once for all channels) agrees with the formula: both modes,
+  // both coordinate modes, given and derived grids, rois reaching outside the image
+  uint64_t seed = 4200;
+  for (auto mode : {A::Mode::Avg, A::Mode::Max})
+    for (bool half : {false, true})
+      for (int64_t ratio : {0, 2})
+        check_fast_vs_formula(A{.mode = mode, .output_height = 3, .output_width = 2, .sampling_ratio = ratio, .spatial_scale = 0.75f, .half_pixel = half},
+                              {f32({2, 3, 6, 7}), f32({5, 4}), i64({5})}, seed++,
+                              {.lo = -2, .hi = 9, .ints = [](Rng& r) { return r.range(0, 1); }});
+  // not over a finite field
+  auto [r, out] = resolve(A{}, {f32({1, 1, 2, 2}), f32({1, 4}), i64({1})});
+  std::vector<Value<F31>> in{Tensor<F31>({1, 1, 2, 2}, F31(1)), Tensor<F31>({1, 4}, F31(1)), Tensor<int64_t>({1}, int64_t(0))};
+  CHECK_THROWS_AS(evaluate_op<F31>(r, in, out), Unsupported);
 }
 
 TEST_CASE("ScatterElements and ScatterND: ONNX's examples, duplicates, reductions, negative indices, errors, fast vs formula") {

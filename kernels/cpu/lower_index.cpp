@@ -8,6 +8,7 @@
 // else holds it (host_result), else into a fresh tensor (callers keep the outputs they were
 // given).
 #include "broadcast.hpp"
+#include "convert.hpp"
 #include "executable.hpp"
 #include "pet/core/parallel.hpp"
 #include "pet/eval/value.hpp"
@@ -239,8 +240,19 @@ bool CpuExecutable::lower_cast(NodeId n, const ops::Cast& op, const std::string&
   const Node& node = g_.node(n);
   const TensorId xt = node.inputs[0], yt = node.outputs[0];
   const bool from_float = slots_[size_t(xt)].is_float(), to_float = slots_[size_t(yt)].is_float();
-  if (from_float && to_float) return lower_view(n);
+  const int32_t narrow = int32_t(op.narrow);
+  if (from_float && to_float && !narrow) return lower_view(n);
   const int64_t count = numel(g_.type(yt).shape);
+  if (from_float && to_float) {  // ONNX's Cast to float16 or bfloat16: each value rounded to the type
+    const int x = plain_slot(int(xt)), y = int(yt);
+    define(yt, plain_md(g_.type(yt).shape));
+    add_step(cat(who, ": pet rounding to ", narrow_float_name(narrow)), {x}, {y}).fn = [this, x, y, count, narrow] {
+      const float* src = ptr(x);
+      float* dst = ptr(y);
+      parallel_chunks(count, 16384, [&](int64_t b, int64_t e) { cpu::round_to_narrow(src + b, dst + b, e - b, narrow); });
+    };
+    return true;
+  }
   if (from_float) {  // to an integer type: the conversion ops::Cast does (truncation, then wrapped to the type)
     const int x = plain_slot(int(xt));
     host_result_step(cat(who, ": pet conversion"), {x}, yt, [this, x, count, to = op.to](int64_t* y) {
@@ -257,11 +269,12 @@ bool CpuExecutable::lower_cast(NodeId n, const ops::Cast& op, const std::string&
   if (!to_float) return false;  // integer to integer: the reference kernel (host values)
   define(yt, plain_md(g_.type(yt).shape));
   const int y = int(yt);
-  add_step(cat(who, ": pet conversion"), {int(xt)}, {y}).fn = [this, xt, y, count] {
+  add_step(cat(who, ": pet conversion"), {int(xt)}, {y}).fn = [this, xt, y, count, narrow] {
     const int64_t* src = host_ints(int(xt)).data();
     float* dst = ptr(y);
     parallel_chunks(count, 16384, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) dst[i] = float(src[i]);
+      if (narrow) cpu::round_to_narrow(dst + b, dst + b, e - b, narrow);
     });
   };
   return true;

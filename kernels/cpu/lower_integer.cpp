@@ -643,7 +643,7 @@ bool CpuExecutable::lower_integer(NodeId n, const std::string& who) {
     // directly (in the sums' layout); else the int32 result as host values, in plain order.
     const NodeId cast = sole_consumer(yint);
     if (cast >= 0 && !is_output_.count(yint) && std::holds_alternative<ops::Cast>(g_.node(cast).op) &&
-        g_.type(g_.node(cast).outputs[0]).dtype == DType::Float32) {
+        g_.type(g_.node(cast).outputs[0]).dtype == DType::Float32 && std::get<ops::Cast>(g_.node(cast).op).narrow == 0) {
       absorbed_.insert(cast);
       // and what ONNX Runtime's dynamic quantization puts after it: a Mul by the scales' product
       // (one value, computed by then), an Add of the bias (one per output channel), a Relu;

@@ -184,6 +184,8 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
     }
   } else if constexpr (std::is_same_v<OpT, ops::GridSample> && real) {
     return V{kernels::grid_sample(op, data(in, 0), data(in, 1), os)};
+  } else if constexpr (std::is_same_v<OpT, ops::RoiAlign> && real) {
+    return V{kernels::roi_align(op, data(in, 0), data(in, 1), std::get<Tensor<int64_t>>(in[2]), os)};
   } else if constexpr ((std::is_same_v<OpT, ops::Softmax> || std::is_same_v<OpT, ops::LogSoftmax>) && real) {
     return V{kernels::softmax(op, data(in, 0))};
   } else if constexpr (std::is_same_v<OpT, ops::LayerNormalization> && real) {

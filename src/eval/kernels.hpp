@@ -527,6 +527,34 @@ Tensor<E> grid_sample(const ops::GridSample& op, const Tensor<E>& x, const Tenso
   return out;
 }
 
+/// RoiAlign with each bin's sample points (ops::RoiAlign::samples) computed once for all its
+/// channels; each channel's value pooled as the formula pools it.
+template <class E>
+Tensor<E> roi_align(const ops::RoiAlign& op, const Tensor<E>& x, const Tensor<E>& rois, const Tensor<int64_t>& batch, const Shape& os) {
+  const int64_t R = os[0], C = os[1], Ho = os[2], Wo = os[3], N = x.shape()[0], H = x.shape()[2], W = x.shape()[3];
+  Tensor<E> out(os);
+  const E* xp = x.data();
+  E* yp = out.data();
+  for (int64_t r = 0; r < R; ++r)  // (checked before the parallel loop: errors name the roi)
+    if (batch[r] < 0 || batch[r] >= N) throw InvalidInput(cat("RoiAlign: batch index ", batch[r], " of roi ", r, " is outside [0, ", N, ")"));
+  std::vector<typename ops::RoiAlign::Sample> probe;
+  for (int64_t r = 0; r < R; ++r)  // a region that is not finite or too large throws here
+    op.samples({float(rois[r * 4]), float(rois[r * 4 + 1]), float(rois[r * 4 + 2]), float(rois[r * 4 + 3])}, r, 0, 0, H, W, probe);
+  parallel_for(R * Ho, [&](int64_t ri) {
+    const int64_t r = ri / Ho, ph = ri % Ho, b = batch[r];
+    const std::array<float, 4> roi{float(rois[r * 4]), float(rois[r * 4 + 1]), float(rois[r * 4 + 2]), float(rois[r * 4 + 3])};
+    std::vector<typename ops::RoiAlign::Sample> ss;
+    for (int64_t pw = 0; pw < Wo; ++pw) {
+      const int64_t count = op.samples(roi, r, ph, pw, H, W, ss);
+      for (int64_t c = 0; c < C; ++c) {
+        const E* plane = xp + (b * C + c) * H * W;
+        yp[((r * C + c) * Ho + ph) * Wo + pw] = op.pool<E>(ss, count, [plane, W](int64_t y, int64_t xx) { return plane[y * W + xx]; });
+      }
+    }
+  }, R * Ho * Wo * C > 4096);
+  return out;
+}
+
 /// Softmax or LogSoftmax (O) over the contiguous dims [axis, end) (rows of length L with
 /// stride `inner`).
 template <class O, class T>

@@ -211,7 +211,7 @@ void check_structure(::onnx::ModelProto model, const std::string& label, bool al
 }
 }  // namespace
 
-void detail::check_types(const ::onnx::ModelProto& model, const std::string& label) {
+std::map<std::string, int32_t> detail::check_types(const ::onnx::ModelProto& model, const std::string& label) {
   ::onnx::ModelProto light;  // the model without its weights' data: initializers as typed graph inputs
   *light.mutable_opset_import() = model.opset_import();
   light.set_ir_version(model.ir_version());
@@ -235,6 +235,10 @@ void detail::check_types(const ::onnx::ModelProto& model, const std::string& lab
   } catch (const std::exception& e) {
     throw InvalidInput(cat(label, ": its types do not agree (ONNX type inference: ", e.what(), ")"));
   }
+  std::map<std::string, int32_t> narrow;
+  for (const auto& vi : g.value_info())
+    if (vi.type().has_tensor_type() && is_narrow_float(vi.type().tensor_type().elem_type())) narrow[vi.name()] = vi.type().tensor_type().elem_type();
+  return narrow;
 }
 
 void check_bytes(std::string_view bytes, const std::string& label) {

@@ -32,6 +32,7 @@ struct Importer {
   /// ONNX sequences, import-time lists of tensor names (control_flow.cpp): what the sequence
   /// ops build and read is known at import once loops are unrolled.
   std::map<std::string, std::vector<std::string>> sequences;
+  std::map<std::string, int32_t> narrow_of;  // tensors the model says are float16 or bfloat16 (NodeCtx::narrow)
   std::set<std::string> taken;  // every name in the model (all scopes) and every name import made up
   int64_t unrolled = 0;         // body nodes imported by unrolling so far (kMaxUnrolledNodes)
 
@@ -309,6 +310,11 @@ struct Importer {
                     return TensorType{c->first, std::visit([](const auto& t) { return t.shape(); }, c->second)};
                   if (auto it = ids.find(node.input(i)); it != ids.end()) return m.graph.type(it->second);
                   return std::nullopt;
+                },
+                [&](int i) -> int32_t {
+                  if (!ctx_present(node, i)) return 0;
+                  auto it = narrow_of.find(node.input(i));
+                  return it == narrow_of.end() ? 0 : it->second;
                 }};
     try {
       if (structured) return import_structured(ctx, name);  // control_flow.cpp
@@ -325,6 +331,7 @@ struct Importer {
         return;
       }
       Mapped mp = it->second(ctx);
+      if (const auto* cast = std::get_if<ops::Cast>(&mp.op); cast && cast->narrow) narrow_of[node.output(0)] = int32_t(cast->narrow);
       if (try_fold_constants(node, ctx, mp)) return;
       // ONNX ops on int8 tensors that pet's op takes in float (exact through float)
       if (node.op_type() == "MaxPool" && ctx.type(0) && is_int8(ctx.type(0)->dtype)) {
@@ -649,10 +656,17 @@ struct Importer {
       m.narrow_float = narrowest_float(g);
       if (m.narrow_float) {
         // float16 and float32 are both float32 in pet: a model that mixes them where ONNX says
-        // one type is refused here, by ONNX's own type inference (the opsets this libonnx knows)
-        if (m.opset <= kExportOpset) check_types(model, label);
+        // one type is refused here, by ONNX's own type inference (the opsets this libonnx knows),
+        // which also says which tensors are narrow (for CastLike)
+        for (const auto* list : {&g.input(), &g.output(), &g.value_info()})
+          for (const auto& vi : *list)
+            if (vi.type().has_tensor_type() && is_narrow_float(vi.type().tensor_type().elem_type()))
+              narrow_of[vi.name()] = vi.type().tensor_type().elem_type();
+        for (const auto& t : g.initializer())
+          if (is_narrow_float(t.data_type())) narrow_of[t.name()] = t.data_type();
+        if (m.opset <= kExportOpset) narrow_of.merge(check_types(model, label));
         m.notes.push_back(cat("it uses ", onnx_type_name(m.narrow_float), ", which pet computes as float32 (its values read exactly, no result "
-                              "rounded to it): the results differ from a computation in ", onnx_type_name(m.narrow_float), " by its rounding"));
+                              "rounded to it but a Cast's): the results differ from a computation in ", onnx_type_name(m.narrow_float), " by its rounding"));
       }
     }
     for (auto& init : *g.mutable_initializer()) {

@@ -591,7 +591,10 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["Where"] = [](const NodeCtx&) { return Mapped{ops::Where{}, {0, 1, 2}}; };
   t["Cast"] = [](const NodeCtx& c) {
     if (!c.attr("to")) throw InvalidInput("attribute 'to' is required");
-    return Mapped{ops::Cast{.to = cast_target(c.i("to", 0))}, {0}};
+    const int64_t to = c.i("to", 0);
+    ops::Cast o{.to = cast_target(to)};
+    if (is_narrow_float(to)) o.narrow = to;  // float32 rounded to the type
+    return Mapped{o, {0}};
   };
   t["Dropout"] = [](const NodeCtx& c) {
     ops::Dropout o;
@@ -691,7 +694,9 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["CastLike"] = [](const NodeCtx& c) {
     const auto t = c.type(1);
     if (!t) throw InvalidInput("input 1 (target_type) is missing");
-    return Mapped{ops::Cast{.to = t->dtype}, {0}};
+    ops::Cast o{.to = t->dtype};
+    if (o.to == DType::Float32) o.narrow = c.narrow(1);
+    return Mapped{o, {0}};
   };
   t["BatchNormalization"] = [](const NodeCtx& c) {
     ops::BatchNormalization o;
@@ -765,6 +770,24 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     if (const auto t = c.type(0); t && t->shape.size() != 4)
       throw Unsupported(cat("X has rank ", t->shape.size(), "; pet samples 4-D inputs (N, C, H, W), the form pet's opset-17 files can write"));
     return Mapped{o, {0, 1}};
+  };
+  // RoiAlign: opset 10 (its regions as opset 16's output_half_pixel), 16 (coordinate_transformation_mode)
+  t["RoiAlign"] = [](const NodeCtx& c) {
+    using A = ops::RoiAlign;
+    A o;
+    const std::string mode = c.s("mode", "avg");
+    if (mode == "avg") o.mode = A::Mode::Avg;
+    else if (mode == "max") o.mode = A::Mode::Max;
+    else throw InvalidInput(cat("mode '", mode, "' (avg or max)"));
+    const std::string coord = c.opset < 16 ? "output_half_pixel" : c.s("coordinate_transformation_mode", "half_pixel");
+    if (coord == "half_pixel") o.half_pixel = true;
+    else if (coord == "output_half_pixel") o.half_pixel = false;
+    else throw InvalidInput(cat("coordinate_transformation_mode '", coord, "' (half_pixel or output_half_pixel)"));
+    o.output_height = c.i("output_height", 1);
+    o.output_width = c.i("output_width", 1);
+    o.sampling_ratio = c.i("sampling_ratio", 0);
+    o.spatial_scale = c.f("spatial_scale", 1.f);
+    return Mapped{o, {0, 1, 2}};
   };
   t["Resize"] = [](const NodeCtx& c) {
     // antialias (linear and cubic) and keep_aspect_ratio_policy: expand.cpp's form_table
@@ -1018,7 +1041,17 @@ struct Exporter {
     if (lo.empty() && hi.empty()) extra.clear();
     with_inputs("Clip", extra);
   }
-  void operator()(const ops::Cast& o) { set(simple("Cast"), "to", int64_t(dtype_to_onnx(o.to))); }
+  /// A Cast to float16 or bfloat16 (o.narrow) is ONNX's Cast to it and a Cast back to float32,
+  /// the type pet holds its result in.
+  void operator()(const ops::Cast& o) {
+    if (!o.narrow) {
+      set(simple("Cast"), "to", int64_t(dtype_to_onnx(o.to)));
+      return;
+    }
+    const std::string mid = ctx.unique(cat(n.name, "_", narrow_float_name(o.narrow)));
+    set(ctx.add("Cast", ctx.unique(n.name + "_narrow"), in(), {mid}), "to", o.narrow);
+    set(ctx.add("Cast", n.name, {mid}, out()), "to", int64_t(dtype_to_onnx(DType::Float32)));
+  }
   void operator()(const ops::Dropout& o) {
     std::vector<std::string> extra{ctx.scalar(n.name + "_ratio", o.ratio)};
     if (o.training_mode)
@@ -1236,6 +1269,15 @@ struct Exporter {
     set(p, "mode", std::string(modes[int(o.mode)]));
     set(p, "padding_mode", std::string(pads[int(o.padding)]));
     set(p, "align_corners", int64_t(o.align_corners));
+  }
+  void operator()(const ops::RoiAlign& o) {
+    auto* p = simple("RoiAlign");
+    set(p, "mode", std::string(o.mode == ops::RoiAlign::Mode::Avg ? "avg" : "max"));
+    set(p, "coordinate_transformation_mode", std::string(o.half_pixel ? "half_pixel" : "output_half_pixel"));
+    set(p, "output_height", o.output_height);
+    set(p, "output_width", o.output_width);
+    set(p, "sampling_ratio", o.sampling_ratio);
+    set(p, "spatial_scale", o.spatial_scale);
   }
   void operator()(const ops::InstanceNormalization& o) { set(simple("InstanceNormalization"), "epsilon", o.epsilon); }
   /// Reductions whose axes are an attribute at opset 17 (an empty list is the identity).

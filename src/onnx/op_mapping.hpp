@@ -25,6 +25,9 @@ struct NodeCtx {
   std::function<const std::pair<DType, ConstValue>*(int)> fixed;
   /// Type (dtype and static shape) of ONNX input i, or nullopt when it is missing.
   std::function<std::optional<TensorType>(int)> type;
+  /// The narrow float type (kFloat16, kBFloat16) ONNX input i has where the model says so (a
+  /// declaration, an initializer, a Cast, ONNX's type inference), else 0: pet holds it as float32.
+  std::function<int32_t(int)> narrow;
 
   bool present(int i) const { return i < node.input_size() && !node.input(i).empty(); }
   /// Number of non-empty outputs counting up to the last non-empty one.

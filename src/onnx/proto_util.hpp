@@ -12,12 +12,10 @@ namespace pet::onnx::detail {
 DType dtype_from_onnx(int32_t t, std::string_view who);
 int32_t dtype_to_onnx(DType t);
 std::string_view onnx_type_name(int32_t t);
-/// FLOAT16 and BFLOAT16, the narrow float types pet computes as float32.
-bool is_narrow_float(int32_t t);
-/// A float16 or bfloat16 value (its bits) as float (exact); a float as the nearest value of
-/// that type (ties to even; beyond its largest finite value, infinity; NaN stays NaN).
-float narrow_to_float(uint16_t bits, int32_t t);
-uint16_t float_to_narrow(float v, int32_t t);
+/// FLOAT16 and BFLOAT16, the narrow float types pet computes as float32 (core/narrow_float.hpp).
+using pet::float_to_narrow;
+using pet::is_narrow_float;
+using pet::narrow_to_float;
 
 /// Decodes a TensorProto (raw_data, typed fields or external data under base_dir, or in
 /// `weights` where it names WeightStore::kLocation: that tensor, shared).
@@ -35,8 +33,9 @@ void store_ref(const Tensor<float>& t, WeightStore& weights, ::onnx::TensorProto
 void tensor_to_proto(DType dtype, const ConstValue& v, ::onnx::TensorProto* p);
 /// ONNX's type inference (strict) over `model` without its weights' data; InvalidInput
 /// naming `label` where its types do not agree (float16 and float32 inputs of one Add: pet,
-/// which computes both as float32, would not notice).
-void check_types(const ::onnx::ModelProto& model, const std::string& label);
+/// which computes both as float32, would not notice). Returns the tensors of the main graph
+/// it finds float16 or bfloat16, with that type.
+std::map<std::string, int32_t> check_types(const ::onnx::ModelProto& model, const std::string& label);
 /// Reads a tensor's external data (ONNX "location"/"offset"/"length" entries) relative to
 /// base_dir; `who` names it in errors.
 std::string external_bytes(const ::onnx::TensorProto& p, const std::string& base_dir, std::string_view who);

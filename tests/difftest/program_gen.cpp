@@ -1004,7 +1004,8 @@ class Generator {
   }
 
   /// The ops between float and integer tensors (pet's kernels): a comparison whose mask
-  /// chooses between two tensors, a round trip through int32 (Cast truncates), ArgMax /
+  /// chooses between two tensors, a round trip through int32 (Cast truncates) or a Cast to
+  /// float16 or bfloat16 (rounds), ArgMax /
   /// ArgMin / TopK / MaxPool indices read back as float, a running sum, a log-sum-exp over a block of dims. The first
   /// three jump where their input crosses a threshold or ties, so they read a graph input
   /// (both sides see the same bits; a computed tensor differs in its last bits between
@@ -1023,6 +1024,10 @@ class Generator {
         break;
       }
       case 1: {
+        if (chance(0.25)) {  // ONNX's Cast to float16 or bfloat16: rounded to the type, held as float32
+          add1(ops::Cast{.narrow = chance(0.5) ? kFloat16 : kBFloat16}, {x});
+          break;
+        }
         auto scaled = add1(ops::Mul{}, {x, constant(values({}, 2, 6))});
         if (auto i = scaled ? add1(ops::Cast{.to = DType::Int32}, {*scaled}) : std::nullopt) add1(ops::Cast{.to = DType::Float32}, {*i});
         break;

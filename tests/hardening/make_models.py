@@ -345,6 +345,20 @@ for mode in ("bilinear", "nearest", "bicubic"):
             gs_outs.append(vi(o, [2, 3, 4, 6]))
 save("gridsample16", gs_nodes, [vi("x", [2, 3, 5, 7]), vi("grid", [2, 4, 6, 2])], gs_outs, opset=16)
 
+# RoiAlign (opset 16) of a conv's output, regions reaching outside the image: avg with
+# half_pixel and a fixed sampling grid, max with output_half_pixel and the grid from the
+# region's size; its rois and batch indices constants (ort_testdata draws float inputs)
+ra = np.random.default_rng(10)
+save("roialign16", [
+    mk("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+    mk("RoiAlign", ["c", "rois", "idx"], ["avg"], output_height=3, output_width=4, sampling_ratio=2, spatial_scale=0.5, name="roi_avg"),
+    mk("RoiAlign", ["c", "rois", "idx"], ["max"], mode="max", coordinate_transformation_mode="output_half_pixel", output_height=2,
+       output_width=2, name="roi_max"),
+], [vi("x", [2, 4, 12, 12])], [vi("avg", [4, 4, 3, 4]), vi("max", [4, 4, 2, 2])],
+   [const("w", ra.uniform(-0.5, 0.5, [4, 4, 3, 3]).astype(np.float32)),
+    const("rois", np.float32([[0, 0, 24, 24], [3.5, 2, 9, 20], [-6, -6, 30, 30], [10, 12, 11, 13]])),
+    const("idx", np.int64([0, 1, 1, 0]))], opset=16)
+
 # A QDQ model (opset 16): a uint8-quantized input, a conv with int8 weights quantized per
 # output channel and an int32 bias, requantized after Relu (a uint8 output too), an int8
 # path with a negative zero point, and ScatterElements and ScatterND on data with and

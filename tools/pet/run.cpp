@@ -58,10 +58,21 @@ int cmd_run(const std::vector<std::string>& argv) {
   // float32's, and --check's default tolerance is that type's.
   const onnx::Tolerances tol = onnx::narrow_tolerance(m.narrow_float, {1e-4, 1e-3});
   const double atol = a.get_double("atol", tol.atol), rtol = a.get_double("rtol", tol.rtol);
-  auto narrow_of = [&](TensorId t) {
-    auto it = m.narrow_io.find(g.tensor(t).name);
+  auto declared_narrow = [&](const std::string& name) {
+    auto it = m.narrow_io.find(name);
     return it == m.narrow_io.end() ? 0 : it->second;
   };
+  auto narrow_of = [&](TensorId t) { return declared_narrow(g.tensor(t).name); };
+  // float16, bfloat16 and float32 are all float32 here; an input file of another of them than
+  // the model declares is refused, as ONNX Runtime refuses it
+  for (size_t k = 0; k < given.size(); ++k) {
+    const int32_t want = declared_narrow(m.declared_inputs[k]);
+    if (given[k].dtype == DType::Float32 && given[k].narrow_float != want) {
+      auto type_name = [](int32_t narrow) { return narrow ? narrow_float_name(narrow) : std::string_view("float32"); };
+      throw InvalidInput(cat(opt.ordered_input_sources[k], " holds ", type_name(given[k].narrow_float), " values but ", path, " declares input '",
+                             m.declared_inputs[k], "' as ", type_name(want)));
+    }
+  }
   std::vector<Value<float>> inputs;
   Rng rng(uint64_t(a.get_int("seed", 1)));
   for (TensorId t : g.inputs()) {

@@ -43,7 +43,7 @@ using Op = std::variant<
     ops::Sinh, ops::Cosh, ops::Asinh, ops::Acosh, ops::Atanh,                    //
     ops::Celu, ops::ThresholdedRelu, ops::Shrink, ops::IsNaN, ops::IsInf,        //
     ops::LogSoftmax, ops::Hardmax, ops::LRN, ops::ReduceLogSum, ops::CumSum,     //
-    ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample,   //
+    ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample, ops::RoiAlign,   //
     ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear,  //
     ops::DynamicQuantizeLinear, ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv>;
 

@@ -72,7 +72,8 @@ struct ImportOptions {
 };
 
 /// ONNX's numbers of its narrow float types (TensorProto::FLOAT16, BFLOAT16).
-inline constexpr int32_t kFloat16 = 10, kBFloat16 = 16;
+using pet::kBFloat16;
+using pet::kFloat16;
 
 /// Absolute and relative tolerance of a comparison with reference results.
 struct Tolerances {
@@ -104,8 +105,8 @@ struct Model {
   /// only those): what generalise writes the optimized program's interface from.
   std::string declared;
   /// float16 and bfloat16 (ONNX FLOAT16, BFLOAT16) are computed as float32: their values are
-  /// read exactly, a Cast to them is a Cast to float32 and no result is rounded to them (as
-  /// OpenVINO's CPU plugin computes such models). `narrow_float` is the narrowest of them the
+  /// read exactly, an explicit Cast to them rounds to them (ops::Cast::narrow) and no other
+  /// result is rounded to them (as OpenVINO's CPU plugin computes such models). `narrow_float` is the narrowest of them the
   /// file uses anywhere (BFLOAT16 before FLOAT16; 0: neither), and `narrow_io` the graph
   /// inputs and outputs it declares so, by name: pet's written files declare them so too
   /// (export_file's `interface_of`, generalise), with Casts to and from float32.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pet/core/narrow_float.hpp"
 #include "pet/ir/op_base.hpp"
 
 namespace pet::ops {
@@ -462,20 +463,31 @@ struct Where {
 
 /// out = x converted to `to`: float -> int truncates toward zero (NaN and values beyond int64
 /// give INT64_MIN first), then wraps to int32, int8 or uint8 as a C++ cast does; -> bool is
-/// x != 0.
+/// x != 0. With `narrow` (ONNX's 10, float16, or 16, bfloat16; `to` is then float32), ONNX's
+/// Cast to that type, whose values pet holds as float32: x (as float32) rounded to its nearest
+/// value of the type, ties to even, beyond the type's range infinity, NaN kept.
 struct Cast {
   static constexpr std::string_view name = "Cast";
-  PET_ATTRS(to);
+  PET_ATTRS(to, narrow);
   static constexpr bool multilinear = false;
   DType to = DType::Float32;
+  int64_t narrow = 0;
   Types infer(InTypes in) const {
     detail::expect_arity(in, 1, 1);
+    if (narrow != 0 && !is_narrow_float(narrow))
+      throw InvalidInput(cat("narrow must be 0, 10 (float16) or 16 (bfloat16), got ", narrow));
+    if (narrow != 0 && to != DType::Float32)
+      throw InvalidInput(cat("a Cast to ", narrow_float_name(narrow), " gives float32, not ", dtype_name(to)));
     return {{to, in[0].shape}};
   }
   template <class E, class R>
   E at(const Index& o, const R& read) const {
     if (to == DType::Bool) return E(read.real(0, o) != 0.0 ? 1 : 0);
     if (to == DType::Int32 || is_int8(to)) return E(wrap_to(to, read.ints(0, o)));
+    if (narrow != 0) {
+      detail::require_ordered<E>(name);
+      if constexpr (detail::is_real_v<E>) return E(narrow_round(float(read.real(0, o)), int32_t(narrow)));
+    }
     return read(0, o);
   }
   bool operator==(const Cast&) const = default;

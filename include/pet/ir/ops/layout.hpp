@@ -1,6 +1,8 @@
 #pragma once
 /// Layout operators: they move elements and compute nothing (all linear).
 #include <algorithm>
+#include <array>
+#include <vector>
 
 #include "pet/ir/op_base.hpp"
 
@@ -639,6 +641,133 @@ struct GridSample {
   }
   int64_t flops(InTypes, InTypes out) const { return mode == Mode::Nearest ? 0 : (mode == Mode::Linear ? 8 : 32) * numel(out[0].shape); }
   bool operator==(const GridSample&) const = default;
+};
+
+/// RoiAlign (opsets 10, 16): out[r, c, ph, pw] pools bilinear samples of X[b, c] (b =
+/// batch_indices[r]) in bin (ph, pw) of region r. The region is rois[r] = (x1, y1, x2, y2)
+/// times spatial_scale, less 0.5 with half_pixel (opset 16's default; without it, opset 10's
+/// only form, the region is at least 1 x 1), split into output_height x output_width bins;
+/// each bin is sampled on a grid of sampling_ratio x sampling_ratio points (0: ceil of the
+/// region's extent over the bins, per dim) at start + bin * size + (i + 0.5) * size / grid.
+/// A point below -1 or beyond the extent reads 0; else it is clamped to [0, extent - 1] and
+/// read bilinearly from its four neighbours. Avg: the points' mean; Max: the largest of every
+/// point's four weighted neighbours (ONNX Runtime's and ONNX's reference rule). Coordinates
+/// in float arithmetic, as ONNX Runtime computes them. A batch index outside [0, N), a region
+/// that is not finite or one that needs over 2^20 points a bin is an error when it runs.
+struct RoiAlign {
+  enum class Mode { Avg, Max };
+  static constexpr std::string_view name = "RoiAlign";
+  PET_ATTRS(mode, output_height, output_width, sampling_ratio, spatial_scale, half_pixel);
+  static constexpr bool multilinear = false;
+  Mode mode = Mode::Avg;
+  int64_t output_height = 1, output_width = 1, sampling_ratio = 0;
+  float spatial_scale = 1.f;
+  bool half_pixel = true;
+
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 3, 3);
+    pet::detail::expect_float(in, 0, "input X");
+    pet::detail::expect_float(in, 1, "rois");
+    if (in[2].dtype != DType::Int64) throw InvalidInput(cat("batch_indices must be int64, got ", dtype_name(in[2].dtype)));
+    const Shape &x = in[0].shape, &r = in[1].shape, &b = in[2].shape;
+    if (x.size() != 4) throw InvalidInput(cat("X ", x, " must have rank 4 (N, C, H, W)"));
+    if (r.size() != 2 || r[1] != 4) throw InvalidInput(cat("rois ", r, " must have shape [num_rois, 4]"));
+    if (b.size() != 1 || b[0] != r[0]) throw InvalidInput(cat("batch_indices ", b, " must have shape [num_rois] = [", r[0], "]"));
+    if (output_height < 1 || output_width < 1 || output_height > pet::detail::kMaxAttr || output_width > pet::detail::kMaxAttr)
+      throw InvalidInput(cat("output_height ", output_height, " and output_width ", output_width, " must be in [1, 2^24]"));
+    if (sampling_ratio < 0 || sampling_ratio > 1024) throw InvalidInput(cat("sampling_ratio ", sampling_ratio, " must be in [0, 1024]"));
+    if (!std::isfinite(spatial_scale)) throw InvalidInput(cat("spatial_scale ", spatial_scale, " is not finite"));
+    return {{DType::Float32, Shape{r[0], x[1], output_height, output_width}}};
+  }
+
+  /// A sample point's four neighbours (rows y0, y1, columns x0, x1) and their weights, in
+  /// ONNX Runtime's order: (y0, x0), (y0, x1), (y1, x0), (y1, x1); outside: it reads 0.
+  struct Sample {
+    int64_t y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+    std::array<float, 4> w{};
+    bool inside = false;
+  };
+  /// The sample points of bin (ph, pw) of region `roi` (x1, y1, x2, y2; region r) over an
+  /// H x W image, and the count the average divides by.
+  int64_t samples(const std::array<float, 4>& roi, int64_t r, int64_t ph, int64_t pw, int64_t H, int64_t W, std::vector<Sample>& out) const {
+    const float off = half_pixel ? 0.5f : 0.f;
+    const float sw = roi[0] * spatial_scale - off, sh = roi[1] * spatial_scale - off;
+    float rw = roi[2] * spatial_scale - off - sw, rh = roi[3] * spatial_scale - off - sh;
+    if (!std::isfinite(sw) || !std::isfinite(sh) || !std::isfinite(rw) || !std::isfinite(rh))
+      throw InvalidInput(cat("RoiAlign: roi ", r, " (", roi[0], ", ", roi[1], ", ", roi[2], ", ", roi[3], ") is not finite"));
+    if (!half_pixel) rw = std::max(rw, 1.f), rh = std::max(rh, 1.f);
+    const float bh = rh / float(output_height), bw = rw / float(output_width);
+    const double gh = sampling_ratio > 0 ? double(sampling_ratio) : std::ceil(double(rh / float(output_height)));
+    const double gw = sampling_ratio > 0 ? double(sampling_ratio) : std::ceil(double(rw / float(output_width)));
+    if (std::max(gh, 0.) * std::max(gw, 0.) > double(1 << 20))
+      throw InvalidInput(cat("RoiAlign: roi ", r, " (", roi[0], ", ", roi[1], ", ", roi[2], ", ", roi[3], ") needs ", gh, " x ", gw,
+                             " sampling points a bin, more than 2^20"));
+    const int64_t grid_h = int64_t(gh), grid_w = int64_t(gw);
+    out.clear();
+    for (int64_t iy = 0; iy < grid_h; ++iy) {
+      const float yy = sh + float(ph) * bh + (float(iy) + .5f) * bh / float(grid_h);
+      for (int64_t ix = 0; ix < grid_w; ++ix) {
+        const float xx = sw + float(pw) * bw + (float(ix) + .5f) * bw / float(grid_w);
+        Sample s;
+        if (!(yy < -1.f || yy > float(H) || xx < -1.f || xx > float(W))) {
+          float y = std::max(yy, 0.f), x = std::max(xx, 0.f);
+          s.inside = true;
+          s.y0 = int64_t(y), s.x0 = int64_t(x);
+          if (s.y0 >= H - 1) s.y0 = s.y1 = H - 1, y = float(s.y0);
+          else s.y1 = s.y0 + 1;
+          if (s.x0 >= W - 1) s.x0 = s.x1 = W - 1, x = float(s.x0);
+          else s.x1 = s.x0 + 1;
+          const float ly = y - float(s.y0), lx = x - float(s.x0), hy = 1.f - ly, hx = 1.f - lx;
+          s.w = {hy * hx, hy * lx, ly * hx, ly * lx};
+        }
+        out.push_back(s);
+      }
+    }
+    return std::max<int64_t>(grid_h * grid_w, 1);
+  }
+  /// The bin's value from its samples, reading X's plane through v(y, x).
+  template <class E, class V>
+  E pool(const std::vector<Sample>& ss, int64_t count, V&& v) const {
+    E acc(0);
+    bool first = true;
+    for (const Sample& s : ss) {
+      if (mode == Mode::Avg) {
+        if (s.inside) acc += E(s.w[0]) * v(s.y0, s.x0) + E(s.w[1]) * v(s.y0, s.x1) + E(s.w[2]) * v(s.y1, s.x0) + E(s.w[3]) * v(s.y1, s.x1);
+      } else {
+        const E m = s.inside ? std::max(std::max(std::max(E(s.w[0]) * v(s.y0, s.x0), E(s.w[1]) * v(s.y0, s.x1)), E(s.w[2]) * v(s.y1, s.x0)),
+                                        E(s.w[3]) * v(s.y1, s.x1))
+                             : E(0);
+        acc = first ? m : std::max(acc, m);
+        first = false;
+      }
+    }
+    return mode == Mode::Avg ? acc / E(count) : acc;
+  }
+  /// Region r's four coordinates and its image (its batch index, checked).
+  template <class R>
+  int64_t region(int64_t r, const R& read, std::array<float, 4>& roi) const {
+    for (int64_t k = 0; k < 4; ++k) roi[size_t(k)] = float(read.real(1, Index{r, k}));
+    const int64_t b = read.ints(2, Index{r}), n = read.shape(0)[0];
+    if (b < 0 || b >= n) throw InvalidInput(cat("RoiAlign: batch index ", b, " of roi ", r, " is outside [0, ", n, ")"));
+    return b;
+  }
+
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    if constexpr (!detail::is_real_v<E>) {
+      pet::detail::require_ordered<E>(name);
+      throw Unsupported("RoiAlign takes float input only");
+    } else {
+      const Shape& x = read.shape(0);
+      std::array<float, 4> roi{};
+      const int64_t b = region(o[0], read, roi);
+      std::vector<Sample> ss;
+      const int64_t count = samples(roi, o[0], o[2], o[3], x[2], x[3], ss);
+      return pool<E>(ss, count, [&](int64_t y, int64_t xx) { return read(0, Index{b, o[1], y, xx}); });
+    }
+  }
+  int64_t flops(InTypes, InTypes out) const { return 8 * numel(out[0].shape); }
+  bool operator==(const RoiAlign&) const = default;
 };
 
 /// out = x broadcast to bcast(x.shape, shape)
