@@ -1024,7 +1024,7 @@ class Generator {
         break;
       }
       case 1: {
-        if (chance(0.25)) {  // ONNX's Cast to float16 or bfloat16: rounded to the type, held as float32
+        if (chance(0.5)) {  // ONNX's Cast to float16 or bfloat16: rounded to the type, held as float32
           add1(ops::Cast{.narrow = chance(0.5) ? kFloat16 : kBFloat16}, {x});
           break;
         }
