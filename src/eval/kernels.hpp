@@ -537,12 +537,12 @@ Tensor<E> roi_align(const ops::RoiAlign& op, const Tensor<E>& x, const Tensor<E>
   E* yp = out.data();
   for (int64_t r = 0; r < R; ++r)  // (checked before the parallel loop: errors name the roi)
     if (batch[r] < 0 || batch[r] >= N) throw InvalidInput(cat("RoiAlign: batch index ", batch[r], " of roi ", r, " is outside [0, ", N, ")"));
+  auto roi_of = [&](int64_t r) { return std::array<float, 4>{float(rois[r * 4]), float(rois[r * 4 + 1]), float(rois[r * 4 + 2]), float(rois[r * 4 + 3])}; };
   std::vector<typename ops::RoiAlign::Sample> probe;
-  for (int64_t r = 0; r < R; ++r)  // a region that is not finite or too large throws here
-    op.samples({float(rois[r * 4]), float(rois[r * 4 + 1]), float(rois[r * 4 + 2]), float(rois[r * 4 + 3])}, r, 0, 0, H, W, probe);
+  for (int64_t r = 0; r < R; ++r) op.samples(roi_of(r), r, 0, 0, H, W, probe);  // a region not finite or too large throws here
   parallel_for(R * Ho, [&](int64_t ri) {
     const int64_t r = ri / Ho, ph = ri % Ho, b = batch[r];
-    const std::array<float, 4> roi{float(rois[r * 4]), float(rois[r * 4 + 1]), float(rois[r * 4 + 2]), float(rois[r * 4 + 3])};
+    const std::array<float, 4> roi = roi_of(r);
     std::vector<typename ops::RoiAlign::Sample> ss;
     for (int64_t pw = 0; pw < Wo; ++pw) {
       const int64_t count = op.samples(roi, r, ph, pw, H, W, ss);
