@@ -57,7 +57,8 @@ else
   test ! -e "$TMP/cuda.onnx" || { echo "FAIL: pet optimize --backend cuda without a device wrote $TMP/cuda.onnx"; exit 1; }
 fi
 expect 0 "pet imports [0-9]+ ONNX op types" -- "$PET" ops
-expect 0 " DeformConv DepthToSpace " -- "$PET" ops
+expect 0 " DeformConv DepthToSpace( |$)" -- "$PET" ops
+expect 0 " BitShift BitwiseAnd BitwiseNot BitwiseOr BitwiseXor " -- "$PET" ops
 expect 0 "" -- "$PET" ops --json "$TMP/ops.json" --quiet
 grep -q '"DeformConv"' "$TMP/ops.json" || { echo "FAIL: pet ops --json does not list DeformConv"; fails=$((fails + 1)); }
 expect 2 "unexpected argument .extra.; usage: pet ops \[options\]" -- "$PET" ops extra

@@ -891,6 +891,14 @@ TEST_CASE("cpu: comparisons, Cast, ArgMax, ArgMin and TopK of floats on pet's ke
     moves_exactly(g, {random_inputs({f32({2, 8, 9, 11})}, rng, {})[0], rois, Tensor<int64_t>(Shape{3}, std::vector<int64_t>{1, 0, 1})}, "RoiAlign of a conv",
                   "reference kernel", 1e-5);
   }
+  {  // Det (the reference kernel) of a MatMul's 5 x 5 results
+    Graph g;
+    Builder b(g);
+    Rng rng(78);
+    TensorId m = b.add(ops::MatMul{}, {b.input("x", {2, 3, 5, 5}), b.constant("w", lab::random_weight({5, 5}, rng))});
+    b.output(b.add(ops::Det{}, {m}));
+    moves_exactly(g, {random_inputs({f32({2, 3, 5, 5})}, rng, {})[0]}, "Det of a MatMul", "reference kernel", 1e-5);
+  }
   {  // int64 to float16: rounded too
     Graph g = one_op(ops::Cast{.narrow = kFloat16}, {TensorType{DType::Int64, {5}}});
     moves_exactly(g, {Tensor<int64_t>(Shape{5}, std::vector<int64_t>{2049, 2051, -70000, 3, 1 << 20})}, "Cast of int64 to float16", "pet conversion");
@@ -1222,6 +1230,29 @@ TEST_CASE("cpu: Hardmax, Trilu, Mod, ReduceLogSum, OneHot, GatherND and the inte
   {
     Graph g = one_op(ops::Not{}, {TensorType{DType::Bool, {5, 3}}});
     moves_exactly(g, {ints({5, 3}, 984, true)}, "Not", "pet logical op");
+  }
+  // The bitwise ops on every integer type (values wrapped to it), broadcast; BitShift of uint8
+  for (DType t : {DType::Int8, DType::UInt8, DType::Int32, DType::Int64}) {
+    auto typed = [&](const Shape& s, uint64_t seed) {
+      Tensor<int64_t> v = ints(s, seed, false);
+      for (int64_t i = 0; i < v.size(); ++i) v[i] = wrap_to(t, v[i]);
+      return v;
+    };
+    for (const Op& op : std::vector<Op>{ops::BitwiseAnd{}, ops::BitwiseOr{}, ops::BitwiseXor{}}) {
+      Graph g = one_op(op, {TensorType{t, {3, 1}}, TensorType{t, {1, 4}}});
+      moves_exactly(g, {typed({3, 1}, 985), typed({1, 4}, 986)}, cat(op_name(op), " of ", dtype_name(t)), "pet bitwise op");
+    }
+    Graph g = one_op(ops::BitwiseNot{}, {TensorType{t, {3, 4}}});
+    moves_exactly(g, {typed({3, 4}, 987)}, cat("BitwiseNot of ", dtype_name(t)), "pet bitwise op");
+  }
+  for (auto dir : {ops::BitShift::Direction::Left, ops::BitShift::Direction::Right}) {
+    ops::BitShift op;
+    op.direction = dir;
+    Graph g = one_op(op, {TensorType{DType::UInt8, {2, 4}}, TensorType{DType::UInt8, {4}}});
+    const Tensor<int64_t> a(Shape{2, 4}, std::vector<int64_t>{1, 255, 128, 7, 200, 3, 64, 255}), by(Shape{4}, std::vector<int64_t>{0, 1, 7, 8});
+    moves_exactly(g, {a, by}, "BitShift", "pet bitwise op");
+    const auto y = std::get<Tensor<int64_t>>(backend::make_backend("cpu")->compile(g)->run(std::vector<Value<float>>{a, by})[0]).vec();
+    CHECK(y == (dir == ops::BitShift::Direction::Left ? std::vector<int64_t>{1, 254, 0, 0, 200, 6, 0, 0} : std::vector<int64_t>{1, 127, 1, 0, 200, 1, 0, 0}));
   }
   // Div and Mod of integers: signs, the lowest value by -1 (the machine's division traps: pet
   // run died of SIGFPE on it), division by zero named

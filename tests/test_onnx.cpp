@@ -1938,6 +1938,103 @@ TEST_CASE("RoiAlign imports opset 10 (output_half_pixel) and 16 forms, writes th
                        "m.onnx: node 'y' (RoiAlign, opset 16): coordinate_transformation_mode 'align_corners' (half_pixel or output_half_pixel)", InvalidInput);
 }
 
+TEST_CASE("Bitwise ops (opset 18), BitShift (11), Det (11) import, and the bitwise ops are written at opset 17 as integer arithmetic with the same bits") {
+  using TP = ::onnx::TensorProto;
+  // import: each op type, BitShift's direction
+  for (const char* type : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) {
+    OnnxBuilder b(18);
+    b.input("a", {"2", "3"}, TP::INT32).input("b", {"3"}, TP::INT32);
+    b.node(type, {"a", "b"}, {"y"});
+    b.output("y");
+    const px::Model m = b.import();
+    CHECK(op_name(m.graph.node(0).op) == type);
+    CHECK(m.graph.type(m.graph.outputs()[0]) == TensorType{DType::Int32, {2, 3}});
+  }
+  auto shift = [](const char* dir) {
+    OnnxBuilder b(11);
+    b.input("a", {"4"}, TP::UINT8).input("s", {"4"}, TP::UINT8);
+    auto* n = b.node("BitShift", {"a", "s"}, {"y"});
+    if (dir) OnnxBuilder::attr(n, "direction", dir);
+    b.output("y");
+    return b;
+  };
+  CHECK(std::get<ops::BitShift>(shift("LEFT").import().graph.node(0).op).direction == ops::BitShift::Direction::Left);
+  CHECK(std::get<ops::BitShift>(shift("RIGHT").import().graph.node(0).op).direction == ops::BitShift::Direction::Right);
+  CHECK_THROWS_WITH_AS(shift(nullptr).import(), "m.onnx: node 'y' (BitShift, opset 11): direction '' (LEFT or RIGHT)", InvalidInput);
+  CHECK_THROWS_WITH_AS(shift("UP").import(), doctest::Contains("direction 'UP' (LEFT or RIGHT)"), InvalidInput);
+  {
+    OnnxBuilder b(18);
+    b.input("a", {"2"}, TP::FLOAT).input("b", {"2"}, TP::FLOAT);
+    b.node("BitwiseAnd", {"a", "b"}, {"y"});
+    b.output("y");
+    CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("input 0 must be an integer tensor (int8, uint8, int32 or int64), got float32"), InvalidInput);
+  }
+  {
+    OnnxBuilder b(11);
+    b.input("x", {"3", "4", "4"});
+    b.node("Det", {"x"}, {"d"});
+    b.output("d");
+    const px::Model m = b.import();
+    CHECK(std::holds_alternative<ops::Det>(m.graph.node(0).op));
+    CHECK(m.graph.type(m.graph.outputs()[0]).shape == Shape{3});
+    CHECK(std::holds_alternative<ops::Det>(px::import_bytes(px::export_bytes(m.graph), "d.onnx").graph.node(0).op));  // Det is opset 11
+  }
+  // export: every bitwise op of every integer type, broadcast, on each type's extremes and
+  // random values; the file (opset 17, checked) computes the original's bits exactly
+  const int64_t i64min = std::numeric_limits<int64_t>::min(), i64max = std::numeric_limits<int64_t>::max();
+  const std::map<DType, std::vector<int64_t>> edges = {
+      {DType::Int8, {-128, 127, -1, 0, 1, 85, -86, 64}},
+      {DType::UInt8, {0, 255, 1, 128, 127, 170, 85, 16}},
+      {DType::Int32, {INT32_MIN, INT32_MAX, -1, 0, 65535, -65536, 1431655765, -1431655766}},
+      {DType::Int64, {i64min, i64max, -1, 0, int64_t(1) << 32, -(int64_t(1) << 32), 6148914691236517205, -6148914691236517206}}};
+  Rng rng(1208);
+  for (const auto& [t, e] : edges) {
+    for (const Op& op : std::vector<Op>{ops::BitwiseAnd{}, ops::BitwiseOr{}, ops::BitwiseXor{}, ops::BitwiseNot{}}) {
+      const bool unary = std::holds_alternative<ops::BitwiseNot>(op);
+      Graph g;
+      Builder b(g);
+      std::vector<TensorId> ins{b.input("a", {3, 8}, t)};
+      if (!unary) ins.push_back(b.input("b", {8}, t));
+      b.output(b.add(op, ins, "bits"));
+      Tensor<int64_t> a(Shape{3, 8}), bb(Shape{8});
+      for (int64_t i = 0; i < 8; ++i) {
+        a[i] = e[size_t(i)];                                     // row 0: the edges against ...
+        bb[i] = e[size_t(7 - i)];                                // ... the edges reversed
+        a[8 + i] = wrap_to(t, int64_t(rng.next()));              // rows 1, 2: random bits
+        a[16 + i] = e[size_t(rng.below(8))];
+      }
+      std::vector<Value<float>> in{a};
+      if (!unary) in.push_back(bb);
+      const auto want = std::get<Tensor<int64_t>>(Interpreter<float>(g).run(in)[0]);
+      const px::Model back = px::import_bytes(px::export_bytes(g), "bits.onnx");
+      CHECK(back.opset == 17);
+      for (const Node& nd : back.graph.nodes()) CHECK(std::string(op_name(nd.op)).find("Bitwise") == std::string::npos);
+      const auto got = std::get<Tensor<int64_t>>(Interpreter<float>(back.graph).run(in)[0]);
+      CHECK_MESSAGE(got.vec() == want.vec(), op_name(op), " of ", dtype_name(t));
+      CHECK(back.graph.type(back.graph.outputs()[0]).dtype == t);
+    }
+  }
+  // hand-checked values: uint8's ~5 is 250, int8's -6; int8 -128 & 127 is 0, | is -1
+  auto one = [](Op op, DType t, std::vector<int64_t> a, std::vector<int64_t> b) {
+    Graph g;
+    Builder bu(g);
+    std::vector<TensorId> ins{bu.input("a", {int64_t(a.size())}, t)};
+    std::vector<Value<float>> in{Tensor<int64_t>(Shape{int64_t(a.size())}, a)};
+    if (!b.empty()) ins.push_back(bu.input("b", {int64_t(b.size())}, t)), in.push_back(Tensor<int64_t>(Shape{int64_t(b.size())}, b));
+    bu.output(bu.add(op, ins, "y"));
+    return std::get<Tensor<int64_t>>(Interpreter<float>(g).run(in)[0]).vec();
+  };
+  CHECK(one(ops::BitwiseNot{}, DType::UInt8, {5, 0, 255}, {}) == std::vector<int64_t>{250, 255, 0});
+  CHECK(one(ops::BitwiseNot{}, DType::Int8, {5, -128}, {}) == std::vector<int64_t>{-6, 127});
+  CHECK(one(ops::BitwiseAnd{}, DType::Int8, {-128, 12}, {127, 10}) == std::vector<int64_t>{0, 8});
+  CHECK(one(ops::BitwiseOr{}, DType::Int8, {-128, 12}, {127, 10}) == std::vector<int64_t>{-1, 14});
+  CHECK(one(ops::BitwiseXor{}, DType::Int32, {INT32_MIN, 12}, {-1, 10}) == std::vector<int64_t>{INT32_MAX, 6});
+  ops::BitShift left, right;
+  right.direction = ops::BitShift::Direction::Right;
+  CHECK(one(left, DType::UInt8, {1, 16, 255, 3, 200}, {1, 4, 1, 8, 255}) == std::vector<int64_t>{2, 0, 254, 0, 0});
+  CHECK(one(right, DType::UInt8, {1, 16, 255, 3, 200}, {1, 4, 1, 8, 255}) == std::vector<int64_t>{0, 1, 127, 0, 0});
+}
+
 TEST_CASE("opsets 18-22: Gelu's tanh form, Pad's wrap mode, ReduceMax and ReduceMin of bool, reductions over empty sets, Resize's antialias and keep_aspect_ratio_policy") {
   using TP = ::onnx::TensorProto;
   {  // opset 22 only added types: a model of it imports

@@ -1,5 +1,6 @@
 // Per-operator tests: shape tables, every error message, fast kernel vs element formula,
 // float vs finite field, attribute edge cases.
+#include <functional>
 #include <map>
 
 #include "difftest/program_gen.hpp"
@@ -1129,6 +1130,12 @@ TEST_CASE("RoiAlign: hand-computed bins, both coordinate modes, max, clamping, p
   CHECK(pool(A{.sampling_ratio = 1}, {100, 100, 101, 101}) == VF{0});
   CHECK(pool(A{}, {1, 1, 1, 1}) == VF{0});
   CHECK(pool(A{.mode = A::Mode::Max}, {1, 1, 1, 1}) == VF{0});
+  // a point outside has weight 0 on pixel (0, 0), as in ONNX Runtime: 0 * inf is NaN there
+  x[0] = INFINITY;
+  CHECK(std::isnan(pool(A{.sampling_ratio = 1}, {100, 100, 101, 101})[0]));
+  CHECK(std::isnan(pool(A{.mode = A::Mode::Max, .sampling_ratio = 1}, {100, 100, 101, 101})[0]));
+  CHECK(pool(A{.sampling_ratio = 1}, {100, 100, 101, 101}, 1) == VF{0});  // the other image's (0, 0) is finite
+  x[0] = 0;
   // errors when it runs: a batch index outside [0, N), a region not finite or too large
   CHECK_THROWS_WITH_AS(pool(A{}, {0, 0, 1, 1}, 2), doctest::Contains("RoiAlign: batch index 2 of roi 0 is outside [0, 2)"), InvalidInput);
   CHECK_THROWS_WITH_AS(pool(A{}, {0, std::nanf(""), 1, 1}), doctest::Contains("RoiAlign: roi 0 (0, nan, 1, 1) is not finite"), InvalidInput);
@@ -1137,6 +1144,8 @@ TEST_CASE("RoiAlign: hand-computed bins, both coordinate modes, max, clamping, p
   CHECK(infer(A{.output_height = 7, .output_width = 5}, {f32({2, 8, 30, 40}), f32({6, 4}), i64({6})})[0].shape == Shape{6, 8, 7, 5});
   CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 30}), f32({6, 4}), i64({6})}), doctest::Contains("X [2,8,30] must have rank 4"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 3, 3}), f32({6, 5}), i64({6})}), doctest::Contains("rois [6,5] must have shape [num_rois, 4]"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 0, 3}), f32({6, 4}), i64({6})}), doctest::Contains("X [2,8,0,3] has no pixels to sample"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 3, 0}), f32({6, 4}), i64({6})}), doctest::Contains("has no pixels to sample"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 3, 3}), f32({6, 4}), i64({5})}), doctest::Contains("batch_indices [5] must have shape [num_rois] = [6]"),
                        InvalidInput);
   CHECK_THROWS_WITH_AS(infer(A{}, {f32({2, 8, 3, 3}), f32({6, 4}), f32({6})}), doctest::Contains("batch_indices must be int64, got float32"), InvalidInput);
@@ -1158,6 +1167,79 @@ TEST_CASE("RoiAlign: hand-computed bins, both coordinate modes, max, clamping, p
   auto [r, out] = resolve(A{}, {f32({1, 1, 2, 2}), f32({1, 4}), i64({1})});
   std::vector<Value<F31>> in{Tensor<F31>({1, 1, 2, 2}, F31(1)), Tensor<F31>({1, 4}, F31(1)), Tensor<int64_t>({1}, int64_t(0))};
   CHECK_THROWS_AS(evaluate_op<F31>(r, in, out), Unsupported);
+}
+
+TEST_CASE("Det: hand-computed determinants, pivoting, singular and empty matrices, batches, errors, no finite-field meaning") {
+  using VF = std::vector<float>;
+  auto det = [](const Shape& s, VF v) {
+    auto [r, out] = resolve(ops::Det{}, {f32(s)});
+    std::vector<Value<double>> in{Tensor<double>(s, std::vector<double>(v.begin(), v.end()))};
+    return std::make_pair(std::get<Tensor<double>>(evaluate_op<double>(r, in, out)[0]).vec(), out[0].shape);
+  };
+  CHECK(det({2, 2}, {1, 2, 3, 4}) == std::make_pair(std::vector<double>{-2}, Shape{}));
+  CHECK(det({2, 2}, {0, 1, 1, 0}).first == std::vector<double>{-1});  // a zero pivot: rows swapped
+  CHECK(det({3, 3}, {2, 0, 1, 1, 3, 2, 1, 1, 2}).first[0] == doctest::Approx(6).epsilon(1e-12));
+  CHECK(det({3, 3}, {1, 2, 3, 2, 4, 6, 1, 0, 1}).first == std::vector<double>{0});  // singular
+  CHECK(det({1, 1}, {-7}).first == std::vector<double>{-7});
+  CHECK(det({2, 0, 0}, {}) == std::make_pair(std::vector<double>{1, 1}, Shape{2}));  // 0 x 0: 1
+  // a batch [2, 3] of 2 x 2 matrices, each against ad - bc
+  Rng rng(1170);
+  VF v(24);
+  for (float& x : v) x = float(rng.range(-5, 5));
+  const auto [b, bs] = det({2, 3, 2, 2}, v);
+  CHECK(bs == Shape{2, 3});
+  for (size_t k = 0; k < 6; ++k) CHECK(b[k] == double(v[4 * k]) * v[4 * k + 3] - double(v[4 * k + 1]) * v[4 * k + 2]);
+  // a 6 x 6 against its Laplace expansion along the first row, recursively
+  std::function<double(const std::vector<double>&, int)> laplace = [&](const std::vector<double>& a, int m) {
+    if (m == 1) return a[0];
+    double sum = 0;
+    for (int j = 0; j < m; ++j) {
+      std::vector<double> minor;
+      for (int i = 1; i < m; ++i)
+        for (int c = 0; c < m; ++c)
+          if (c != j) minor.push_back(a[size_t(i * m + c)]);
+      sum += (j % 2 ? -1 : 1) * a[size_t(j)] * laplace(minor, m - 1);
+    }
+    return sum;
+  };
+  VF w(36);
+  for (float& x : w) x = float(rng.range(-9, 9));
+  CHECK(det({6, 6}, w).first[0] == doctest::Approx(laplace(std::vector<double>(w.begin(), w.end()), 6)).epsilon(1e-9));
+  // in float32 too (the interpreter's element type)
+  auto [r1, o1] = resolve(ops::Det{}, {f32({2, 2})});
+  std::vector<Value<float>> fin{Tensor<float>({2, 2}, VF{1, 2, 3, 4})};
+  CHECK(std::get<Tensor<float>>(evaluate_op<float>(r1, fin, o1)[0])[0] == doctest::Approx(-2).epsilon(1e-6));
+  // errors; no meaning over a finite field
+  CHECK_THROWS_WITH_AS(infer(ops::Det{}, {f32({3})}), doctest::Contains("X [3] must hold square matrices in its last two dims ([..., M, M])"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Det{}, {f32({2, 3, 4})}), doctest::Contains("must hold square matrices"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::Det{}, {i64({2, 2})}), doctest::Contains("input X must be float32, got int64"), InvalidInput);
+  CHECK_FALSE(is_multilinear(Op(ops::Det{})));
+  std::vector<Value<F31>> field{Tensor<F31>({2, 2}, F31(3))};
+  CHECK_THROWS_AS(evaluate_op<F31>(r1, field, o1), Unsupported);
+}
+
+TEST_CASE("bitwise ops and BitShift: types, broadcast shapes, errors") {
+  const TensorType b8{DType::Bool, {2}};
+  for (DType t : {DType::Int8, DType::UInt8, DType::Int32, DType::Int64}) {
+    CHECK(infer(ops::BitwiseAnd{}, {TensorType{t, {2, 3}}, TensorType{t, {3}}})[0] == TensorType{t, {2, 3}});
+    CHECK(infer(ops::BitwiseNot{}, {TensorType{t, {4}}})[0] == TensorType{t, {4}});
+    CHECK_FALSE(is_multilinear(Op(ops::BitwiseXor{})));
+  }
+  CHECK_THROWS_WITH_AS(infer(ops::BitwiseOr{}, {b8, b8}), "BitwiseOr 'n': input 0 must be an integer tensor (int8, uint8, int32 or int64), got bool", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::BitwiseNot{}, {f32({2})}), doctest::Contains("must be an integer tensor"), InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::BitwiseXor{}, {i64({2}), TensorType{DType::Int32, {2}}}), "BitwiseXor 'n': input 0 is int64 but input 1 is int32", InvalidInput);
+  CHECK_THROWS_WITH_AS(infer(ops::BitwiseAnd{}, {i64({2}), i64({3})}), doctest::Contains("broadcast"), InvalidInput);
+  CHECK(infer(ops::BitShift{}, {TensorType{DType::UInt8, {2, 3}}, TensorType{DType::UInt8, {1}}})[0] == TensorType{DType::UInt8, {2, 3}});
+  CHECK_THROWS_WITH_AS(infer(ops::BitShift{}, {TensorType{DType::Int32, {2}}, TensorType{DType::Int32, {2}}}),
+                       "BitShift 'n': input 0 must be an unsigned integer tensor (pet holds uint8), got int32", InvalidInput);
+  // the bit rules on int64 values (results wrap to the type when they run)
+  ops::BitShift right;
+  right.direction = ops::BitShift::Direction::Right;
+  CHECK(ops::BitShift{}.f(3, 2) == 12);
+  CHECK(ops::BitShift{}.f(1, 64) == 0);
+  CHECK(right.f(255, 3) == 31);
+  CHECK(right.f(255, 200) == 0);
+  CHECK(ops::BitwiseNot::f(0) == -1);
 }
 
 TEST_CASE("ScatterElements and ScatterND: ONNX's examples, duplicates, reductions, negative indices, errors, fast vs formula") {

@@ -82,6 +82,7 @@ ZOO = {
     "s3d": (lambda: tv.video.s3d(), (1, 3, 16, 224, 224)),
     # exports Loop, If and sequence ops (its pooling's shape arithmetic), inlined at import
     "mvit_v1_b": (lambda: tv.video.mvit_v1_b(), (1, 3, 16, 224, 224)),
+    "lraspp_mnv3": (lambda: tv.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None), IMG),
     # optical flow: GridSample looks up its correlation pyramid
     "raft_small": (lambda: TwoFrames(tv.optical_flow.raft_small()), (1, 6, 128, 128)),
 }

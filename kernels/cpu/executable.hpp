@@ -305,7 +305,8 @@ class CpuExecutable final : public Executable {
                       ops::ArgMax, ops::ArgMin, ops::Einsum, ops::Equal,
                       ops::Less, ops::LessOrEqual, ops::Greater, ops::GreaterOrEqual, ops::And, ops::Or, ops::Xor, ops::Not,
                       ops::IsNaN, ops::IsInf,
-                      ops::TopK, ops::GatherElements, ops::GatherND, ops::RoiAlign,
+                      ops::TopK, ops::GatherElements, ops::GatherND, ops::RoiAlign, ops::Det,
+                      ops::BitwiseAnd, ops::BitwiseOr, ops::BitwiseXor, ops::BitwiseNot, ops::BitShift,
                       ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear, ops::DynamicQuantizeLinear,
                       ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv>
   bool lower_op(NodeId, const O&, const std::string&) {

@@ -476,6 +476,13 @@ bool CpuExecutable::lower_integer_elementwise(NodeId n, const std::string& who) 
         if constexpr (std::is_same_v<O, ops::Div>) return ops::Div::integer(a, b);
         else return op.integer(a, b);
       });
+    } else if constexpr (is_one_of<O, ops::BitwiseAnd, ops::BitwiseOr, ops::BitwiseXor, ops::BitShift>) {
+      // the ops' bit rules on int64 values, wrapped to the type (ops::detail::Bitwise)
+      const DType dt = g_.type(yt).dtype;
+      return binary("pet bitwise op", [op, dt](int64_t a, int64_t b) -> int64_t { return wrap_to(dt, op.f(a, b)); });
+    } else if constexpr (std::is_same_v<O, ops::BitwiseNot>) {
+      const DType dt = g_.type(yt).dtype;
+      return unary("pet bitwise op", [dt](int64_t a) -> int64_t { return wrap_to(dt, ops::BitwiseNot::f(a)); });
     } else if constexpr (std::is_same_v<O, ops::Not>) {
       return unary("pet logical op", [](int64_t a) -> int64_t { return a != 0 ? 0 : 1; });
     } else if constexpr (std::is_same_v<O, ops::Cast>) {

@@ -536,7 +536,7 @@ Tensor<E> roi_align(const ops::RoiAlign& op, const Tensor<E>& x, const Tensor<E>
   const E* xp = x.data();
   E* yp = out.data();
   for (int64_t r = 0; r < R; ++r)  // (checked before the parallel loop: errors name the roi)
-    if (batch[r] < 0 || batch[r] >= N) throw InvalidInput(cat("RoiAlign: batch index ", batch[r], " of roi ", r, " is outside [0, ", N, ")"));
+    ops::RoiAlign::check_batch(batch[r], r, N);
   auto roi_of = [&](int64_t r) { return std::array<float, 4>{float(rois[r * 4]), float(rois[r * 4 + 1]), float(rois[r * 4 + 2]), float(rois[r * 4 + 3])}; };
   std::vector<typename ops::RoiAlign::Sample> probe;
   for (int64_t r = 0; r < R; ++r) op.samples(roi_of(r), r, 0, 0, H, W, probe);  // a region not finite or too large throws here

@@ -304,6 +304,18 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["Or"] = binary(ops::Or{});
   t["Xor"] = binary(ops::Xor{});
   t["Not"] = [](const NodeCtx&) { return Mapped{ops::Not{}, {0}}; };
+  t["BitwiseAnd"] = binary(ops::BitwiseAnd{});  // opset 18
+  t["BitwiseOr"] = binary(ops::BitwiseOr{});
+  t["BitwiseXor"] = binary(ops::BitwiseXor{});
+  t["BitwiseNot"] = [](const NodeCtx&) { return Mapped{ops::BitwiseNot{}, {0}}; };
+  t["BitShift"] = [](const NodeCtx& c) {  // opset 11
+    const std::string d = c.s("direction", "");
+    if (d != "LEFT" && d != "RIGHT") throw InvalidInput(cat("direction '", d, "' (LEFT or RIGHT)"));
+    ops::BitShift o;
+    o.direction = d == "LEFT" ? ops::BitShift::Direction::Left : ops::BitShift::Direction::Right;
+    return Mapped{o, {0, 1}};
+  };
+  t["Det"] = [](const NodeCtx&) { return Mapped{ops::Det{}, {0}}; };  // opset 11
   t["Mod"] = [](const NodeCtx& c) { return Mapped{ops::Mod{.fmod = c.i("fmod", 0)}, {0, 1}}; };
   // ConstantOfShape and Range make tensors whose shape is an input's value: pet's shapes are
   // static, so that value must be known at import (a constant, or folded from the model's
@@ -1016,6 +1028,73 @@ struct Exporter {
   }
   void operator()(const ops::LeakyRelu& o) { set(simple("LeakyRelu"), "alpha", o.alpha); }
   void operator()(const ops::Elu& o) { set(simple("Elu"), "alpha", o.alpha); }
+  /// The bitwise ops are opset 18: at opset 17 they are integer arithmetic in int64. ~a is
+  /// -1 - a (255 - a for uint8). And, Or and Xor take the operands in chunks of 16 bits (8 for
+  /// the 8-bit types), low to high: chunk = Mod(rest, 2^w), rest = (rest - chunk) / 2^w
+  /// (exact); a chunk u in [0, 2^w) gives its bits as Mod(Div(u[..., None], [1, 2, ...,
+  /// 2^(w-1)]), 2), combined (and: xy, or: x + y - xy, xor: x + y - 2xy) and summed back with
+  /// the same weights; the chunks are joined from the top one, made signed for a signed type.
+  /// No intermediate value leaves the type's range or reaches 2^31 for int8 and int32 (runtimes
+  /// that compute int64 in 32 bits, as OpenVINO's CPU plugin does, still get them right).
+  void bitwise(char kind) {
+    const DType t = g.type(n.outputs[0]).dtype;
+    const int64_t width = is_int8(t) ? 8 : t == DType::Int32 ? 32 : 64;
+    NodeProto* last = nullptr;
+    auto op = [&](const char* type, const std::vector<std::string>& ins, const char* what) {
+      const std::string o = ctx.unique(cat(n.name, "_", what));
+      last = ctx.add(type, o, ins, {o});
+      return o;
+    };
+    auto num = [&](int64_t v) { return ctx.ints(n.name + "_k", {v}); };
+    std::vector<std::string> xs = in();
+    if (t != DType::Int64)
+      for (auto& x : xs) {
+        x = op("Cast", {x}, "int64");
+        set(last, "to", int64_t(dtype_to_onnx(DType::Int64)));
+      }
+    std::string r;
+    if (kind == '~') {
+      r = op("Sub", {num(t == DType::UInt8 ? 255 : -1), xs[0]}, "not");
+    } else {
+      const int64_t w = std::min<int64_t>(width, 16), chunks = width / w;
+      const std::string last_axis = ctx.ints(n.name + "_last_axis", {-1}), two = num(2), base = num(int64_t(1) << w);
+      std::vector<int64_t> p(size_t(w), 1);
+      for (size_t i = 1; i < p.size(); ++i) p[i] = p[i - 1] * 2;
+      const std::string weights = ctx.ints(n.name + "_bit_weights", p);
+      auto split = [&](const std::string& x) {  // chunks low to high, each in [0, 2^w)
+        std::vector<std::string> c;
+        std::string rest = x;
+        for (int64_t k = 0; k < chunks; ++k) {
+          c.push_back(t == DType::UInt8 ? rest : op("Mod", {rest, base}, "chunk"));
+          if (k + 1 < chunks) rest = op("Div", {op("Sub", {rest, c.back()}, "upper"), base}, "rest");
+        }
+        return c;
+      };
+      auto bits = [&](const std::string& u) {
+        return op("Mod", {op("Div", {op("Unsqueeze", {u, last_axis}, "column"), weights}, "shifted"), two}, "bits");
+      };
+      auto combine = [&](const std::string& ua, const std::string& ub) {
+        const std::string x = bits(ua), y = bits(ub), xy = op("Mul", {x, y}, "both");
+        const std::string z = kind == '&' ? xy : op("Sub", {op("Add", {x, y}, "either"), kind == '|' ? xy : op("Mul", {xy, two}, "both_twice")}, "bits_out");
+        const std::string sum = op("ReduceSum", {op("Mul", {z, weights}, "weighed"), last_axis}, "sum");
+        set(last, "keepdims", int64_t(0));
+        return sum;
+      };
+      const std::vector<std::string> ca = split(xs[0]), cb = split(xs[1]);
+      std::vector<std::string> rc;
+      for (int64_t k = 0; k < chunks; ++k) rc.push_back(combine(ca[size_t(k)], cb[size_t(k)]));
+      r = rc.back();
+      if (t != DType::UInt8)  // the top chunk signed: r - 2^w where r >= 2^(w-1)
+        r = op("Where", {op("Less", {r, num(int64_t(1) << (w - 1))}, "low"), r, op("Sub", {r, base}, "wrapped")}, "signed");
+      for (int64_t k = chunks - 2; k >= 0; --k) r = op("Add", {op("Mul", {r, base}, "up"), rc[size_t(k)]}, "joined");
+    }
+    set(ctx.add("Cast", n.name, {r}, out()), "to", int64_t(dtype_to_onnx(t)));
+  }
+  void operator()(const ops::BitwiseAnd&) { bitwise('&'); }
+  void operator()(const ops::BitwiseOr&) { bitwise('|'); }
+  void operator()(const ops::BitwiseXor&) { bitwise('^'); }
+  void operator()(const ops::BitwiseNot&) { bitwise('~'); }
+  void operator()(const ops::BitShift& o) { set(simple("BitShift"), "direction", std::string(o.direction == ops::BitShift::Direction::Left ? "LEFT" : "RIGHT")); }
   /// Mish is opset 18: at opset 17 it is x * tanh(softplus(x)).
   void operator()(const ops::Mish&) {
     const std::string x = in()[0], sp = ctx.unique(n.name + "_softplus"), th = ctx.unique(n.name + "_tanh");

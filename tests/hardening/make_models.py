@@ -359,6 +359,56 @@ save("roialign16", [
     const("rois", np.float32([[0, 0, 24, 24], [3.5, 2, 9, 20], [-6, -6, 30, 30], [10, 12, 11, 13]])),
     const("idx", np.int64([0, 1, 1, 0]))], opset=16)
 
+# Det (opset 11) of a batch of 4 x 4 matrices, before and after a MatMul with a constant
+# that mixes their columns, and of 1 x 1 matrices
+dt = np.random.default_rng(12)
+save("det11", [
+    mk("Add", ["x", "eye"], ["a"], name="shift"),
+    mk("Det", ["a"], ["d"], name="det_a"),
+    mk("MatMul", ["a", "mix"], ["m"], name="mix_cols"),
+    mk("Det", ["m"], ["dm"], name="det_m"),
+    mk("Slice", ["x", "s0", "s1", "s_axes"], ["one"], name="corner"),
+    mk("Det", ["one"], ["d1"], name="det_1x1"),
+], [vi("x", [2, 3, 4, 4])], [vi("d", [2, 3]), vi("dm", [2, 3]), vi("d1", [2, 3])],
+   [const("eye", (2 * np.eye(4)).astype(np.float32)), const("mix", dt.uniform(-1, 1, [4, 4]).astype(np.float32)),
+    const("s0", np.int64([0, 0])), const("s1", np.int64([1, 1])), const("s_axes", np.int64([2, 3]))], opset=11)
+
+# The bitwise ops (opset 18) on each integer type, from a float input scaled to the type's
+# range (int64 up to 8e18), against constants of the type's extreme bit patterns, broadcast;
+# pet writes them at opset 17 as integer arithmetic. int64 results also modulo 2^24 (their low
+# bits exactly, where a float comparison of the whole values would round them). BitShift of
+# uint8 both ways, by up to 9 bits.
+TP = onnx.TensorProto
+bw_nodes, bw_outs, bw_inits = [], [], []
+for tname, elem, scale, shift, consts in (
+        ("i8", TP.INT8, 60, 0, np.int8([-128, 127, -1, 85])),
+        ("u8", TP.UINT8, 60, 2, np.uint8([0, 255, 170, 15])),
+        ("i32", TP.INT32, 1e9, 0, np.int32([-2**31, 2**31 - 1, -1, 0x55555555])),
+        ("i64", TP.INT64, 4e18, 0, np.int64([-2**63, 2**63 - 1, -1, 0x5555555555555555]))):
+    bw_inits += [const(f"{tname}_scale", np.float32(scale)), const(f"{tname}_shift", np.float32(shift)), const(f"{tname}_c", consts)]
+    bw_nodes += [mk("Add", ["x", f"{tname}_shift"], [f"{tname}_xs"], name=f"{tname}_add"),
+                 mk("Mul", [f"{tname}_xs", f"{tname}_scale"], [f"{tname}_xf"], name=f"{tname}_mul"),
+                 mk("Cast", [f"{tname}_xf"], [f"{tname}_x" if scale < 1e9 else f"{tname}_hi"], to=elem, name=f"{tname}_cast")]
+    if scale >= 1e9:  # low bits too (float32 has 24): plus x * 1000 as the type
+        bw_inits.append(const(f"{tname}_lscale", np.float32(1000)))
+        bw_nodes += [mk("Mul", ["x", f"{tname}_lscale"], [f"{tname}_lf"], name=f"{tname}_lmul"),
+                     mk("Cast", [f"{tname}_lf"], [f"{tname}_lo"], to=elem, name=f"{tname}_lcast"),
+                     mk("Add", [f"{tname}_hi", f"{tname}_lo"], [f"{tname}_x"], name=f"{tname}_join")]
+    for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+        o = f"{tname}_{op[7:].lower()}"
+        bw_nodes.append(mk(op, [f"{tname}_x", f"{tname}_c"], [o], name=o))
+        bw_outs.append(helper.make_tensor_value_info(o, elem, [2, 3, 4]))
+        if tname == "i64":
+            bw_nodes.append(mk("Mod", [o, "low_bits"], [o + "_low"], name=o + "_low"))
+            bw_outs.append(helper.make_tensor_value_info(o + "_low", elem, [2, 3, 4]))
+    bw_nodes.append(mk("BitwiseNot", [f"{tname}_x"], [f"{tname}_not"], name=f"{tname}_not"))
+    bw_outs.append(helper.make_tensor_value_info(f"{tname}_not", elem, [2, 3, 4]))
+bw_inits += [const("low_bits", np.int64(1 << 24)), const("shifts", np.uint8([0, 1, 7, 9]))]
+for d in ("LEFT", "RIGHT"):
+    bw_nodes.append(mk("BitShift", ["u8_x", "shifts"], [f"shift_{d.lower()}"], direction=d, name=f"shift_{d.lower()}"))
+    bw_outs.append(helper.make_tensor_value_info(f"shift_{d.lower()}", TP.UINT8, [2, 3, 4]))
+save("bitwise18", bw_nodes, [vi("x", [2, 3, 4])], bw_outs, bw_inits, opset=18)
+
 # A QDQ model (opset 16): a uint8-quantized input, a conv with int8 weights quantized per
 # output channel and an int32 bias, requantized after Relu (a uint8 output too), an int8
 # path with a negative zero point, and ScatterElements and ScatterND on data with and

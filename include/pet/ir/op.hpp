@@ -45,7 +45,8 @@ using Op = std::variant<
     ops::LogSoftmax, ops::Hardmax, ops::LRN, ops::ReduceLogSum, ops::CumSum,     //
     ops::TopK, ops::GatherElements, ops::GatherND, ops::Trilu, ops::OneHot, ops::GridSample, ops::RoiAlign,   //
     ops::ScatterElements, ops::ScatterND, ops::QuantizeLinear, ops::DequantizeLinear,  //
-    ops::DynamicQuantizeLinear, ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv>;
+    ops::DynamicQuantizeLinear, ops::MatMulInteger, ops::ConvInteger, ops::QLinearMatMul, ops::QLinearConv, ops::Det,  //
+    ops::BitwiseAnd, ops::BitwiseOr, ops::BitwiseXor, ops::BitwiseNot, ops::BitShift>;
 
 /// Whether O is one of Ts (visitors list the ops each branch handles; a final
 /// static_assert(always_false<O>) makes a forgotten op a compile error).

@@ -606,6 +606,85 @@ struct Not {
   bool operator==(const Not&) const = default;
 };
 
+/// Bitwise ops (opset 18; BitShift opset 11) on integer tensors. pet holds integer values as
+/// int64 (two's complement), so the bits of a narrower type are its value's low bits and the
+/// result, wrapped to the type as every integer result is, is that type's own.
+namespace detail {
+inline void expect_bits(InTypes in, size_t i) {
+  if (is_float(in[i].dtype) || in[i].dtype == DType::Bool)
+    throw InvalidInput(cat("input ", i, " must be an integer tensor (int8, uint8, int32 or int64), got ", dtype_name(in[i].dtype)));
+}
+template <class D>
+struct Bitwise {
+  static constexpr bool multilinear = false;
+  Types infer(InTypes in) const {
+    expect_arity(in, 2, 2);
+    expect_bits(in, 0);
+    expect_same_dtype(in, 0, 1);
+    return {{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, "inputs")}};
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    return E(static_cast<const D&>(*this).f(read.ints(0, broadcast_index(o, read.shape(0))), read.ints(1, broadcast_index(o, read.shape(1)))));
+  }
+  bool operator==(const Bitwise&) const = default;
+};
+}  // namespace detail
+
+/// out = a & b (integers, broadcast)
+struct BitwiseAnd : detail::Bitwise<BitwiseAnd> {
+  static constexpr std::string_view name = "BitwiseAnd";
+  PET_ATTRS();
+  static int64_t f(int64_t a, int64_t b) { return a & b; }
+};
+/// out = a | b (integers, broadcast)
+struct BitwiseOr : detail::Bitwise<BitwiseOr> {
+  static constexpr std::string_view name = "BitwiseOr";
+  PET_ATTRS();
+  static int64_t f(int64_t a, int64_t b) { return a | b; }
+};
+/// out = a ^ b (integers, broadcast)
+struct BitwiseXor : detail::Bitwise<BitwiseXor> {
+  static constexpr std::string_view name = "BitwiseXor";
+  PET_ATTRS();
+  static int64_t f(int64_t a, int64_t b) { return a ^ b; }
+};
+/// out = ~x (integers; uint8's ~5 is 250, int8's -6)
+struct BitwiseNot {
+  static constexpr std::string_view name = "BitwiseNot";
+  PET_ATTRS();
+  static constexpr bool multilinear = false;
+  Types infer(InTypes in) const {
+    detail::expect_arity(in, 1, 1);
+    detail::expect_bits(in, 0);
+    return {in[0]};
+  }
+  static int64_t f(int64_t a) { return ~a; }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const { return E(f(read.ints(0, o))); }
+  bool operator==(const BitwiseNot&) const = default;
+};
+/// out = a << b (Left) or a >> b (Right), broadcast, of unsigned integers (ONNX's uint types,
+/// of which pet holds uint8): shifted in 64 bits, then wrapped to the type, so bits shifted
+/// past its width are gone; a shift by 64 or more gives 0.
+struct BitShift : detail::Bitwise<BitShift> {
+  enum class Direction { Left, Right };
+  static constexpr std::string_view name = "BitShift";
+  PET_ATTRS(direction);
+  Direction direction = Direction::Left;
+  Types infer(InTypes in) const {
+    detail::expect_arity(in, 2, 2);
+    if (in[0].dtype != DType::UInt8)
+      throw InvalidInput(cat("input 0 must be an unsigned integer tensor (pet holds uint8), got ", dtype_name(in[0].dtype)));
+    return detail::Bitwise<BitShift>::infer(in);
+  }
+  int64_t f(int64_t a, int64_t b) const {
+    const uint64_t u = uint64_t(a), s = uint64_t(b);
+    return s >= 64 ? 0 : int64_t(direction == Direction::Left ? u << s : u >> s);
+  }
+  bool operator==(const BitShift&) const = default;
+};
+
 /// out = a mod b, broadcast. fmod = 0 (integers only): the remainder takes the divisor's sign,
 /// as Python's %; fmod = 1: the dividend's, as C's fmod (ONNX requires it for floats). A zero
 /// integer divisor is an error; a zero float divisor gives NaN.

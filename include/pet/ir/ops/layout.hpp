@@ -649,11 +649,13 @@ struct GridSample {
 /// only form, the region is at least 1 x 1), split into output_height x output_width bins;
 /// each bin is sampled on a grid of sampling_ratio x sampling_ratio points (0: ceil of the
 /// region's extent over the bins, per dim) at start + bin * size + (i + 0.5) * size / grid.
-/// A point below -1 or beyond the extent reads 0; else it is clamped to [0, extent - 1] and
-/// read bilinearly from its four neighbours. Avg: the points' mean; Max: the largest of every
+/// A point below -1 or beyond the extent has weight 0 on pixel (0, 0), as in ONNX Runtime (so
+/// it reads 0 unless that pixel is inf or NaN); else it is clamped to [0, extent - 1] and read
+/// bilinearly from its four neighbours. Avg: the points' mean; Max: the largest of every
 /// point's four weighted neighbours (ONNX Runtime's and ONNX's reference rule). Coordinates
-/// in float arithmetic, as ONNX Runtime computes them. A batch index outside [0, N), a region
-/// that is not finite or one that needs over 2^20 points a bin is an error when it runs.
+/// in float arithmetic, as ONNX Runtime computes them. H and W must be at least 1. A batch
+/// index outside [0, N), a region that is not finite or one that needs over 2^20 points a bin
+/// is an error when it runs.
 struct RoiAlign {
   enum class Mode { Avg, Max };
   static constexpr std::string_view name = "RoiAlign";
@@ -671,6 +673,7 @@ struct RoiAlign {
     if (in[2].dtype != DType::Int64) throw InvalidInput(cat("batch_indices must be int64, got ", dtype_name(in[2].dtype)));
     const Shape &x = in[0].shape, &r = in[1].shape, &b = in[2].shape;
     if (x.size() != 4) throw InvalidInput(cat("X ", x, " must have rank 4 (N, C, H, W)"));
+    if (x[2] < 1 || x[3] < 1) throw InvalidInput(cat("X ", x, " has no pixels to sample (H and W must be at least 1)"));
     if (r.size() != 2 || r[1] != 4) throw InvalidInput(cat("rois ", r, " must have shape [num_rois, 4]"));
     if (b.size() != 1 || b[0] != r[0]) throw InvalidInput(cat("batch_indices ", b, " must have shape [num_rois] = [", r[0], "]"));
     if (output_height < 1 || output_width < 1 || output_height > pet::detail::kMaxAttr || output_width > pet::detail::kMaxAttr)
@@ -681,12 +684,17 @@ struct RoiAlign {
   }
 
   /// A sample point's four neighbours (rows y0, y1, columns x0, x1) and their weights, in
-  /// ONNX Runtime's order: (y0, x0), (y0, x1), (y1, x0), (y1, x1); outside: it reads 0.
+  /// ONNX Runtime's order: (y0, x0), (y0, x1), (y1, x0), (y1, x1); outside: all at (0, 0),
+  /// weights 0.
   struct Sample {
     int64_t y0 = 0, y1 = 0, x0 = 0, x1 = 0;
     std::array<float, 4> w{};
-    bool inside = false;
   };
+  /// Roi r's batch index b, checked against the batch of n images.
+  static int64_t check_batch(int64_t b, int64_t r, int64_t n) {
+    if (b < 0 || b >= n) throw InvalidInput(cat("RoiAlign: batch index ", b, " of roi ", r, " is outside [0, ", n, ")"));
+    return b;
+  }
   /// The sample points of bin (ph, pw) of region `roi` (x1, y1, x2, y2; region r) over an
   /// H x W image, and the count the average divides by.
   int64_t samples(const std::array<float, 4>& roi, int64_t r, int64_t ph, int64_t pw, int64_t H, int64_t W, std::vector<Sample>& out) const {
@@ -711,7 +719,6 @@ struct RoiAlign {
         Sample s;
         if (!(yy < -1.f || yy > float(H) || xx < -1.f || xx > float(W))) {
           float y = std::max(yy, 0.f), x = std::max(xx, 0.f);
-          s.inside = true;
           s.y0 = int64_t(y), s.x0 = int64_t(x);
           if (s.y0 >= H - 1) s.y0 = s.y1 = H - 1, y = float(s.y0);
           else s.y1 = s.y0 + 1;
@@ -732,11 +739,10 @@ struct RoiAlign {
     bool first = true;
     for (const Sample& s : ss) {
       if (mode == Mode::Avg) {
-        if (s.inside) acc += E(s.w[0]) * v(s.y0, s.x0) + E(s.w[1]) * v(s.y0, s.x1) + E(s.w[2]) * v(s.y1, s.x0) + E(s.w[3]) * v(s.y1, s.x1);
+        acc += E(s.w[0]) * v(s.y0, s.x0) + E(s.w[1]) * v(s.y0, s.x1) + E(s.w[2]) * v(s.y1, s.x0) + E(s.w[3]) * v(s.y1, s.x1);
       } else {
-        const E m = s.inside ? std::max(std::max(std::max(E(s.w[0]) * v(s.y0, s.x0), E(s.w[1]) * v(s.y0, s.x1)), E(s.w[2]) * v(s.y1, s.x0)),
-                                        E(s.w[3]) * v(s.y1, s.x1))
-                             : E(0);
+        const E m = std::max(std::max(std::max(E(s.w[0]) * v(s.y0, s.x0), E(s.w[1]) * v(s.y0, s.x1)), E(s.w[2]) * v(s.y1, s.x0)),
+                             E(s.w[3]) * v(s.y1, s.x1));
         acc = first ? m : std::max(acc, m);
         first = false;
       }
@@ -747,9 +753,7 @@ struct RoiAlign {
   template <class R>
   int64_t region(int64_t r, const R& read, std::array<float, 4>& roi) const {
     for (int64_t k = 0; k < 4; ++k) roi[size_t(k)] = float(read.real(1, Index{r, k}));
-    const int64_t b = read.ints(2, Index{r}), n = read.shape(0)[0];
-    if (b < 0 || b >= n) throw InvalidInput(cat("RoiAlign: batch index ", b, " of roi ", r, " is outside [0, ", n, ")"));
-    return b;
+    return check_batch(read.ints(2, Index{r}), r, read.shape(0)[0]);
   }
 
   template <class E, class R>

@@ -1,7 +1,10 @@
 #pragma once
 /// Matrix products.
 #include <array>
+#include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "pet/ir/op_base.hpp"
 
@@ -352,6 +355,73 @@ struct Einsum {
   }
   /// The parsed members follow from the equation and the input types.
   bool operator==(const Einsum& o) const { return equation == o.equation; }
+};
+
+/// Det (opset 11): out[b] = det(X[b]) of each square matrix X[b] of X [..., M, M] (out [...];
+/// det of 0 x 0 is 1). Gaussian elimination with partial pivoting (the largest |pivot| of the
+/// column, the first among equals), in the element type, as LU factorisation computes it; a
+/// zero column gives 0. Not over a finite field (pivoting needs an order).
+struct Det {
+  static constexpr std::string_view name = "Det";
+  PET_ATTRS();
+  static constexpr bool multilinear = false;
+
+  Types infer(InTypes in) const {
+    pet::detail::expect_arity(in, 1, 1);
+    pet::detail::expect_float(in, 0, "input X");
+    const Shape& x = in[0].shape;
+    if (x.size() < 2 || x[x.size() - 1] != x[x.size() - 2])
+      throw InvalidInput(cat("X ", x, " must hold square matrices in its last two dims ([..., M, M])"));
+    return {{DType::Float32, Shape(x.begin(), x.end() - 2)}};
+  }
+  /// The determinant of the m x m row-major matrix a (overwritten by its elimination).
+  template <class E>
+  static E determinant(std::vector<E>& a, int64_t m) {
+    E det(1);
+    for (int64_t k = 0; k < m; ++k) {
+      int64_t p = k;
+      for (int64_t i = k + 1; i < m; ++i)
+        if (std::abs(a[size_t(i * m + k)]) > std::abs(a[size_t(p * m + k)])) p = i;
+      const E piv = a[size_t(p * m + k)];
+      if (piv == E(0)) return E(0);
+      if (p != k) {
+        for (int64_t j = k; j < m; ++j) std::swap(a[size_t(p * m + j)], a[size_t(k * m + j)]);
+        det = -det;
+      }
+      det *= piv;
+      for (int64_t i = k + 1; i < m; ++i) {
+        const E f = a[size_t(i * m + k)] / piv;
+        if (f == E(0)) continue;
+        for (int64_t j = k + 1; j < m; ++j) a[size_t(i * m + j)] -= f * a[size_t(k * m + j)];
+      }
+    }
+    return det;
+  }
+  template <class E, class R>
+  E at(const Index& o, const R& read) const {
+    if constexpr (!detail::is_real_v<E>) {
+      pet::detail::require_ordered<E>(name);
+      throw Unsupported("Det takes float input only");
+    } else {
+      const Shape& x = read.shape(0);
+      const int r = int(x.size());
+      const int64_t m = x[size_t(r - 1)];
+      Index xi(r);
+      for (int d = 0; d < r - 2; ++d) xi[d] = o[d];
+      std::vector<E> a(size_t(m * m));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < m; ++j) {
+          xi[r - 2] = i, xi[r - 1] = j;
+          a[size_t(i * m + j)] = read(0, xi);
+        }
+      return determinant(a, m);
+    }
+  }
+  int64_t flops(InTypes in, InTypes out) const {
+    const int64_t m = in[0].shape.back();
+    return numel(out[0].shape) * (2 * m * m * m / 3 + 1);
+  }
+  bool operator==(const Det&) const = default;
 };
 
 }  // namespace pet::ops
