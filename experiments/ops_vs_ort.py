@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Single-op models on pet's cpu backend side by side with ONNX Runtime: the ops whose cpu
 kernels are pet's own rather than oneDNN's (reductions over dims before the last or apart,
-softmax over a dim before the last, GridSample, RoiAlign, GatherND, OneHot, Trilu, Mod, Hardmax, masks,
+softmax over a dim before the last, GridSample, RoiAlign, Det, the bitwise ops, GatherND, OneHot, Trilu, Mod, Hardmax, masks,
 arg-reductions, Log, Softplus and Mish on Eigen's functions, reductions over the last dim in
 short runs), GroupNormalization, Col2Im and MaxUnpool (imported as several pet ops), a matmul plus a scalar, a log-mel spectrogram (STFT, MelWeightMatrix), antialiased Resize downscales, a 3-D pool of a plain input, and programs with large outputs (a run's outputs reuse the storage of the last run's once the caller dropped them).
 Each model reads the same seeded inputs on both sides (ONNX test data in a directory);
@@ -72,6 +72,12 @@ def cases():
                                                    spatial_scale=1 / 16)],
                                  [("x", F, [1, 256, 64, 64], None), ("rois", F, [512, 4], boxes), ("b", I64, [512], np.zeros(512, np.int64))],
                                  [("y", F, [512, 256, 7, 7])], [])
+    c["Det 4096 of 4 x 4"] = unary("Det", [4096, 4, 4], [4096])
+    c["Det 16 of 64 x 64"] = unary("Det", [16, 64, 64], [16])
+    c["BitwiseXor int32"] = ([helper.make_node("BitwiseXor", ["a", "b"], ["y"])],
+                             [("a", TensorProto.INT32, [1, 64, 128, 128], rng.integers(-2**31, 2**31, [1, 64, 128, 128])),
+                              ("b", TensorProto.INT32, [1, 64, 128, 128], rng.integers(-2**31, 2**31, [1, 64, 128, 128]))],
+                             [("y", TensorProto.INT32, [1, 64, 128, 128])], [], 18)
     c["Mod (fmod)"] = ([helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)], [("a", F, [1, 64, 128, 128], rng.uniform(-100, 100, [1, 64, 128, 128])),
                                                                              ("b", F, [1, 64, 128, 128], rng.uniform(0.5, 3, [1, 64, 128, 128]))],
                        [("y", F, [1, 64, 128, 128])], [])
@@ -155,7 +161,7 @@ def write(name, spec, tmp):
     os.makedirs(stem + ".in", exist_ok=True)
     for k, (n, t, s, v) in enumerate(ins):
         a = v if v is not None else rng.uniform(-1, 1, s)
-        a = a.astype(np.int64 if t == I64 else np.float32)
+        a = a.astype(helper.tensor_dtype_to_np_dtype(t))
         with open(os.path.join(stem + ".in", f"input_{k}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(a, n).SerializeToString())
     return stem + ".onnx", stem + ".in"

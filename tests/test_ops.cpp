@@ -1209,6 +1209,9 @@ TEST_CASE("Det: hand-computed determinants, pivoting, singular and empty matrice
   auto [r1, o1] = resolve(ops::Det{}, {f32({2, 2})});
   std::vector<Value<float>> fin{Tensor<float>({2, 2}, VF{1, 2, 3, 4})};
   CHECK(std::get<Tensor<float>>(evaluate_op<float>(r1, fin, o1)[0])[0] == doctest::Approx(-2).epsilon(1e-6));
+  // the kernel (each matrix copied out whole) agrees with the formula
+  check_fast_vs_formula(ops::Det{}, {f32({3, 5, 6, 6})}, 1171);
+  check_fast_vs_formula(ops::Det{}, {f32({2, 0, 0})}, 1172);
   // errors; no meaning over a finite field
   CHECK_THROWS_WITH_AS(infer(ops::Det{}, {f32({3})}), doctest::Contains("X [3] must hold square matrices in its last two dims ([..., M, M])"), InvalidInput);
   CHECK_THROWS_WITH_AS(infer(ops::Det{}, {f32({2, 3, 4})}), doctest::Contains("must hold square matrices"), InvalidInput);

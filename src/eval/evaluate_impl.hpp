@@ -186,6 +186,8 @@ std::optional<std::vector<Value<T>>> fast(const OpT& op, std::span<const Value<T
     return V{kernels::grid_sample(op, data(in, 0), data(in, 1), os)};
   } else if constexpr (std::is_same_v<OpT, ops::RoiAlign> && real) {
     return V{kernels::roi_align(op, data(in, 0), data(in, 1), std::get<Tensor<int64_t>>(in[2]), os)};
+  } else if constexpr (std::is_same_v<OpT, ops::Det> && real) {
+    return V{kernels::det(data(in, 0), os)};
   } else if constexpr ((std::is_same_v<OpT, ops::Softmax> || std::is_same_v<OpT, ops::LogSoftmax>) && real) {
     return V{kernels::softmax(op, data(in, 0))};
   } else if constexpr (std::is_same_v<OpT, ops::LayerNormalization> && real) {

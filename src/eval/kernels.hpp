@@ -555,6 +555,20 @@ Tensor<E> roi_align(const ops::RoiAlign& op, const Tensor<E>& x, const Tensor<E>
   return out;
 }
 
+/// Det: each matrix copied out whole and eliminated as the formula eliminates it
+/// (ops::Det::determinant), the matrices in parallel.
+template <class E>
+Tensor<E> det(const Tensor<E>& x, const Shape& os) {
+  const int64_t m = x.shape().back(), count = numel(os);
+  Tensor<E> out(os);
+  const E* xp = x.data();
+  parallel_for(count, [&](int64_t b) {
+    std::vector<E> a(xp + b * m * m, xp + (b + 1) * m * m);
+    out[b] = ops::Det::determinant(a, m);
+  }, count * m * m * m > 16384);
+  return out;
+}
+
 /// Softmax or LogSoftmax (O) over the contiguous dims [axis, end) (rows of length L with
 /// stride `inner`).
 template <class O, class T>
