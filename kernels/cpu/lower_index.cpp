@@ -446,6 +446,7 @@ bool CpuExecutable::lower_integer_elementwise(NodeId n, const std::string& who) 
     if (slots_[size_t(t)].is_float()) return false;
   const TensorId yt = node.outputs[0];
   const Shape ys = g_.type(yt).shape;
+  const DType dt = g_.type(yt).dtype;
   std::vector<int> reads;
   for (TensorId t : node.inputs) reads.push_back(int(t));
   auto host = [this](int t) { return host_ints(int(t)).data(); };
@@ -478,10 +479,8 @@ bool CpuExecutable::lower_integer_elementwise(NodeId n, const std::string& who) 
       });
     } else if constexpr (is_one_of<O, ops::BitwiseAnd, ops::BitwiseOr, ops::BitwiseXor, ops::BitShift>) {
       // the ops' bit rules on int64 values, wrapped to the type (ops::detail::Bitwise)
-      const DType dt = g_.type(yt).dtype;
       return binary("pet bitwise op", [op, dt](int64_t a, int64_t b) -> int64_t { return wrap_to(dt, op.f(a, b)); });
     } else if constexpr (std::is_same_v<O, ops::BitwiseNot>) {
-      const DType dt = g_.type(yt).dtype;
       return unary("pet bitwise op", [dt](int64_t a) -> int64_t { return wrap_to(dt, ops::BitwiseNot::f(a)); });
     } else if constexpr (std::is_same_v<O, ops::Not>) {
       return unary("pet logical op", [](int64_t a) -> int64_t { return a != 0 ? 0 : 1; });
