@@ -243,6 +243,37 @@ TEST_CASE("post-optimisations: R/T through activations, inverse R/T pairs remove
   CHECK(transposes >= 1);  // the second chain stays (folded into one R/T)
 }
 
+TEST_CASE("a program that differs from the original only by what the backend's passes do anyway is the original: not timed") {
+  // A constant product folded (constant-folding, which `pet run` does too) and no window
+  // rewritten: the two compile to one program, and timing them measured noise (AlexNet once
+  // came out "1.046x" so, and was written as optimized).
+  auto program = [](bool transposes) {
+    Rng rng(5);
+    Graph g;
+    Builder b(g);
+    TensorId x = b.input("x", {1, 8, 12, 12});
+    if (transposes) x = b.add(ops::Transpose{.perm = {0, 1, 3, 2}}, {b.add(ops::Relu{}, {b.add(ops::Transpose{.perm = {0, 1, 3, 2}}, {x})})});
+    const TensorId w = b.add(ops::Mul{}, {b.constant("w", rand_t({8, 8, 3, 3}, rng)), b.constant("s", rand_t({8, 1, 1, 1}, rng))});
+    b.output(b.add(ops::Relu{}, {b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, w})}));
+    return g;
+  };
+  optimize::Options opt = quick();
+  opt.policy = optimize::Policy::None;
+  const Graph g = program(false);
+  const auto r = optimize::optimize(g, opt);
+  CHECK(r.report.kept_original);
+  CHECK(r.report.why_original == std::string(optimize::kNothingKept));
+  CHECK(r.report.original_ms == 0);  // not timed
+  CHECK(optimize::structure_key(r.graph) == optimize::structure_key(g));  // the original itself, its Mul unfolded
+  // Transposes around an activation, which a post-optimisation moves (rt-through-activation)
+  // and the backend's passes do not: another program, timed against the original.
+  const Graph h = program(true);
+  const auto rh = optimize::optimize(h, opt);
+  CHECK(rh.report.why_original != std::string(optimize::kNothingKept));
+  CHECK(rh.report.original_ms > 0);
+  CHECK(max_diff(h, rh.graph) < 1e-4);
+}
+
 TEST_CASE("optimize keeps the model's output names and order when passes remove or merge the ops computing them") {
   // An inverse R/T pair removed leaves an output that is the graph input, or another output,
   // under that tensor's name: the written file lost its output names ('Transpose' became 'x')
@@ -296,7 +327,7 @@ TEST_CASE("optimize end to end: dilated convs become dense ones, identical windo
   CHECK(max_diff(g, r.graph) < 1e-3);
   CHECK(std::find(seen.begin(), seen.end(), "checking") != seen.end());
   // timed end to end unless no rewrite was kept (then the program is the original: nothing to time)
-  CHECK((r.report.original_ms > 0) == (r.report.why_original != "no rewrite was kept; the program is the original"));
+  CHECK((r.report.original_ms > 0) == (r.report.why_original != optimize::kNothingKept));
   if (!r.report.kept_original) {  // kept only when 1 % faster by the medians and in most rounds
     CHECK(r.report.optimized_ms * (1 + optimize::kMinEndToEndGain) < r.report.original_ms);
     CHECK(2 * r.report.timing_rounds_won > r.report.timing_rounds);

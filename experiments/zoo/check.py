@@ -5,7 +5,9 @@ What a user importing their own model meets first: unsupported ops, crashes, wro
 
 For each model: `pet run --check` on the cpu backend against PyTorch's output; with
 --optimize S also `pet optimize --budget S`, the written file checked against PyTorch again
-and in ONNX Runtime against the original (tests/ort_compare.py, with .venv's interpreter).
+and in ONNX Runtime against the original (tests/ort_compare.py, with .venv's interpreter),
+and a rewritten file (not the original kept) in OpenVINO against the original
+(tests/openvino_compare.py; skipped without openvino).
 Writes OUT/zoo.json and prints one line per model; progress on stderr.
 
 usage (Debian's interpreter, for torch):
@@ -159,6 +161,10 @@ def main():
                     rc, lines = run([venv_py, os.path.join(ROOT, "tests", "ort_compare.py"), model, opt], 900)
                     row["onnxruntime_exit"], row["onnxruntime"] = rc, lines[-1] if lines else ""
                     ok = ok and rc == 0
+                    if not rep["kept_original"]:  # OpenVINO runs the rewritten file as it runs the original (77: no openvino)
+                        rc, lines = run([venv_py, os.path.join(ROOT, "tests", "openvino_compare.py"), model, opt], 900)
+                        row["openvino_exit"], row["openvino"] = rc, lines[-1] if lines else ""
+                        ok = ok and rc in (0, 77)
             else:
                 row["optimize"] = lines[-1] if lines else ""
                 ok = False
@@ -168,7 +174,8 @@ def main():
         extra = ""
         if "speedup" in row:
             extra = f"; optimize {row['speedup']:.3f}x{' (original kept)' if row['kept_original'] else ''}, search {row['search_s']} s, " \
-                    f"check exit {row['optimized_check_exit']}, onnxruntime exit {row.get('onnxruntime_exit', 'n/a')}"
+                    f"check exit {row['optimized_check_exit']}, onnxruntime exit {row.get('onnxruntime_exit', 'n/a')}, " \
+                    f"openvino exit {row.get('openvino_exit', 'n/a')}"
         elif "optimize_exit" in row:
             extra = f"; optimize exit {row['optimize_exit']}: {row.get('optimize', '')}"
         print(f"{n:20s} {'ok  ' if ok else 'FAIL'} run exit {row['run_exit']}: {row['run']}{extra}", flush=True)

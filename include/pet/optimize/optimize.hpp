@@ -138,6 +138,9 @@ struct WindowReport {
 /// The least end-to-end gain for which the optimized program is written instead of the
 /// original (a smaller one is within the noise of these machines).
 inline constexpr double kMinEndToEndGain = 0.01;
+/// Report::why_original where no rewrite was kept: the program, as a backend compiles it
+/// (after transform::backend_pipeline), is the original's, so it is not timed.
+inline constexpr const char* kNothingKept = "no rewrite was kept; the program compiles as the original does";
 
 struct Report {
   std::string model;
