@@ -2648,6 +2648,12 @@ TEST_CASE("float16 and bfloat16 models: values read exactly, computed as float32
     mixed.output("y");
     CHECK_THROWS_WITH_AS(mixed.import(), doctest::Contains("m.onnx: its types do not agree (ONNX type inference: [ShapeInferenceError] (op_type:Clip, node name: clip): min has inconsistent type tensor(float))"),
                          InvalidInput);
+    // a Gemm at opset 6 whose B is 1-D crashed this libonnx's type inference (fuzzed): pet's own check refuses it
+    OnnxBuilder gemm6(6);
+    gemm6.input("a", {"3", "4"}, ::onnx::TensorProto::FLOAT16).input("b", {"4"}, ::onnx::TensorProto::FLOAT16);
+    gemm6.node("Gemm", {"a", "b"}, {"y"}, "gemm");
+    gemm6.output("y");
+    CHECK_THROWS_WITH_AS(gemm6.import(), doctest::Contains("node 'gemm' (Gemm, opset 6): input B must have rank 2, got shape [4]"), InvalidInput);
     OnnxBuilder d(17);
     d.input("x", {"2"}, ::onnx::TensorProto::DOUBLE).output("x");
     CHECK_THROWS_WITH_AS(d.import(), doctest::Contains("input 'x' has element type DOUBLE; pet supports float32 (float16 and bfloat16 computed as float32)"),

@@ -42,17 +42,18 @@ def pet_median_ms(pet, model, env=None):
     return float(re.search(r"median ([0-9.]+) ms", out).group(1))
 
 
+ORT_TYPES = {"float": np.float32, "float16": np.float16, "double": np.float64, "int64": np.int64, "int32": np.int32,
+             "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
+
+
 def feeds_for(session):
-    """Seeded inputs for ONNX Runtime's view of the graph inputs."""
+    """Seeded inputs for ONNX Runtime's view of the graph inputs: floats in [-1, 1), integers 0."""
     rng = np.random.default_rng(7)
     out = {}
     for i in session.get_inputs():
         shape = [d if isinstance(d, int) else 1 for d in i.shape]
-        t = i.type[len("tensor("):-1]
-        dtype = {"float": np.float32, "float16": np.float16, "double": np.float64}.get(t)
-        out[i.name] = rng.uniform(-1, 1, shape).astype(dtype) if dtype else np.zeros(shape, dtype={"int64": np.int64, "int32": np.int32,
-                                                                                                      "int8": np.int8, "uint8": np.uint8,
-                                                                                                      "bool": np.bool_}[t])
+        dtype = ORT_TYPES[i.type[len("tensor("):-1]]
+        out[i.name] = rng.uniform(-1, 1, shape).astype(dtype) if np.issubdtype(dtype, np.floating) else np.zeros(shape, dtype)
     return out
 
 
