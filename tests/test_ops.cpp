@@ -1570,3 +1570,25 @@ TEST_CASE("QLinearMatMul and QLinearConv: ONNX Runtime's requantization (m = (s_
   CHECK_THROWS_WITH_AS(infer(QC{}, qtypes({{U8, {1, 3, 5, 5}}, {F, {}}, {I8, {}}, {I8, {4, 3, 3, 3}}, {F, {}}, {I8, {}}, {F, {}}, {U8, {}}})),
                        "QLinearConv 'n': x_zero_point is int8 but x is uint8", InvalidInput);
 }
+
+TEST_CASE("FLOP counts of the huge shapes a model may declare saturate at kMaxFlops instead of overflowing") {
+  auto flops = [](Op op, const Types& in) {
+    auto [r, out] = resolve(op, in);
+    return op_flops(r, in, out);
+  };
+  // LRN counts the channels its window really covers: size 2^63-1 (fuzz seed 86) over 5 channels.
+  CHECK(flops(ops::LRN{.size = std::numeric_limits<int64_t>::max()}, {f32({5, 5, 5, 5})}) == (2 * 5 + 4) * 625);
+  CHECK(flops(ops::LRN{.size = 3}, {f32({5, 5, 5, 5})}) == (2 * 3 + 4) * 625);
+  // A conv whose output (4 x 131071^2) and weights (4 x 2^34) are each under 2^36 elements,
+  // but whose product is about 2^71.
+  const int64_t k = int64_t(1) << 17, p = k - 1;
+  CHECK(flops(Conv{.pads = {p, p, p, p}}, {f32({1, 1, 1, 1}), f32({4, 1, k, k})}) == kMaxFlops);
+  CHECK(flops(Conv{}, {f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}) == 2 * (4 * 6 * 6) * 27);
+  // A pool window of 2^17 x 2^17 x 2^17 (2^51) over 64^3 outputs.
+  const int64_t q = k / 2 + 31;
+  CHECK(flops(MaxPool{{.kernel_shape = {k, k, k}, .pads = {q, q, q, q, q, q}}}, {f32({1, 1, 1, 1, 1})}) == kMaxFlops);
+  CHECK(flop_mul(3, 5, 7) == 105);
+  CHECK(flop_mul(kMaxFlops, 2) == kMaxFlops);
+  CHECK(flop_add(kMaxFlops, kMaxFlops) == kMaxFlops);
+  CHECK(flop_add(2, 3) == 5);
+}

@@ -253,7 +253,7 @@ Graph add_corrections(const Graph& original, const Graph& mutant, const verify::
     names.push_back(mutant.tensor(mutant.outputs()[o]).name);
   }
   for (NodeId n = before; n < g.num_nodes(); ++n)
-    if (!std::holds_alternative<ops::Patch>(g.node(n).op)) st.correction_flops += op_flops(g.node(n).op, g.input_types(n), g.output_types(n));
+    if (!std::holds_alternative<ops::Patch>(g.node(n).op)) st.correction_flops = flop_add(st.correction_flops, op_flops(g.node(n).op, g.input_types(n), g.output_types(n)));
   set_outputs(g, outs, names);
   if (stats) *stats = st;
   return g;

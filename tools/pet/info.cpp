@@ -34,7 +34,7 @@ int cmd_info(const std::vector<std::string>& argv) {
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     op_counts[std::string(op_name(g.node(n).op))]++;
     node_flops[size_t(n)] = op_flops(g.node(n).op, g.input_types(n), g.output_types(n));
-    flops += node_flops[size_t(n)];
+    flops = flop_add(flops, node_flops[size_t(n)]);
   }
   int constants = 0;
   for (TensorId t = 0; t < g.num_tensors(); ++t)
@@ -87,7 +87,7 @@ int cmd_info(const std::vector<std::string>& argv) {
     for (NodeId n : s) {
       sj["nodes"].push_back(g.node(n).name);
       sj["ops"].push_back(std::string(op_name(g.node(n).op)));
-      f += node_flops[size_t(n)];
+      f = flop_add(f, node_flops[size_t(n)]);
     }
     sj["flops"] = f;
     sj["constant_inputs_only"] = constant_only(s);
@@ -129,7 +129,7 @@ int cmd_info(const std::vector<std::string>& argv) {
     int64_t f = 0;
     for (size_t k = 0; k < subs[i].size(); ++k) {
       if (k < 6) list += cat(k ? ", " : "", op_name(g.node(subs[i][k]).op));
-      f += node_flops[size_t(subs[i][k])];
+      f = flop_add(f, node_flops[size_t(subs[i][k])]);
     }
     if (subs[i].size() > 6) list += cat(", ... (", subs[i].size(), " ops)");
     std::printf("  #%-3zu %-44s %9s FLOPs  first node '%s'\n", i + 1, list.c_str(), format_count(double(f)).c_str(),

@@ -34,6 +34,20 @@ inline int64_t numel(const Shape& s) {
   return n;
 }
 
+/// Largest FLOP count pet reports (2^62): cost estimates of the shapes a huge or malformed
+/// model declares saturate here instead of overflowing int64, and a sum of a few still fits.
+inline constexpr int64_t kMaxFlops = int64_t(1) << 62;
+/// a * b for non-negative counts, saturating at kMaxFlops.
+inline int64_t flop_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r) || r > kMaxFlops) return kMaxFlops;
+  return r;
+}
+template <class... T>
+int64_t flop_mul(int64_t a, int64_t b, T... rest) { return flop_mul(flop_mul(a, b), rest...); }
+/// a + b for non-negative counts, saturating at kMaxFlops.
+inline int64_t flop_add(int64_t a, int64_t b) { return a > kMaxFlops - b ? kMaxFlops : a + b; }
+
 /// Row-major strides (in elements).
 inline std::vector<int64_t> strides_of(const Shape& s) {
   std::vector<int64_t> st(s.size(), 1);

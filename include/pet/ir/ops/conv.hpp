@@ -175,8 +175,8 @@ struct Conv {
   int64_t flops(InTypes in, InTypes out) const {
     const Shape& w = in[1].shape;
     int64_t per = 1;
-    for (size_t i = 1; i < w.size(); ++i) per *= w[i];
-    return 2 * numel(out[0].shape) * per;
+    for (size_t i = 1; i < w.size(); ++i) per = flop_mul(per, w[i]);
+    return flop_mul(2, numel(out[0].shape), per);
   }
   bool operator==(const Conv&) const = default;
 
@@ -287,7 +287,7 @@ struct ConvTranspose {
     }
     return acc;
   }
-  int64_t flops(InTypes in, InTypes) const { return 2 * numel(in[0].shape) * (numel(in[1].shape) / in[1].shape[0]); }
+  int64_t flops(InTypes in, InTypes) const { return flop_mul(2, numel(in[0].shape), numel(in[1].shape) / in[1].shape[0]); }
   bool operator==(const ConvTranspose&) const = default;
 
 };

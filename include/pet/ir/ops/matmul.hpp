@@ -98,7 +98,7 @@ struct MatMul {
     return r;
   }
 
-  int64_t flops(InTypes in, InTypes out) const { return 2 * numel(out[0].shape) * in[0].shape.back(); }
+  int64_t flops(InTypes in, InTypes out) const { return flop_mul(2, numel(out[0].shape), in[0].shape.back()); }
   bool operator==(const MatMul&) const = default;
 };
 
@@ -169,7 +169,7 @@ struct Gemm {
   }
 
   int64_t flops(InTypes in, InTypes out) const {
-    return 2 * numel(out[0].shape) * (trans_a ? in[0].shape[0] : in[0].shape[1]);
+    return flop_mul(2, numel(out[0].shape), trans_a ? in[0].shape[0] : in[0].shape[1]);
   }
   bool operator==(const Gemm&) const = default;
 };
@@ -350,8 +350,8 @@ struct Einsum {
   }
   int64_t flops(InTypes in, InTypes out) const {
     int64_t inner = 1;
-    for (int l : summed) inner *= label_size[size_t(l)];
-    return 2 * numel(out[0].shape) * inner * int64_t(std::max<size_t>(1, in.size() - 1));
+    for (int l : summed) inner = flop_mul(inner, label_size[size_t(l)]);
+    return flop_mul(2, numel(out[0].shape), inner, int64_t(std::max<size_t>(1, in.size() - 1)));
   }
   /// The parsed members follow from the equation and the input types.
   bool operator==(const Einsum& o) const { return equation == o.equation; }
@@ -419,7 +419,7 @@ struct Det {
   }
   int64_t flops(InTypes in, InTypes out) const {
     const int64_t m = in[0].shape.back();
-    return numel(out[0].shape) * (2 * m * m * m / 3 + 1);
+    return flop_mul(numel(out[0].shape), flop_mul(2, m, m, m) / 3 + 1);
   }
   bool operator==(const Det&) const = default;
 };

@@ -302,7 +302,7 @@ struct LRN {
   }
   /// x scaled by its window's sum of squares sq (summed in double, in channel order).
   double scaled(double x, double sq) const { return x / std::pow(double(bias) + double(alpha) / double(size) * sq, double(beta)); }
-  int64_t flops(InTypes in, InTypes) const { return (2 * size + 4) * numel(in[0].shape); }
+  int64_t flops(InTypes in, InTypes) const { return flop_mul(2 * std::min(size, in[0].shape[1]) + 4, numel(in[0].shape)); }
   bool operator==(const LRN&) const = default;
 };
 

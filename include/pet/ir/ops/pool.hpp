@@ -87,7 +87,7 @@ struct Window {
   }
   int64_t window_size() const {
     int64_t n = 1;
-    for (int64_t v : kernel_shape) n *= v;
+    for (int64_t v : kernel_shape) n = flop_mul(n, v);
     return n;
   }
   bool operator==(const Window&) const = default;
@@ -129,7 +129,7 @@ struct MaxPool : detail::Window {
     for (int i = arg.rank - 1; i >= 2; --i) off = off * xs[i] + arg[i];
     return E(off + (arg[0] * xs[1] + arg[1]) * numel(Shape(xs.begin() + 2, xs.end())));
   }
-  int64_t flops(InTypes, InTypes out) const { return numel(out[0].shape) * window_size(); }
+  int64_t flops(InTypes, InTypes out) const { return flop_mul(numel(out[0].shape), window_size()); }
   bool operator==(const MaxPool&) const = default;
 };
 
@@ -158,7 +158,7 @@ struct AveragePool : detail::Window {
     return {window_splits(in[0], it[0].shape, ot[0].shape, count_include_pad)};
   }
   std::vector<Box> input_boxes(const Box& out, int, InTypes it, InTypes) const { return {window_input(out, it[0].shape)}; }
-  int64_t flops(InTypes, InTypes out) const { return numel(out[0].shape) * window_size(); }
+  int64_t flops(InTypes, InTypes out) const { return flop_mul(numel(out[0].shape), window_size()); }
   bool operator==(const AveragePool&) const = default;
 };
 

@@ -274,7 +274,7 @@ struct MatMulInteger {
       return E(MatMul{}.at<int64_t>(o, z));
     }
   }
-  int64_t flops(InTypes in, InTypes out) const { return 2 * numel(out[0].shape) * in[0].shape.back(); }
+  int64_t flops(InTypes in, InTypes out) const { return flop_mul(2, numel(out[0].shape), in[0].shape.back()); }
   bool operator==(const MatMulInteger&) const = default;
 };
 
@@ -364,7 +364,7 @@ struct QLinearMatMul {
       return E(detail::requantize(acc, m, int64_t(detail::qparam(read, 7, 0)), to));
     }
   }
-  int64_t flops(InTypes in, InTypes out) const { return 2 * numel(out[0].shape) * in[0].shape.back(); }
+  int64_t flops(InTypes in, InTypes out) const { return flop_mul(2, numel(out[0].shape), in[0].shape.back()); }
   bool operator==(const QLinearMatMul&) const = default;
 };
 
