@@ -26,6 +26,7 @@
 #include "cpu/broadcast.hpp"
 #include "cpu/convert.hpp"
 #include "cpu/copy.hpp"
+#include "cpu/winograd.hpp"
 #include "pet/backend/copy_plan.hpp"
 
 using namespace pet;
@@ -1639,6 +1640,85 @@ TEST_CASE("pet's Winograd F(4x4,3x3) convs: pads, odd sizes, batches, bias, fuse
   direct.conv_algorithm = "direct";
   same_as_reference(g, 961, "5 input channels", wino, "direct");
   same_as_reference(g, 962, "forced direct", direct, "direct");
+}
+
+TEST_CASE("pet's Winograd kernel on 8-channel blocks and on channels-last tensors: the same conv, relu and residual sum") {
+  // The kernel alone, on both layouts whatever this CPU's oneDNN picks elsewhere, against the
+  // reference interpreter's conv.
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  struct Case {
+    Shape x;  // [n, c, (d,) h, w]
+    int64_t k, kd;
+    std::vector<int64_t> pads;
+  };
+  const Case cases[] = {{{2, 16, 9, 7}, 24, 1, {1, 0, 2, 1}}, {{1, 8, 6, 6}, 8, 1, {1, 1, 1, 1}}, {{1, 16, 3, 5, 6}, 8, 2, {1, 1, 0, 0, 1, 1}}};
+  uint64_t seed = 1970;
+  for (const Case& c : cases) {
+    const bool three_d = c.x.size() == 5;
+    Shape ws{c.k, c.x[1]};
+    if (three_d) ws.push_back(c.kd);
+    ws.insert(ws.end(), {3, 3});
+    Graph g;
+    Builder b(g);
+    Rng rng(seed++);
+    Tensor<float> w = lab::random_weight(ws, rng), bias = lab::random_weight({c.k}, rng);
+    TensorId y = b.add(ops::Conv{.pads = c.pads}, {b.input("x", c.x), b.constant("w", w), b.constant("b", bias)});
+    const Shape ys = g.type(y).shape;
+    b.output(b.add(ops::Relu{}, {b.add(ops::Add{}, {y, b.input("r", ys)})}));
+    Types types;
+    for (TensorId i : g.inputs()) types.push_back(g.type(i));
+    const auto in = random_inputs(types, rng, InputSpec{});
+    const auto outs = backend::make_backend("reference")->compile(g)->run(in);
+    const auto& want = std::get<Tensor<float>>(outs[0]);
+    const auto& x = std::get<Tensor<float>>(in[0]);
+    const auto& r = std::get<Tensor<float>>(in[1]);
+    cpu::WinogradShape sh;
+    sh.n = c.x[0], sh.c = c.x[1], sh.k = c.k;
+    const size_t k = c.x.size() - 2;  // spatial dims
+    sh.h = c.x[k], sh.w = c.x[k + 1];
+    sh.pad_top = c.pads[k - 2], sh.pad_left = c.pads[k - 1], sh.pad_bottom = c.pads[2 * k - 2], sh.pad_right = c.pads[2 * k - 1];
+    if (three_d) sh.d = c.x[2], sh.kd = c.kd, sh.pad_front = c.pads[0], sh.pad_back = c.pads[3];
+    // element [i, ch, (z,) y, x] of a tensor of shape s at its place in layout l
+    auto place = [&](const cpu::Block8Layout& l, const Shape& s, int64_t flat) {
+      std::vector<int64_t> ix(s.size());
+      for (size_t d = s.size(); d-- > 0;) ix[d] = flat % s[d], flat /= s[d];
+      const int64_t z = three_d ? ix[2] : 0;
+      return l.at(ix[0], ix[1] / 8, z, ix[k], ix[k + 1]) + ix[1] % 8;
+    };
+    for (bool last : {false, true}) {
+      CAPTURE(last);
+      CAPTURE(c.x);
+      sh.channels_last = last;
+      const cpu::Block8Layout lx(last, c.x[1], three_d ? c.x[2] : 1, c.x[k], c.x[k + 1]);
+      const cpu::Block8Layout ly(last, c.k, three_d ? ys[2] : 1, ys[k], ys[k + 1]);
+      std::vector<float> src(size_t(numel(c.x))), dst(size_t(numel(ys)));
+      for (int64_t i = 0; i < numel(c.x); ++i) src[size_t(place(lx, c.x, i))] = x.data()[i];
+      for (int64_t i = 0; i < numel(ys); ++i) dst[size_t(place(ly, ys, i))] = r.data()[i];  // the residual, summed
+      std::vector<cpu::Epilogue> epi{{.kind = cpu::Epilogue::Sum}, {.alg = dnnl::algorithm::eltwise_relu}};
+      cpu::Winograd4x3 wg(eng, sh, w.data(), bias.data(), epi);
+      wg.run(strm, src.data(), dst.data());
+      double worst = 0, scale = 0;
+      for (int64_t i = 0; i < numel(ys); ++i) {
+        worst = std::max(worst, std::abs(double(dst[size_t(place(ly, ys, i))]) - double(want.data()[i])));
+        scale = std::max(scale, std::abs(double(want.data()[i])));
+      }
+      INFO("max error ", worst, " of max ", scale);
+      CHECK(scale > 0);
+      CHECK(worst <= 1e-4 * std::max(1.0, scale));
+    }
+  }
+  // In a program: a 1x1 conv's output (channels-last where this CPU's oneDNN picks so) read
+  // by pet's Winograd conv, whose output another 1x1 conv reads.
+  Graph g;
+  Builder b(g);
+  Rng rng(1980);
+  TensorId t = b.add(ops::Relu{}, {b.add(ops::Conv{}, {b.input("x", {1, 32, 10, 10}), b.constant("w1", lab::random_weight({16, 32, 1, 1}, rng))})});
+  t = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {t, b.constant("w3", lab::random_weight({16, 16, 3, 3}, rng))});
+  b.output(b.add(ops::Conv{}, {t, b.constant("w2", lab::random_weight({8, 16, 1, 1}, rng))}));
+  backend::CompileOptions wino;
+  wino.conv_algorithm = "winograd";
+  same_as_reference(g, 1981, "1x1, winograd 3x3, 1x1", wino, "pet winograd");
 }
 
 TEST_CASE("convs at layout boundaries (pet copies in and out): plain or blocked by measurement, same results") {

@@ -70,7 +70,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
   }
   std::optional<convolution_forward::primitive_desc> plain_pd, owino_pd;
   std::shared_ptr<cpu::Winograd4x3> wg_cand;
-  md_t xs8, ys8;  // nChw8c / nCdhw8c, the layouts pet's transforms read and write
+  md_t xs8, ys8;  // nChw8c / nCdhw8c or nhwc / ndhwc, the layouts pet's transforms read and write
   const bool three_by_three = (k == 2 || (k == 3 && ws[2] <= 3)) && ws[k] == 3 && ws[k + 1] == 3;
   const bool unit = std::all_of(c.strides.begin(), c.strides.end(), [](int64_t v) { return v == 1; }) &&
                     std::all_of(c.dilations.begin(), c.dilations.end(), [](int64_t v) { return v == 1; });
@@ -100,10 +100,15 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
       if (!three_by_three || c.group != 1 || !unit || !cpu::Winograd4x3::applies(ws[1], ws[0]) || !g_.tensor(w).is_constant() ||
           (bias && !g_.tensor(node.inputs[2]).is_constant()) || !cpu::epilogue_of(po, epi))
         return false;
-      const auto tag8 = k == 2 ? memory::format_tag::nChw8c : memory::format_tag::nCdhw8c;
+      // Channels-last where the input is so (a 1x1 brgconv's output, as in DenseNet and
+      // ResNet's bottlenecks): no reorder into the transforms' layout and none out of it for
+      // the next such conv; 8-channel blocks otherwise.
+      const auto last = k == 2 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
+      cpu::WinogradShape sh;
+      sh.channels_last = slots_[size_t(x)].md == md_t(dims_of(xs), dt::f32, last);
+      const auto tag8 = sh.channels_last ? last : k == 2 ? memory::format_tag::nChw8c : memory::format_tag::nCdhw8c;
       xs8 = md_t(dims_of(xs), dt::f32, tag8);
       ys8 = md_t(dims_of(ys), dt::f32, tag8);
-      cpu::WinogradShape sh;
       sh.n = xs[0], sh.c = xs[1], sh.k = ws[0];
       sh.h = xs[k], sh.w = xs[k + 1];
       sh.pad_top = c.pads[k - 2], sh.pad_left = c.pads[k - 1], sh.pad_bottom = c.pads[2 * k - 2], sh.pad_right = c.pads[2 * k - 1];

@@ -126,6 +126,7 @@ Winograd4x3::~Winograd4x3() = default;
 
 void Winograd4x3::input_transform(const float* src, int64_t t0) {
   const int64_t cb = s_.c / 8, kd = s_.kd, H = s_.h, W = s_.w, D = s_.d;
+  const Block8Layout in(s_.channels_last, s_.c, D, H, W);
   float* V = v_.get();
   parallel_for(tc_ * kd * cb, [&](int64_t q) {
     const int64_t tl = q / (kd * cb), z = (q / cb) % kd, b = q % cb, t = t0 + tl;
@@ -137,13 +138,13 @@ void Winograd4x3::input_transform(const float* src, int64_t t0) {
       return;
     }
     const int64_t y0 = (rr / tw_) * 4 - s_.pad_top, x0 = (rr % tw_) * 4 - s_.pad_left;
-    const float* base = src + ((img * cb + b) * D + zi) * H * W * 8;
+    const float* base = src + in.at(img, b, zi, 0, 0);
     v8 d[6][6];
     for (int i = 0; i < 6; ++i) {
       const int64_t y = y0 + i;
       for (int j = 0; j < 6; ++j) {
         const int64_t x = x0 + j;
-        d[i][j] = (y >= 0 && y < H && x >= 0 && x < W) ? load(base + (y * W + x) * 8) : v8{};
+        d[i][j] = (y >= 0 && y < H && x >= 0 && x < W) ? load(base + y * in.row + x * in.pixel) : v8{};
       }
     }
     v8 col[6], tr[6][6];
@@ -163,6 +164,7 @@ void Winograd4x3::input_transform(const float* src, int64_t t0) {
 
 void Winograd4x3::output_transform(float* dst, int64_t t0) {
   const int64_t kb = s_.k / 8, K = s_.k;
+  const Block8Layout out(s_.channels_last, K, od_, oh_, ow_);
   const float* M = m_.get();
   const int64_t real = std::min(tc_, tiles_ - t0);
   parallel_for(real * kb, [&](int64_t q) {
@@ -179,14 +181,14 @@ void Winograd4x3::output_transform(float* dst, int64_t t0) {
     }
     for (int i = 0; i < 4; ++i) at6(tr[i], o[i]);  // rows: (A^T m) A
     const v8 bias = load(bias_.data() + b * 8);
-    float* base = dst + ((img * kb + b) * od_ + zo) * oh_ * ow_ * 8;
+    float* base = dst + out.at(img, b, zo, 0, 0);
     for (int i = 0; i < 4; ++i) {
       const int64_t y = y0 + i;
       if (y >= oh_) break;
       for (int j = 0; j < 4; ++j) {
         const int64_t x = x0 + j;
         if (x >= ow_) break;
-        float* p = base + (y * ow_ + x) * 8;
+        float* p = base + y * out.row + x * out.pixel;
         v8 v = o[i][j] + bias;
         for (const Epilogue& e : epi_) {
           if (e.kind == Epilogue::Sum) {

@@ -1,8 +1,9 @@
 #pragma once
 // Winograd F(4x4, 3x3) convolution for the cpu backend. oneDNN 2.x has Winograd only for
 // AVX-512 machines; on AVX2 its 3x3 convs are direct. This one is pet's: the input and output
-// transforms are pet kernels (8 channels per AVX2 vector, on oneDNN's nChw8c layout) and the
-// 36 products per tile are one batched oneDNN matmul. It does 4x fewer multiplications than a
+// transforms are pet kernels (8 channels per AVX2 vector, on oneDNN's nChw8c layout or on
+// channels-last nhwc, where 8 channels are as contiguous) and the 36 products per tile are one
+// batched oneDNN matmul. It does 4x fewer multiplications than a
 // direct conv; the backend times it against oneDNN's direct conv and keeps the faster.
 #include <dnnl.hpp>
 #include <memory>
@@ -24,9 +25,25 @@ bool epilogue_of(const dnnl::post_ops& po, std::vector<Epilogue>& out);
 /// The geometry of a conv that Winograd4x3 runs: x [n, c, (d,) h, w], weights [k, c, (kd,) 3, 3],
 /// stride 1, dilation 1, one group. 2-D convs have d = kd = 1 and no depth pads; 3-D convs are
 /// Winograd in H and W and a sum over the kd depth taps (folded into the matmul's inner dim).
+/// src and dst are both nChw8c / nCdhw8c, or (channels_last) both nhwc / ndhwc.
 struct WinogradShape {
   int64_t n = 1, c = 0, d = 1, h = 0, w = 0, k = 0, kd = 1;
   int64_t pad_front = 0, pad_back = 0, pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  bool channels_last = false;
+};
+
+/// Where the 8 channels [8b, 8b + 8) of pixel (img, z, y, x) start in a tensor of C channels
+/// over D x H x W (C a multiple of 8): nChw8c (nCdhw8c) or, channels_last, nhwc (ndhwc). The 8
+/// are contiguous in both.
+struct Block8Layout {
+  int64_t img, block, depth, row, pixel;
+  Block8Layout(bool channels_last, int64_t C, int64_t D, int64_t H, int64_t W)
+      : img(C * D * H * W),
+        block(channels_last ? 8 : D * H * W * 8),
+        depth(H * W * (channels_last ? C : 8)),
+        row(W * (channels_last ? C : 8)),
+        pixel(channels_last ? C : 8) {}
+  int64_t at(int64_t i, int64_t b, int64_t z, int64_t y, int64_t x) const { return i * img + b * block + z * depth + y * row + x * pixel; }
 };
 
 class Winograd4x3 {
@@ -34,8 +51,8 @@ class Winograd4x3 {
   /// weights [k, c, kd, 3, 3] (row-major), bias [k] or null; c and k multiples of 8.
   Winograd4x3(const dnnl::engine& eng, const WinogradShape& shape, const float* weights, const float* bias, std::vector<Epilogue> epilogue);
   ~Winograd4x3();
-  /// src in nChw8c / nCdhw8c, dst likewise ([n, k, (od,) oh, ow]); dst is read first when a
-  /// Sum is fused.
+  /// src in nChw8c / nCdhw8c (or nhwc / ndhwc: WinogradShape::channels_last), dst likewise
+  /// ([n, k, (od,) oh, ow]); dst is read first when a Sum is fused.
   void run(dnnl::stream& s, const float* src, float* dst);
   /// Tiles per chunk (the matmul's rows) and chunks per run.
   int64_t chunk_tiles() const { return tc_; }
