@@ -106,9 +106,9 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Conv& c, const std::string& wh
       const auto last = k == 2 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
       cpu::WinogradShape sh;
       sh.channels_last = slots_[size_t(x)].md == md_t(dims_of(xs), dt::f32, last);
-      const auto tag8 = sh.channels_last ? last : k == 2 ? memory::format_tag::nChw8c : memory::format_tag::nCdhw8c;
-      xs8 = md_t(dims_of(xs), dt::f32, tag8);
-      ys8 = md_t(dims_of(ys), dt::f32, tag8);
+      const auto tag = sh.channels_last ? last : k == 2 ? memory::format_tag::nChw8c : memory::format_tag::nCdhw8c;
+      xs8 = md_t(dims_of(xs), dt::f32, tag);
+      ys8 = md_t(dims_of(ys), dt::f32, tag);
       sh.n = xs[0], sh.c = xs[1], sh.k = ws[0];
       sh.h = xs[k], sh.w = xs[k + 1];
       sh.pad_top = c.pads[k - 2], sh.pad_left = c.pads[k - 1], sh.pad_bottom = c.pads[2 * k - 2], sh.pad_right = c.pads[2 * k - 1];
