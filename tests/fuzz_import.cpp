@@ -8,10 +8,17 @@
 // initializers, and ops that would produce an empty tensor), programs up to 120,000 ops deep
 // (run by the interpreter and given to the verifier, which must refuse past its depth bound
 // instead of overflowing the stack) and huge shapes (the estimate must refuse them).
+// A third family takes each ONNX schema libonnx knows (every version up to opset 17) as one
+// node of inputs of random types, ranks and dims and random attributes, float16 in half of
+// them: pet runs libonnx's type inference on float16 models, and its inference functions of
+// some ops read dims and attributes without checking them (they crashed on such nodes). A
+// variant that imports is given to check_bytes too, as pet optimize checks an original file
+// it writes back unchanged.
 // PET_FUZZ_DUMP=DIR writes each variant that fails with a non-pet exception there, and the one
 // being run as DIR/current.onnx (after a sanitizer's abort, the variant that caused it).
 // Usage: fuzz_import [variants] [node-test-dir] [extra-model.onnx] [seed] [all: every model of node-test-dir a seed,
 // not a fixed list]
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <chrono>
@@ -20,6 +27,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "pet/core/narrow_float.hpp"
 #include "pet/core/rng.hpp"
 #include "pet/eval/interpreter.hpp"
 #include "pet/eval/memory.hpp"
@@ -232,6 +240,90 @@ Built structured(int k, Rng& r) {
   return b;
 }
 
+/// The schema family: one node of schema s at its opset, with inputs of types it takes,
+/// random ranks and dims (some unknown) and random attributes. A `half` model takes float16
+/// where it can and has one more float16 input (a float16 model); the others no float16.
+std::string schema_variant(const ::onnx::OpSchema& s, bool half_model, Rng& r) {
+  testing::OnnxBuilder m(s.SinceVersion());
+  auto* n = m.g().add_node();
+  n->set_op_type(s.Name());
+  n->set_name("n");
+  const int inputs = std::min(s.max_input(), s.min_input() + int(r.below(3)));
+  for (int i = 0; i < inputs; ++i) {
+    if (r.below(10) == 0) {
+      n->add_input("");
+      continue;
+    }
+    const std::string name = "i" + std::to_string(i);
+    n->add_input(name);
+    std::vector<int> allowed;
+    if (!s.inputs().empty())
+      for (const auto* t : s.inputs()[std::min(size_t(i), s.inputs().size() - 1)].GetTypes()) {
+        const ::onnx::TypeProto tp = ::onnx::Utils::DataTypeUtils::ToTypeProto(t);
+        if (tp.has_tensor_type()) allowed.push_back(tp.tensor_type().elem_type());
+      }
+    if (!half_model)
+      allowed.erase(std::remove_if(allowed.begin(), allowed.end(), [](int e) { return pet::is_narrow_float(e); }), allowed.end());
+    int elem = half_model ? ::onnx::TensorProto::FLOAT16 : ::onnx::TensorProto::FLOAT;
+    const bool half = std::find(allowed.begin(), allowed.end(), elem) != allowed.end();
+    if (!allowed.empty() && !(half && r.below(2)) && r.below(3)) elem = allowed[r.below(allowed.size())];
+    auto* vi = m.g().add_input();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    if (r.below(8) == 0) continue;  // rank unknown
+    auto* shape = tt->mutable_shape();
+    for (int d = int(r.below(6)); d > 0; --d) {
+      auto* dim = shape->add_dim();
+      switch (r.below(6)) {
+        case 0: dim->set_dim_param("N"); break;
+        case 1: break;  // unknown
+        default: dim->set_dim_value(int64_t(r.below(5)));
+      }
+    }
+  }
+  if (half_model) m.input("h", {"2"}, ::onnx::TensorProto::FLOAT16);
+  for (int o = 0; o < std::max(1, s.min_output()); ++o) {
+    n->add_output("o" + std::to_string(o));
+    m.output("o" + std::to_string(o));
+  }
+  static const char* strings[] = {"", "NOTSET", "SAME_UPPER", "VALID", "constant", "linear", "nearest", "DCR", "x"};
+  for (const auto& [name, a] : s.attributes()) {
+    if (r.below(2)) continue;
+    auto* at = n->add_attribute();
+    at->set_name(name);
+    at->set_type(a.type);
+    switch (a.type) {
+      case ::onnx::AttributeProto::INT: at->set_i(int64_t(r.below(13)) - 6); break;
+      case ::onnx::AttributeProto::FLOAT: at->set_f(float(int(r.below(5)) - 2) * 0.5f); break;
+      case ::onnx::AttributeProto::STRING: at->set_s(strings[r.below(9)]); break;
+      case ::onnx::AttributeProto::INTS:
+        for (int k = int(r.below(7)); k > 0; --k) at->add_ints(int64_t(r.below(11)) - 4);
+        break;
+      case ::onnx::AttributeProto::FLOATS:
+        for (int k = int(r.below(5)); k > 0; --k) at->add_floats(float(r.below(5)) - 2);
+        break;
+      case ::onnx::AttributeProto::STRINGS:
+        for (int k = int(r.below(4)); k > 0; --k) at->add_strings(r.below(2) ? "Relu" : "Tanh");
+        break;
+      case ::onnx::AttributeProto::TENSOR: {
+        auto* t = at->mutable_t();
+        const bool half = half_model && r.below(2);
+        t->set_data_type(half ? ::onnx::TensorProto::FLOAT16 : ::onnx::TensorProto::INT64);
+        int64_t k = int64_t(r.below(4));
+        if (r.below(2)) t->add_dims(k);
+        else k = 1;
+        for (int64_t j = 0; j < k; ++j)
+          if (half) t->add_int32_data(0x3c00);  // 1.0
+          else t->add_int64_data(int64_t(r.below(9)) - 3);
+        break;
+      }
+      default: n->mutable_attribute()->RemoveLast();  // graphs and the rest: left out (a required one makes it invalid)
+    }
+  }
+  return m.m.SerializeAsString();
+}
+
 /// Runs a variant that imported: the memory estimate first, then (when it is small enough)
 /// the interpreter, and for multilinear programs the verifier.
 enum class Ran { No, Executed, Verified };
@@ -366,6 +458,47 @@ int main(int argc, char** argv) {
       std::printf("FAIL structured '%s' took %.1f s\n", b.what.c_str(), s);
     }
   }
+  // The schema family: each schema of the default domain up to opset 17, a few times.
+  const int per_schema = std::max(2, variants / 1000);
+  int s_invalid = 0, s_unsupported = 0, s_imported = 0, s_schemas = 0;
+  for (const auto& schema : ::onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
+    if (!schema.domain().empty() || schema.SinceVersion() > pet::onnx::kExportOpset || schema.Deprecated()) continue;
+    ++s_schemas;
+    for (int k = 0; k < per_schema; ++k) {
+      const std::string bytes = schema_variant(schema, k % 2 == 0, rng);
+      const std::string what = cat(schema.Name(), "-", schema.SinceVersion(), " #", k);
+      if (const char* dir = std::getenv("PET_FUZZ_DUMP")) std::ofstream(fs::path(dir) / "current.onnx", std::ios::binary) << bytes;
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        pet::onnx::ImportOptions opt;
+        opt.default_dim = 2;
+        pet::onnx::Model m = pet::onnx::import_bytes(bytes, what, opt);
+        ++s_imported;
+        exercise(m.graph, uint64_t(k), false);
+        try {  // what pet optimize does to an original it writes back as it is
+          pet::onnx::check_bytes(bytes, what);
+        } catch (const InvalidInput&) {
+        }
+      } catch (const InvalidInput&) {
+        ++s_invalid;
+      } catch (const Unsupported&) {
+        ++s_unsupported;
+      } catch (const std::exception& e) {
+        ++failures;
+        std::printf("FAIL schema variant '%s': non-pet exception: %s\n", what.c_str(), e.what());
+        if (const char* dir = std::getenv("PET_FUZZ_DUMP"))
+          std::ofstream(fs::path(dir) / (schema.Name() + "_" + std::to_string(k) + ".onnx"), std::ios::binary) << bytes;
+      }
+      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      slowest = std::max(slowest, sec);
+      if (sec > 2.0) {
+        ++failures;
+        std::printf("FAIL schema variant '%s' took %.1f s\n", what.c_str(), sec);
+      }
+    }
+  }
+  std::printf("built %d single-node models of %d ONNX schemas: %d invalid, %d unsupported, %d imported\n", s_schemas * per_schema,
+              s_schemas, s_invalid, s_unsupported, s_imported);
   if (b_deep_refused == 0 || b_executed == 0) {
     ++failures;
     std::printf("FAIL the structured family refused no program for its depth, or ran none: too few variants (%d)\n", built);

@@ -2654,6 +2654,35 @@ TEST_CASE("float16 and bfloat16 models: values read exactly, computed as float32
     gemm6.node("Gemm", {"a", "b"}, {"y"}, "gemm");
     gemm6.output("y");
     CHECK_THROWS_WITH_AS(gemm6.import(), doctest::Contains("node 'gemm' (Gemm, opset 6): input B must have rank 2, got shape [4]"), InvalidInput);
+    // libonnx's inference of these read dims, attributes or inputs that are not there (each
+    // crashed it, fuzzed); pet infers each node's types alone without shapes, after its
+    // schema's Verify, and its own import says what is wrong
+    constexpr int h = ::onnx::TensorProto::FLOAT16;
+    OnnxBuilder conv(11);  // a rank-3 X and a rank-4 W
+    conv.input("x", {"1", "1", "3"}, h).input("w", {"2", "1", "3", "3"}, h);
+    conv.node("Conv", {"x", "w"}, {"y"}, "conv");
+    conv.output("y");
+    CHECK_THROWS_WITH_AS(conv.import(), doctest::Contains("node 'conv' (Conv, opset 11)"), InvalidInput);
+    OnnxBuilder rnn(7);  // a rank-0 X and a negative hidden_size
+    rnn.input("x", {}, h).input("w", {"1", "4", "3"}, h).input("r", {"1", "4", "4"}, h);
+    OnnxBuilder::attr(rnn.node("RNN", {"x", "w", "r"}, {"y"}, "rnn"), "hidden_size", int64_t(-5));
+    rnn.output("y");
+    CHECK_THROWS_WITH_AS(rnn.import(), doctest::Contains("node 'rnn' (RNN, opset 7)"), InvalidInput);
+    OnnxBuilder gnd(13);  // batch_dims -4
+    gnd.input("x", {"2", "4", "4", "3"}, h).input("i", {"3", "1"}, ::onnx::TensorProto::INT64);
+    OnnxBuilder::attr(gnd.node("GatherND", {"x", "i"}, {"y"}, "gnd"), "batch_dims", int64_t(-4));
+    gnd.output("y");
+    CHECK_THROWS_WITH_AS(gnd.import(), doctest::Contains("node 'gnd' (GatherND, opset 13): batch_dims -4"), InvalidInput);
+    OnnxBuilder eye(9);  // its one input left empty
+    eye.input("h", {"2"}, h);
+    eye.node("EyeLike", {""}, {"y"}, "eye");
+    eye.output("y");
+    CHECK_THROWS_WITH_AS(eye.import(), doctest::Contains("node 'eye' (EyeLike, opset 9): input 0 is missing"), InvalidInput);
+    OnnxBuilder scan(9);  // no body
+    scan.input("x", {"2", "3"}, h);
+    OnnxBuilder::attr(scan.node("Scan", {"x"}, {"y"}, "scan"), "num_scan_inputs", int64_t(1));
+    scan.output("y");
+    CHECK_THROWS_AS(scan.import(), InvalidInput);
     OnnxBuilder d(17);
     d.input("x", {"2"}, ::onnx::TensorProto::DOUBLE).output("x");
     CHECK_THROWS_WITH_AS(d.import(), doctest::Contains("input 'x' has element type DOUBLE; pet supports float32 (float16 and bfloat16 computed as float32)"),

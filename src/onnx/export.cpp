@@ -212,52 +212,168 @@ void check_structure(::onnx::ModelProto model, const std::string& label, bool al
 }  // namespace
 
 namespace {
-/// Whether g (its subgraphs too) has a node of type `op`.
-bool has_op(const ::onnx::GraphProto& g, std::string_view op) {
+/// t without its tensors' shapes (element types kept), in sequences, optionals and maps too.
+void strip_shapes(::onnx::TypeProto& t) {
+  switch (t.value_case()) {
+    case ::onnx::TypeProto::kTensorType: t.mutable_tensor_type()->clear_shape(); break;
+    case ::onnx::TypeProto::kSparseTensorType: t.mutable_sparse_tensor_type()->clear_shape(); break;
+    case ::onnx::TypeProto::kSequenceType: strip_shapes(*t.mutable_sequence_type()->mutable_elem_type()); break;
+    case ::onnx::TypeProto::kOptionalType: strip_shapes(*t.mutable_optional_type()->mutable_elem_type()); break;
+    case ::onnx::TypeProto::kMapType: strip_shapes(*t.mutable_map_type()->mutable_value_type()); break;
+    default: break;
+  }
+}
+
+/// g (its subgraphs too) with no tensor shape declared anywhere.
+void strip_shapes(::onnx::GraphProto& g) {
+  for (auto* list : {g.mutable_input(), g.mutable_output(), g.mutable_value_info()})
+    for (auto& vi : *list) strip_shapes(*vi.mutable_type());
+  for (auto& n : *g.mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) strip_shapes(*a.mutable_g());
+      for (auto& sg : *a.mutable_graphs()) strip_shapes(sg);
+    }
+}
+
+/// Whether t names a type completely enough for ONNX's inference to read it.
+bool typed(const ::onnx::TypeProto& t) {
+  switch (t.value_case()) {
+    case ::onnx::TypeProto::kTensorType: return t.tensor_type().elem_type() != ::onnx::TensorProto::UNDEFINED;
+    case ::onnx::TypeProto::kSparseTensorType: return t.sparse_tensor_type().elem_type() != ::onnx::TensorProto::UNDEFINED;
+    case ::onnx::TypeProto::kSequenceType: return t.sequence_type().has_elem_type() && typed(t.sequence_type().elem_type());
+    case ::onnx::TypeProto::kOptionalType: return t.optional_type().has_elem_type() && typed(t.optional_type().elem_type());
+    case ::onnx::TypeProto::kMapType: return t.map_type().has_value_type() && typed(t.map_type().value_type());
+    default: return false;
+  }
+}
+
+/// The names g (its subgraphs too) reads from an outer scope; `defined` holds the names
+/// defined around it.
+void outer_names(const ::onnx::GraphProto& g, std::set<std::string> defined, std::set<std::string>& out) {
+  for (const auto& vi : g.input()) defined.insert(vi.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
   for (const auto& n : g.node()) {
-    if (n.op_type() == op) return true;
+    for (const auto& i : n.input())
+      if (!i.empty() && !defined.count(i)) out.insert(i);
     for (const auto& a : n.attribute()) {
-      if (a.has_g() && has_op(a.g(), op)) return true;
+      if (a.has_g()) outer_names(a.g(), defined, out);
+      for (const auto& sg : a.graphs()) outer_names(sg, defined, out);
+    }
+    for (const auto& o : n.output()) defined.insert(o);
+  }
+  for (const auto& o : g.output())
+    if (!defined.count(o.name())) out.insert(o.name());
+}
+
+/// Whether every node of g (its subgraphs too) has the inputs and attributes its ONNX schema
+/// requires (OpSchema::Verify); nodes of domains libonnx does not know pass.
+bool nodes_verify(const ::onnx::GraphProto& g, const std::map<std::string, int>& opsets) {
+  for (const auto& n : g.node()) {
+    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    const auto v = opsets.find(domain);
+    if (v != opsets.end())
+      if (const auto* schema = ::onnx::OpSchemaRegistry::Schema(n.op_type(), v->second, domain)) {
+        try {
+          schema->Verify(n);
+        } catch (const std::exception&) {
+          return false;
+        }
+      }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && !nodes_verify(a.g(), opsets)) return false;
       for (const auto& sg : a.graphs())
-        if (has_op(sg, op)) return true;
+        if (!nodes_verify(sg, opsets)) return false;
     }
   }
-  return false;
+  return true;
 }
 }  // namespace
 
 std::map<std::string, int32_t> detail::check_types(const ::onnx::ModelProto& model, const std::string& label) {
-  // This libonnx's (1.12) inference of Gemm at opset 6 reads A's and B's dims without checking
-  // their rank: a 1-D B crashed it (a fuzzed float16 model). pet's own import checks Gemm's
-  // inputs; such a model goes without ONNX's type check.
-  for (const auto& os : model.opset_import())
-    if ((os.domain().empty() || os.domain() == "ai.onnx") && os.version() == 6 && has_op(model.graph(), "Gemm")) return {};
-  ::onnx::ModelProto light;  // the model without its weights' data: initializers as typed graph inputs
-  *light.mutable_opset_import() = model.opset_import();
-  light.set_ir_version(model.ir_version());
-  auto& g = *light.mutable_graph();
-  *g.mutable_node() = model.graph().node();
-  *g.mutable_input() = model.graph().input();
-  *g.mutable_output() = model.graph().output();
-  *g.mutable_value_info() = model.graph().value_info();
-  std::set<std::string> inputs;
-  for (const auto& vi : g.input()) inputs.insert(vi.name());
-  for (const auto& t : model.graph().initializer()) {
-    if (inputs.count(t.name())) continue;
-    auto* vi = g.add_input();
-    vi->set_name(t.name());
-    auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(t.data_type());
-    for (int64_t d : t.dims()) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  // This libonnx's (1.12) inference functions read input dims and attribute lists without
+  // checking their rank or length (Conv, ConvTranspose, Gemm-6, GatherND, RNN, GRU, LSTM,
+  // MaxUnpool, STFT: a fuzzed float16 model crashed it), and some read a required input or
+  // attribute without checking it is there (EyeLike, Scan). Only types are wanted here, and
+  // pet's own import checks the shapes: each node is inferred alone, from its inputs' types
+  // without shapes or values, after its schema's Verify; a model whose nodes do not verify
+  // goes without ONNX's type check (pet's import refuses what it cannot compute).
+  const auto& graph = model.graph();
+  std::map<std::string, int> opsets;
+  for (const auto& os : model.opset_import()) opsets[os.domain() == "ai.onnx" ? "" : os.domain()] = int(os.version());
+  if (!nodes_verify(graph, opsets)) return {};
+  std::map<std::string, ::onnx::TypeProto> types, declared;  // shapes stripped
+  auto note = [](std::map<std::string, ::onnx::TypeProto>& m, const std::string& name, ::onnx::TypeProto t) {
+    strip_shapes(t);
+    if (typed(t)) m.emplace(name, std::move(t));
+  };
+  for (const auto& vi : graph.input()) note(types, vi.name(), vi.type());
+  for (const auto& t : graph.initializer())
+    if (!types.count(t.name())) {
+      ::onnx::TypeProto tp;
+      tp.mutable_tensor_type()->set_elem_type(t.data_type());
+      note(types, t.name(), std::move(tp));
+    }
+  for (const auto* list : {&graph.output(), &graph.value_info()})
+    for (const auto& vi : *list) note(declared, vi.name(), vi.type());
+  std::vector<std::set<std::string>> reads(size_t(graph.node_size()));
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto& n = graph.node(i);
+    for (const auto& in : n.input())
+      if (!in.empty()) reads[size_t(i)].insert(in);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) outer_names(a.g(), {}, reads[size_t(i)]);
+      for (const auto& sg : a.graphs()) outer_names(sg, {}, reads[size_t(i)]);
+    }
   }
-  try {
-    ::onnx::shape_inference::InferShapes(light, ::onnx::OpSchemaRegistry::Instance(), ::onnx::ShapeInferenceOptions(true, 1, false));
-  } catch (const std::exception& e) {
-    throw InvalidInput(cat(label, ": its types do not agree (ONNX type inference: ", e.what(), ")"));
+  // Each node once all it reads is typed (Kahn's order: the file's order need not be one).
+  std::map<std::string, std::vector<int>> readers;
+  std::vector<size_t> waiting(size_t(graph.node_size()), 0);
+  std::vector<int> ready;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    for (const auto& r : reads[size_t(i)])
+      if (!types.count(r)) {
+        readers[r].push_back(i);
+        ++waiting[size_t(i)];
+      }
+    if (!waiting[size_t(i)]) ready.push_back(i);
+  }
+  while (!ready.empty()) {
+    const int i = ready.back();
+    ready.pop_back();
+    const auto& n = graph.node(i);
+    ::onnx::ModelProto one;
+    *one.mutable_opset_import() = model.opset_import();
+    one.set_ir_version(model.ir_version());
+    auto& g = *one.mutable_graph();
+    *g.add_node() = n;
+    strip_shapes(g);
+    for (const auto& r : reads[size_t(i)]) {
+      auto* vi = g.add_input();
+      vi->set_name(r);
+      *vi->mutable_type() = types.at(r);
+    }
+    for (const auto& o : n.output())
+      if (auto d = declared.find(o); !o.empty() && d != declared.end()) {  // checked against what is inferred
+        auto* vi = g.add_value_info();
+        vi->set_name(o);
+        *vi->mutable_type() = d->second;
+      }
+    try {
+      ::onnx::shape_inference::InferShapes(one, ::onnx::OpSchemaRegistry::Instance(), ::onnx::ShapeInferenceOptions(true, 1, false));
+    } catch (const std::exception& e) {
+      throw InvalidInput(cat(label, ": its types do not agree (ONNX type inference: ", e.what(), ")"));
+    }
+    for (const auto& vi : g.value_info()) {
+      if (types.count(vi.name())) continue;  // an output named twice: the first
+      note(types, vi.name(), vi.type());
+      if (auto r = readers.find(vi.name()); r != readers.end() && types.count(vi.name()))
+        for (int k : r->second)
+          if (--waiting[size_t(k)] == 0) ready.push_back(k);
+    }
   }
   std::map<std::string, int32_t> narrow;
-  for (const auto& vi : g.value_info())
-    if (vi.type().has_tensor_type() && is_narrow_float(vi.type().tensor_type().elem_type())) narrow[vi.name()] = vi.type().tensor_type().elem_type();
+  for (const auto& [name, t] : types)
+    if (t.has_tensor_type() && is_narrow_float(t.tensor_type().elem_type())) narrow[name] = t.tensor_type().elem_type();
   return narrow;
 }
 
