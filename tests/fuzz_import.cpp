@@ -14,6 +14,8 @@
 // some ops read dims and attributes without checking them (they crashed on such nodes). A
 // variant that imports is given to check_bytes too, as pet optimize checks an original file
 // it writes back unchanged.
+// PET_FUZZ_KEEP=DIR writes pet's program of each schema variant that imports and runs there
+// (`difftest replay DIR` runs them on the cpu backend against the reference).
 // PET_FUZZ_DUMP=DIR writes each variant that fails with a non-pet exception there, and the one
 // being run as DIR/current.onnx (after a sanitizer's abort, the variant that caused it).
 // Usage: fuzz_import [variants] [node-test-dir] [extra-model.onnx] [seed] [all: every model of node-test-dir a seed,
@@ -474,7 +476,19 @@ int main(int argc, char** argv) {
         opt.default_dim = 2;
         pet::onnx::Model m = pet::onnx::import_bytes(bytes, what, opt);
         ++s_imported;
-        exercise(m.graph, uint64_t(k), false);
+        if (exercise(m.graph, uint64_t(k), false) != Ran::No)
+          if (const char* keep = std::getenv("PET_FUZZ_KEEP")) {  // pet's program of it, for difftest replay
+            std::string program;
+            try {
+              program = pet::onnx::export_bytes(m.graph);
+            } catch (const std::exception& e) {
+              std::printf("not kept: '%s': %s\n", what.c_str(), e.what());
+            }
+            if (!program.empty())
+              std::ofstream(fs::path(keep) / (schema.Name() + "_" + std::to_string(schema.SinceVersion()) + "_" + std::to_string(k) + ".onnx"),
+                            std::ios::binary)
+                  << program;
+          }
         try {  // what pet optimize does to an original it writes back as it is
           pet::onnx::check_bytes(bytes, what);
         } catch (const InvalidInput&) {

@@ -377,12 +377,27 @@ TEST_CASE("import errors name the file, node, op and problem") {
       b.input("x", {"1", "3", "2"}).input("s", {"3"}).output("y");
       b.node("PRelu", {"x", "s"}, {"y"}, "p");
       if (opset == 7) {
-        CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("cannot be broadcast"), InvalidInput);
+        CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'p' (PRelu, opset 7): slope shape [3] does not broadcast to X's shape [1,3,2]"),
+                             InvalidInput);
         continue;
       }
       const auto m = b.import();
       const std::vector<Value<float>> in{Tensor<float>({1, 3, 2}, -1.f), Tensor<float>({3}, std::vector<float>{1, 2, 3})};
       CHECK(std::get<Tensor<float>>(Interpreter<float>(m.graph).run(in)[0]).vec() == std::vector<float>{-1, -1, -2, -2, -3, -3});
+    }
+    {  // the slope broadcasts one way only: a larger slope is not X's (pet's own op would take it; fuzzed)
+      OnnxBuilder b(16);
+      b.input("x", {"3"}).input("s", {"2", "3"}).output("y");
+      b.node("PRelu", {"x", "s"}, {"y"}, "p");
+      CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("slope shape [2,3] does not broadcast to X's shape [3]"), InvalidInput);
+    }
+    {  // a scalar's Transpose (perm empty) is written without perm, which ONNX's checker would refuse empty (fuzzed)
+      OnnxBuilder b(13);
+      b.input("x", {}).output("y");
+      b.node("Transpose", {"x"}, {"y"}, "t");
+      const auto m = b.import();
+      const auto back = px::import_bytes(px::export_bytes(m.graph), "scalar transpose");
+      CHECK(back.graph.type(back.graph.outputs()[0]).shape == Shape{});
     }
   }
   SUBCASE("Resize and Einsum: what pet refuses, and why") {
@@ -1807,6 +1822,15 @@ TEST_CASE("If, Loop and Scan are inlined at import, sequences are import-time li
     const Tensor<float> x3({2, 3, 1}, {1, 2, 3, 4, 5, 6});
     CHECK(run_floats(m, {x3}, 0) == std::vector<float>{16, 35});
     CHECK(run_floats(m, {x3}, 1) == std::vector<float>{11, 13, 16, 24, 29, 35});
+    // a state of another batch than the scanned input's: refused (read past its parts; fuzzed)
+    OnnxBuilder bad(8);
+    bad.input("x", {"2", "3", "1"}).floats("s0", {1, 1}, {10});
+    auto* nb = bad.node("Scan", {"", "s0", "x"}, {"last", "all"}, "scan8");
+    body.attach(nb, "body");
+    OnnxBuilder::attr(nb, "num_scan_inputs", int64_t(1));
+    bad.output("last").output("all");
+    CHECK_THROWS_WITH_AS(bad.import(), doctest::Contains("node 'scan8' (Scan, opset 8): state 0 has shape [1,1]; opset 8's Scan needs the batch of 2 as its first axis"),
+                         InvalidInput);
   }
   {
     // sequences: split into chunks of 2 (2, 2, 1 columns), erase the first, insert x at the

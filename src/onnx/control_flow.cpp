@@ -417,6 +417,13 @@ void Importer::import_scan(const NodeCtx& c, const std::string& name) {
   const TensorType x0 = type_of(xs[0], "scan input 0");
   if (x0.shape.size() < 2) throw InvalidInput(cat("scan input 0 must have a batch and a sequence axis, got shape ", x0.shape));
   const int64_t batch = x0.shape[0], len = x0.shape[1];
+  for (size_t k = 0; k < n_states + xs.size(); ++k) {  // each split along the batch axis: the same batch everywhere
+    const bool state = k < n_states;
+    const TensorType t = state ? type_of(states[k], "a state") : type_of(xs[k - n_states], "a scan input");
+    if (t.shape.size() < (state ? 1u : 2u) || t.shape[0] != batch)
+      throw InvalidInput(cat(state ? "state " : "scan input ", state ? k : k - n_states, " has shape ", t.shape, "; opset 8's Scan needs the batch of ",
+                             batch, " as its first axis", state ? "" : ", and a sequence axis"));
+  }
   if (c.present(0)) {
     const auto* sl = c.computed(0);
     if (!sl) throw Unsupported("sequence_lens is computed at run time; pet needs every sequence at its full length");

@@ -562,7 +562,14 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     return Mapped{o, {0}};
   };
   t["HardSigmoid"] = [](const NodeCtx& c) { return Mapped{ops::HardSigmoid{.alpha = c.f("alpha", 0.2f), .beta = c.f("beta", 0.5f)}, {0}}; };
-  t["PRelu"] = [](const NodeCtx& c) { return Mapped{ops::PRelu{}, {0, 1}}; };
+  t["PRelu"] = [](const NodeCtx& c) {
+    // ONNX's PRelu broadcasts the slope one way, to X's shape (pet's op both ways); before
+    // opset 7, a 1-D slope of X's channel count is per channel (the importer views it so)
+    if (const auto x = c.type(0), slope = c.type(1); x && slope && !broadcasts_to(slope->shape, x->shape) &&
+                                                      !(c.opset < 7 && x->shape.size() >= 3 && slope->shape == Shape{x->shape[1]}))
+      throw InvalidInput(cat("slope shape ", slope->shape, " does not broadcast to X's shape ", x->shape));
+    return Mapped{ops::PRelu{}, {0, 1}};
+  };
   // Variadic Max, Min, Sum (and Mean): one input is the identity; more are a chain of binary ops.
   auto variadic = [](Op two, const char* type) {
     return [two, type](const NodeCtx& c) {
@@ -1372,7 +1379,10 @@ struct Exporter {
   void operator()(const ops::ReduceSumSquare& o) { reduce17("ReduceSumSquare", o); }
   void operator()(const ops::ReduceLogSumExp& o) { reduce17("ReduceLogSumExp", o); }
   void operator()(const ops::ReduceLogSum& o) { reduce17("ReduceLogSum", o); }
-  void operator()(const ops::Transpose& o) { set(simple("Transpose"), "perm", o.perm); }
+  void operator()(const ops::Transpose& o) {  // (an empty perm is a scalar's: ONNX's default)
+    auto* n = simple("Transpose");
+    if (!o.perm.empty()) set(n, "perm", o.perm);
+  }
   void operator()(const ops::Reshape& o) {
     // To a scalar: a Squeeze of every (size-1) axis. OpenVINO 2024.6 refuses a Reshape whose
     // shape is the empty list ("The value of scalar shape pattern should be equal to 1").
