@@ -15,7 +15,8 @@
 // variant that imports is given to check_bytes too, as pet optimize checks an original file
 // it writes back unchanged.
 // PET_FUZZ_KEEP=DIR writes pet's program of each schema variant that imports and runs there
-// (`difftest replay DIR` runs them on the cpu backend against the reference).
+// (`difftest replay DIR` runs them on the cpu backend against the reference), and the
+// variant beside it as NAME.orig.
 // PET_FUZZ_DUMP=DIR writes each variant that fails with a non-pet exception there, and the one
 // being run as DIR/current.onnx (after a sanitizer's abort, the variant that caused it).
 // Usage: fuzz_import [variants] [node-test-dir] [extra-model.onnx] [seed] [all: every model of node-test-dir a seed,
@@ -243,7 +244,8 @@ Built structured(int k, Rng& r) {
 }
 
 /// The schema family: one node of schema s at its opset, with inputs of types it takes,
-/// random ranks and dims (some unknown) and random attributes. A `half` model takes float16
+/// random ranks and dims (some unknown) and random attributes, or (coherent) shapes that
+/// go together. A `half` model takes float16
 /// where it can and has one more float16 input (a float16 model); the others no float16.
 std::string schema_variant(const ::onnx::OpSchema& s, bool half_model, Rng& r) {
   testing::OnnxBuilder m(s.SinceVersion());
@@ -251,6 +253,11 @@ std::string schema_variant(const ::onnx::OpSchema& s, bool half_model, Rng& r) {
   n->set_op_type(s.Name());
   n->set_name("n");
   const int inputs = std::min(s.max_input(), s.min_input() + int(r.below(3)));
+  // coherent: the inputs' shapes are one base shape, a dim of it or a scalar, integer inputs
+  // mostly constants of small values, few attributes (more of them import)
+  const bool coherent = r.below(2);
+  std::vector<int64_t> base(1 + r.below(5));
+  for (auto& d : base) d = int64_t(1 + r.below(4));
   for (int i = 0; i < inputs; ++i) {
     if (r.below(10) == 0) {
       n->add_input("");
@@ -269,12 +276,29 @@ std::string schema_variant(const ::onnx::OpSchema& s, bool half_model, Rng& r) {
     int elem = half_model ? ::onnx::TensorProto::FLOAT16 : ::onnx::TensorProto::FLOAT;
     const bool half = std::find(allowed.begin(), allowed.end(), elem) != allowed.end();
     if (!allowed.empty() && !(half && r.below(2)) && r.below(3)) elem = allowed[r.below(allowed.size())];
+    const bool integer = elem == ::onnx::TensorProto::INT64 || elem == ::onnx::TensorProto::INT32;
+    if (coherent && integer && r.below(10) < 7) {  // axes, shapes, pads, indices: a constant of small values
+      std::vector<int64_t> v(r.below(base.size() + 1));
+      for (auto& x : v) x = int64_t(r.below(2 * base.size() + 1)) - int64_t(base.size());
+      if (elem == ::onnx::TensorProto::INT64) m.ints(name, v);
+      else m.small_ints(name, elem, {int64_t(v.size())}, v);
+      continue;
+    }
     auto* vi = m.g().add_input();
     vi->set_name(name);
     auto* tt = vi->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(elem);
-    if (r.below(8) == 0) continue;  // rank unknown
     auto* shape = tt->mutable_shape();
+    if (coherent) {  // X's shape, a channel or last dim's, or a scalar
+      const uint64_t pick = r.below(5);
+      std::vector<int64_t> dims = pick < 3 ? base : pick == 3 ? std::vector<int64_t>{base[base.size() > 1 ? 1 : 0]} : std::vector<int64_t>{};
+      for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+      continue;
+    }
+    if (r.below(8) == 0) {  // rank unknown
+      tt->clear_shape();
+      continue;
+    }
     for (int d = int(r.below(6)); d > 0; --d) {
       auto* dim = shape->add_dim();
       switch (r.below(6)) {
@@ -291,7 +315,7 @@ std::string schema_variant(const ::onnx::OpSchema& s, bool half_model, Rng& r) {
   }
   static const char* strings[] = {"", "NOTSET", "SAME_UPPER", "VALID", "constant", "linear", "nearest", "DCR", "x"};
   for (const auto& [name, a] : s.attributes()) {
-    if (r.below(2)) continue;
+    if (coherent ? r.below(4) != 0 : r.below(2)) continue;
     auto* at = n->add_attribute();
     at->set_name(name);
     at->set_type(a.type);
@@ -484,10 +508,11 @@ int main(int argc, char** argv) {
             } catch (const std::exception& e) {
               std::printf("not kept: '%s': %s\n", what.c_str(), e.what());
             }
-            if (!program.empty())
-              std::ofstream(fs::path(keep) / (schema.Name() + "_" + std::to_string(schema.SinceVersion()) + "_" + std::to_string(k) + ".onnx"),
-                            std::ios::binary)
-                  << program;
+            if (!program.empty()) {
+              const fs::path stem = fs::path(keep) / (schema.Name() + "_" + std::to_string(schema.SinceVersion()) + "_" + std::to_string(k));
+              std::ofstream(stem.string() + ".onnx", std::ios::binary) << program;
+              std::ofstream(stem.string() + ".orig", std::ios::binary) << bytes;  // the variant (symbolic dims 2)
+            }
           }
         try {  // what pet optimize does to an original it writes back as it is
           pet::onnx::check_bytes(bytes, what);

@@ -76,6 +76,29 @@ TEST_CASE("a Reshape to a scalar is written as a Squeeze of every axis (OpenVINO
   }
 }
 
+TEST_CASE("a reduction over no axes (a scalar's, or noop_with_empty_axes) is written as its function of each element") {
+  // ReduceL1 of a scalar is |x|, ReduceSumSquare x*x, ReduceL2 sqrt(x*x), ReduceLogSum ln x: they
+  // were written as Identity (the schema family of fuzz_import against ONNX Runtime)
+  for (const Shape& in : {Shape{}, Shape{2, 3}})
+    for (int k = 0; k < 8; ++k) {
+      CAPTURE(in);
+      CAPTURE(k);
+      Graph g;
+      Builder b(g);
+      TensorId x = b.input("x", in);
+      auto noop = [](auto o) {
+        o.noop_with_empty_axes = true;
+        return Op(o);
+      };
+      const Op ops[] = {noop(ops::ReduceL1{}),     noop(ops::ReduceL2{}),   noop(ops::ReduceSumSquare{}), noop(ops::ReduceLogSum{}),
+                        noop(ops::ReduceLogSumExp{}), noop(ops::ReduceProd{}), noop(ops::ReduceMin{}),       noop(ops::ReduceMean{})};
+      b.output(b.add(ops[k], {b.add(ops::Abs{}, {x})}, "r"));                     // (ln of positive values)
+      b.output(k == 3 ? b.add(ops::Exp{}, {x}) : b.add(ops[k], {x}, "r_signed"));  // and of negative ones
+      const px::Model back = px::import_bytes(px::export_bytes(g), "reduce.onnx");
+      check_same(run(g, 5), run(back.graph, 5));
+    }
+}
+
 TEST_CASE("PyTorch-style shape chains fold into constants") {
   OnnxBuilder b(13);
   b.input("x", {"batch", "3", "4"}).ints("idx0", {0}).ints("minus1", {-1}).ints("ax", {0});
@@ -384,6 +407,12 @@ TEST_CASE("import errors name the file, node, op and problem") {
       const auto m = b.import();
       const std::vector<Value<float>> in{Tensor<float>({1, 3, 2}, -1.f), Tensor<float>({3}, std::vector<float>{1, 2, 3})};
       CHECK(std::get<Tensor<float>>(Interpreter<float>(m.graph).run(in)[0]).vec() == std::vector<float>{-1, -1, -2, -2, -3, -3});
+    }
+    {  // a 0/1 attribute of another value: ONNX Runtime's ArgMax keeps dims for 1 only, ONNX's reference drops them for 0 only
+      OnnxBuilder b(13);
+      b.input("x", {"2", "3"}).output("y");
+      OnnxBuilder::attr(b.node("ArgMax", {"x"}, {"y"}, "am"), "keepdims", int64_t(4));
+      CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("node 'am' (ArgMax, opset 13): attribute 'keepdims' must be 0 or 1, got 4"), InvalidInput);
     }
     {  // the slope broadcasts one way only: a larger slope is not X's (pet's own op would take it; fuzzed)
       OnnxBuilder b(16);

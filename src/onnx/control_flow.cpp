@@ -525,7 +525,7 @@ void Importer::import_sequence_op(const NodeCtx& c, const std::string& name) {
     bool squeeze = false;
     if (!c.present(1)) {
       sizes.assign(size_t(len), 1);
-      squeeze = c.i("keepdims", 1) == 0;
+      squeeze = !c.flag("keepdims", true);
     } else {
       const auto v = c.const_ints(1, "split");
       const auto st = c.type(1);

@@ -264,7 +264,7 @@ std::vector<TensorId> affine_grid(const NodeCtx& c, const std::string& name, Gra
     throw InvalidInput(cat("theta must have shape [", size[0], ", ", k, ", ", k + 1, "] for size ", size, ", got ", t->shape));
   for (int64_t i = 2; i < int64_t(size.size()); ++i)
     if (size[size_t(i)] < 1) throw InvalidInput(cat("size ", size, " has an empty spatial dim"));
-  const bool corners = c.i("align_corners", 0) != 0;
+  const bool corners = c.flag("align_corners", false);
   auto coord = [&](int64_t i, int64_t n) {
     if (corners) return n == 1 ? -1.0 : -1.0 + 2.0 * double(i) / double(n - 1);
     return -1.0 + (2.0 * double(i) + 1.0) / double(n);
@@ -474,7 +474,7 @@ std::vector<TensorId> resize_taps_import(const NodeCtx& c, const std::string& na
   const auto t = c.type(0);
   if (!t || t->dtype != DType::Float32) throw Unsupported("X must be float32");
   const ops::Resize o = resize_attrs(c);
-  const bool antialias = c.i("antialias", 0) != 0 && o.mode != ops::Resize::Mode::Nearest;
+  const bool antialias = c.flag("antialias", false) && o.mode != ops::Resize::Mode::Nearest;
   const std::string policy = c.s("keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
     throw InvalidInput(cat("keep_aspect_ratio_policy '", policy, "' is not one of stretch, not_larger, not_smaller"));
@@ -697,7 +697,7 @@ const std::map<std::string, FormExpansion, std::less<>>& form_table() {
         {"QuantizeLinear", {[](const NodeCtx& c) { return c.i("block_size", 0) != 0; }, blocked_quantization}},
         {"DequantizeLinear", {[](const NodeCtx& c) { return c.i("block_size", 0) != 0; }, blocked_quantization}},
         {"Resize", {[](const NodeCtx& c) {
-                      return (c.i("antialias", 0) != 0 && c.s("mode", "nearest") != "nearest") || c.s("keep_aspect_ratio_policy", "stretch") != "stretch";
+                      return (c.flag("antialias", false) && c.s("mode", "nearest") != "nearest") || c.s("keep_aspect_ratio_policy", "stretch") != "stretch";
                     },
                     resize_taps_import}},
     };

@@ -95,7 +95,7 @@ ExpandFn binary(Op o) {
 
 /// channels_last = 1: the pool on the channels-first transpose, transposed back.
 TensorId channels_first_pool(Builder& b, TensorId x, Op pool) {
-  if (b.c.i("channels_last", 0) == 0) return b.op(std::string(op_name(pool)), pool, {x});
+  if (!b.c.flag("channels_last", false)) return b.op(std::string(op_name(pool)), pool, {x});
   const int64_t r = int64_t(b.g.type(x).shape.size());
   if (r < 3) throw InvalidInput(cat("X must have rank 3 or more, got ", r));
   std::vector<int64_t> to{0, r - 1}, back{0};
@@ -127,11 +127,11 @@ std::vector<TensorId> qgemm(const NodeCtx& c, const std::string& name, Graph& g,
   Builder b{c, name, g, data};
   b.require({{0, "A"}, {1, "a_scale"}, {3, "B"}, {4, "b_scale"}});
   const DType ta = b.int8_type(0, "A"), tb = b.int8_type(3, "B");
-  if (c.i("transA", 0) != 0) throw Unsupported("QGemm with transA = 1");
+  if (c.flag("transA", false)) throw Unsupported("QGemm with transA = 1");
   const auto as = c.type(0), bs = c.type(3);
   if (as->shape.size() != 2 || bs->shape.size() != 2) throw InvalidInput(cat("A and B must be 2-D, got ", as->shape, " and ", bs->shape));
   const float alpha = c.f("alpha", 1.f);
-  const bool trans_b = c.i("transB", 0) != 0;
+  const bool trans_b = c.flag("transB", false);
   const int64_t N = bs->shape[trans_b ? 0 : 1];
   // B as [K, N]: a constant B transposed here
   TensorId bt = data(3);

@@ -94,7 +94,7 @@ std::vector<TensorId> dft(const NodeCtx& c, const std::string& name, Graph& g, c
   if (axis < -r || axis >= r - 1 || (axis < 0 && axis + r == r - 1))
     throw InvalidInput(cat("axis ", axis, " is out of range for input shape ", xs, " (the last dim holds the complex parts)"));
   if (axis < 0) axis += r;
-  const bool inverse = c.i("inverse", 0) != 0, onesided = c.i("onesided", 0) != 0;
+  const bool inverse = c.flag("inverse", false), onesided = c.flag("onesided", false);
   if (inverse && onesided) throw InvalidInput("inverse and onesided cannot both be set (as ONNX Runtime)");
   const int64_t L = xs[size_t(axis)];
   const int64_t N = c.present(1) ? whole(c, 1, "dft_length") : L;
@@ -153,7 +153,7 @@ std::vector<TensorId> stft(const NodeCtx& c, const std::string& name, Graph& g, 
   if (F < 1) throw InvalidInput(cat("frame_length must be positive, got ", F));
   if (L < F) throw InvalidInput(cat("the signal (", L, " samples) is shorter than one frame (", F, ")"));
   const int64_t frames = 1 + (L - F) / step;
-  const int64_t K = c.i("onesided", 1) != 0 ? F / 2 + 1 : F;
+  const int64_t K = c.flag("onesided", true) ? F / 2 + 1 : F;
   auto out = no_outputs(c);
   if (out.empty() || c.node.output(0).empty()) return out;
   Tensor<int64_t> idx(Shape{frames, F});
@@ -182,7 +182,7 @@ std::vector<TensorId> window_fn(const NodeCtx& c, const std::string& name, Graph
   const int64_t size = whole(c, 0, "size");
   if (size < 1 || size > (int64_t(1) << 30)) throw InvalidInput(cat("size must be between 1 and 2^30, got ", size));
   float_output(c);
-  const double period = c.i("periodic", 1) != 0 ? double(size) : double(size - 1);
+  const double period = c.flag("periodic", true) ? double(size) : double(size - 1);
   Tensor<float> w(Shape{size});
   const double pi = std::numbers::pi;
   for (int64_t n = 0; n < size; ++n) {

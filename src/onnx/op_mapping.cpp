@@ -42,6 +42,11 @@ int64_t NodeCtx::i(std::string_view name, int64_t def) const {
   expect_attr_type(*a, AttributeProto::INT, "an int");
   return a->i();
 }
+bool NodeCtx::flag(std::string_view name, bool def) const {
+  const int64_t v = i(name, def ? 1 : 0);
+  if (v != 0 && v != 1) throw InvalidInput(cat("attribute '", name, "' must be 0 or 1, got ", v));
+  return v == 1;
+}
 float NodeCtx::f(std::string_view name, float def) const {
   const auto* a = attr(name);
   if (!a) return def;
@@ -172,7 +177,7 @@ void window_attrs(const NodeCtx& c, W& w) {
 template <class W>
 void import_window(const NodeCtx& c, W& w) {
   window_attrs(c, w);
-  w.ceil_mode = c.i("ceil_mode", 0) != 0;
+  w.ceil_mode = c.flag("ceil_mode", false);
 }
 
 DType cast_target(int64_t to) {
@@ -183,9 +188,9 @@ DType cast_target(int64_t to) {
 template <class R>
 Mapped import_reduce(const NodeCtx& c, bool axes_as_input) {
   R r;
-  r.keepdims = c.i("keepdims", 1) != 0;
+  r.keepdims = c.flag("keepdims", true);
   if (axes_as_input) {
-    r.noop_with_empty_axes = c.i("noop_with_empty_axes", 0) != 0;
+    r.noop_with_empty_axes = c.flag("noop_with_empty_axes", false);
     if (c.present(1)) r.axes = c.const_ints(1, "axes");
   } else {
     r.axes = c.ints("axes");
@@ -210,7 +215,7 @@ ops::Resize resize_attrs(const NodeCtx& c) {
   else if (mode == "cubic") o.mode = ops::Resize::Mode::Cubic;
   else if (mode != "nearest") throw InvalidInput(cat("mode '", mode, "' is not nearest, linear or cubic"));
   o.cubic_coeff_a = c.f("cubic_coeff_a", -0.75f);
-  o.exclude_outside = c.i("exclude_outside", 0) != 0;
+  o.exclude_outside = c.flag("exclude_outside", false);
   using C = ops::Resize::Coord;
   const std::string ct = c.s("coordinate_transformation_mode", "half_pixel");
   static const std::map<std::string, C, std::less<>> coords{{"half_pixel", C::HalfPixel}, {"half_pixel_symmetric", C::HalfPixelSymmetric},
@@ -279,9 +284,9 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     ops::Gemm o;
     o.alpha = c.f("alpha", 1.0f);
     o.beta = c.f("beta", 1.0f);
-    o.trans_a = c.i("transA", 0) != 0;
-    o.trans_b = c.i("transB", 0) != 0;
-    if (c.opset < 7 && c.i("broadcast", 0) == 0 && c.present(2)) {  // no broadcasting then: C is [M, N]
+    o.trans_a = c.flag("transA", false);
+    o.trans_b = c.flag("transB", false);
+    if (c.opset < 7 && !c.flag("broadcast", false) && c.present(2)) {  // no broadcasting then: C is [M, N]
       const auto a = c.type(0), b = c.type(1), cc = c.type(2);
       if (!a || !b || !cc || a->shape.size() != 2 || b->shape.size() != 2) throw Unsupported("Gemm before opset 7 without broadcast, operands of unknown shape");
       const Shape mn{a->shape[o.trans_a ? 1 : 0], b->shape[o.trans_b ? 0 : 1]};
@@ -551,8 +556,8 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["IsNaN"] = [](const NodeCtx&) { return Mapped{ops::IsNaN{}, {0}}; };
   t["IsInf"] = [](const NodeCtx& c) {
     ops::IsInf o;
-    o.detect_negative = c.i("detect_negative", 1) != 0;
-    o.detect_positive = c.i("detect_positive", 1) != 0;
+    o.detect_negative = c.flag("detect_negative", true);
+    o.detect_positive = c.flag("detect_positive", true);
     return Mapped{o, {0}};
   };
   t["Selu"] = [](const NodeCtx& c) {
@@ -620,7 +625,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     o.num_outputs = std::max(1, c.num_outputs());
     if (c.opset < 12) {
       o.ratio = c.f("ratio", 0.5f);
-      if (c.opset < 7 && c.i("is_test", 0) == 0) throw Unsupported("Dropout before opset 7 without is_test");
+      if (c.opset < 7 && !c.flag("is_test", false)) throw Unsupported("Dropout before opset 7 without is_test");
     } else {
       if (c.present(1)) o.ratio = float(c.const_scalar(1, "ratio"));
       if (c.present(2)) o.training_mode = c.const_scalar(2, "training_mode") != 0;
@@ -656,8 +661,8 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["CumSum"] = [](const NodeCtx& c) {
     ops::CumSum o;
     o.axis = int64_t(c.const_scalar(1, "axis"));
-    o.exclusive = c.i("exclusive", 0) != 0;
-    o.reverse = c.i("reverse", 0) != 0;
+    o.exclusive = c.flag("exclusive", false);
+    o.reverse = c.flag("reverse", false);
     return Mapped{o, {0}};
   };
   t["TopK"] = [](const NodeCtx& c) {
@@ -665,15 +670,15 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     o.k = c.opset < 10 ? c.i("k", -1) : int64_t(c.const_scalar(1, "K"));
     if (c.opset < 10 && !c.attr("k")) throw InvalidInput("attribute 'k' is required");
     o.axis = c.i("axis", -1);
-    o.largest = c.i("largest", 1) != 0;
-    o.sorted = c.i("sorted", 1) != 0;
+    o.largest = c.flag("largest", true);
+    o.sorted = c.flag("sorted", true);
     return Mapped{o, {0}};
   };
   t["GatherElements"] = [](const NodeCtx& c) { return Mapped{ops::GatherElements{.axis = c.i("axis", 0)}, {0, 1}}; };
   t["GatherND"] = [](const NodeCtx& c) { return Mapped{ops::GatherND{.batch_dims = c.i("batch_dims", 0)}, {0, 1}}; };
   t["Trilu"] = [](const NodeCtx& c) {
     ops::Trilu o;
-    o.upper = c.i("upper", 1) != 0;
+    o.upper = c.flag("upper", true);
     if (c.present(1)) o.k = int64_t(c.const_scalar(1, "k"));
     return Mapped{o, {0}};
   };
@@ -721,8 +726,8 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     ops::BatchNormalization o;
     o.epsilon = c.f("epsilon", 1e-5f);
     o.momentum = c.f("momentum", 0.9f);
-    if (c.opset < 9 && c.i("spatial", 1) == 0) throw Unsupported("BatchNormalization with spatial=0");
-    o.training_mode = c.opset >= 14 && c.i("training_mode", 0) != 0;
+    if (c.opset < 9 && !c.flag("spatial", true)) throw Unsupported("BatchNormalization with spatial=0");
+    o.training_mode = c.opset >= 14 && c.flag("training_mode", false);
     o.num_outputs = std::max(1, c.num_outputs());
     if (!o.training_mode && o.num_outputs > 1)
       throw Unsupported(cat("BatchNormalization with ", o.num_outputs, " outputs outside training_mode (opset ", c.opset, ")"));
@@ -745,7 +750,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
   t["AveragePool"] = [](const NodeCtx& c) {
     ops::AveragePool o;
     import_window(c, o);
-    o.count_include_pad = c.i("count_include_pad", 0) != 0;
+    o.count_include_pad = c.flag("count_include_pad", false);
     return Mapped{o, {0}};
   };
   t["GlobalAveragePool"] = unary(ops::GlobalAveragePool{});
@@ -756,8 +761,8 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     return [op](const NodeCtx& c) {
       auto o = op;
       o.axis = c.i("axis", 0);
-      o.keepdims = c.i("keepdims", 1) != 0;
-      o.select_last_index = c.i("select_last_index", 0) != 0;
+      o.keepdims = c.flag("keepdims", true);
+      o.select_last_index = c.flag("select_last_index", false);
       return Mapped{o, {0}};
     };
   };
@@ -785,7 +790,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     else if (pad == "border") o.padding = G::Padding::Border;
     else if (pad == "reflection") o.padding = G::Padding::Reflection;
     else throw InvalidInput(cat("padding_mode '", pad, "' (zeros, border or reflection)"));
-    o.align_corners = c.i("align_corners", 0) != 0;
+    o.align_corners = c.flag("align_corners", false);
     if (const auto t = c.type(0); t && t->shape.size() != 4)
       throw Unsupported(cat("X has rank ", t->shape.size(), "; pet samples 4-D inputs (N, C, H, W), the form pet's opset-17 files can write"));
     return Mapped{o, {0, 1}};
@@ -856,7 +861,7 @@ std::map<std::string, ImportFn, std::less<>> make_table() {
     if (c.opset < 5) throw Unsupported("Reshape before opset 5 (shape as an attribute)");
     ops::Reshape r;  // (filled member by member: GCC 12 warns "maybe uninitialized" on the aggregate)
     r.shape = c.const_ints(1, "shape");
-    r.allowzero = c.i("allowzero", 0) != 0;
+    r.allowzero = c.flag("allowzero", false);
     return Mapped{std::move(r), {0}};
   };
   t["Flatten"] = [](const NodeCtx& c) { return Mapped{ops::Flatten{.axis = c.i("axis", 1)}, {0}}; };
@@ -1366,11 +1371,23 @@ struct Exporter {
     set(p, "spatial_scale", o.spatial_scale);
   }
   void operator()(const ops::InstanceNormalization& o) { set(simple("InstanceNormalization"), "epsilon", o.epsilon); }
-  /// Reductions whose axes are an attribute at opset 17 (an empty list is the identity).
+  /// Reductions whose axes are an attribute at opset 17. Over no axes (a scalar's, or
+  /// noop_with_empty_axes) each is its function of one element: |x|, sqrt(x*x), x*x, ln x,
+  /// and x for the others.
   template <class R>
   void reduce17(const char* type, const R& o) {
-    if (o.axes.empty()) return void(simple("Identity"));
-    reduce(type, o, false);
+    if (!o.axes.empty()) return reduce(type, o, false);
+    const std::string_view t = type;
+    const std::string x = in()[0];
+    if (t == "ReduceL1") return void(simple("Abs"));
+    if (t == "ReduceLogSum") return void(simple("Log"));
+    if (t == "ReduceSumSquare") return void(ctx.add("Mul", n.name, {x, x}, out()));
+    if (t == "ReduceL2") {
+      const std::string sq = ctx.unique(n.name + "_square");
+      ctx.add("Mul", sq, {x, x}, {sq});
+      return void(ctx.add("Sqrt", n.name, {sq}, out()));
+    }
+    simple("Identity");
   }
   void operator()(const ops::ReduceMin& o) { reduce17("ReduceMin", o); }
   void operator()(const ops::ReduceProd& o) { reduce17("ReduceProd", o); }

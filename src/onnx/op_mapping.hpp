@@ -35,6 +35,10 @@ struct NodeCtx {
 
   const ::onnx::AttributeProto* attr(std::string_view name) const;
   int64_t i(std::string_view name, int64_t def) const;
+  /// A 0/1 attribute (keepdims, transA, ceil_mode, ...); InvalidInput for any other value,
+  /// which ONNX's runtimes read differently (ONNX Runtime's ArgMax keeps dims for 1 only, ONNX's
+  /// reference drops them for 0 only).
+  bool flag(std::string_view name, bool def) const;
   float f(std::string_view name, float def) const;
   std::string s(std::string_view name, const std::string& def) const;
   std::vector<int64_t> ints(std::string_view name, std::vector<int64_t> def = {}) const;

@@ -136,11 +136,11 @@ std::vector<TensorId> import_recurrent(const NodeCtx& c, const std::string& name
         throw Unsupported(cat("sequence_lens[", b, "] is ", v[b], " but the sequence has ", T,
                               " steps; pet unrolls sequences of one length (no padded batches)"));
   }
-  if (lstm && c.i("input_forget", 0) != 0) throw Unsupported("input_forget = 1 (coupled input and forget gates)");
+  if (lstm && c.flag("input_forget", false)) throw Unsupported("input_forget = 1 (coupled input and forget gates)");
   const bool clip = c.attr("clip") != nullptr;
   const float clip_v = c.f("clip", 0.f);
   if (clip && !(clip_v > 0)) throw InvalidInput(cat("clip must be positive, got ", clip_v));
-  const bool lbr = gru && c.i("linear_before_reset", 0) != 0;
+  const bool lbr = gru && c.flag("linear_before_reset", false);
   const std::vector<Op> acts = activations(c, cell, D);
 
   auto op = [&](const std::string& what, Op o, std::vector<TensorId> in, const std::string& out_name = "") {
