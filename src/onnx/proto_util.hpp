@@ -31,10 +31,12 @@ bool in_store(const ::onnx::TensorProto& p, uint64_t* offset = nullptr, uint64_t
 /// p as a reference to float tensor t in `weights` (lean bytes): type, dims and external data.
 void store_ref(const Tensor<float>& t, WeightStore& weights, ::onnx::TensorProto* p);
 void tensor_to_proto(DType dtype, const ConstValue& v, ::onnx::TensorProto* p);
-/// ONNX's type inference (strict) over `model` without its weights' data; InvalidInput
-/// naming `label` where its types do not agree (float16 and float32 inputs of one Add: pet,
-/// which computes both as float32, would not notice). Returns the tensors of the main graph
-/// it finds float16 or bfloat16, with that type.
+/// ONNX's type inference (strict) over `model`, node by node from its inputs' types alone
+/// (no shapes, no values: libonnx 1.12's inference functions crash on some malformed shapes),
+/// after each node's schema Verify (a model whose nodes do not verify is left to pet's own
+/// import); InvalidInput naming `label` where its types do not agree (float16 and float32
+/// inputs of one Add: pet, which computes both as float32, would not notice). Returns the
+/// tensors of the main graph it finds float16 or bfloat16, with that type.
 std::map<std::string, int32_t> check_types(const ::onnx::ModelProto& model, const std::string& label);
 /// Reads a tensor's external data (ONNX "location"/"offset"/"length" entries) relative to
 /// base_dir; `who` names it in errors.
