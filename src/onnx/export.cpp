@@ -212,6 +212,29 @@ void check_structure(::onnx::ModelProto model, const std::string& label, bool al
 }  // namespace
 
 namespace {
+/// Calls f on each graph held in node n's attributes (If's branches, Loop's and Scan's body).
+template <class F>
+void for_each_subgraph(const ::onnx::NodeProto& n, F&& f) {
+  for (const auto& a : n.attribute()) {
+    if (a.has_g()) f(a.g());
+    for (const auto& sg : a.graphs()) f(sg);
+  }
+}
+template <class F>
+void for_each_subgraph(::onnx::NodeProto& n, F&& f) {
+  for (auto& a : *n.mutable_attribute()) {
+    if (a.has_g()) f(*a.mutable_g());
+    for (auto& sg : *a.mutable_graphs()) f(sg);
+  }
+}
+/// Whether pred holds for any graph held in node n's attributes.
+template <class P>
+bool any_subgraph(const ::onnx::NodeProto& n, P&& pred) {
+  bool any = false;
+  for_each_subgraph(n, [&](const ::onnx::GraphProto& g) { any = any || pred(g); });
+  return any;
+}
+
 /// t without its tensors' shapes (element types kept), in sequences, optionals and maps too.
 void strip_shapes(::onnx::TypeProto& t) {
   switch (t.value_case()) {
@@ -228,11 +251,7 @@ void strip_shapes(::onnx::TypeProto& t) {
 void strip_shapes(::onnx::GraphProto& g) {
   for (auto* list : {g.mutable_input(), g.mutable_output(), g.mutable_value_info()})
     for (auto& vi : *list) strip_shapes(*vi.mutable_type());
-  for (auto& n : *g.mutable_node())
-    for (auto& a : *n.mutable_attribute()) {
-      if (a.has_g()) strip_shapes(*a.mutable_g());
-      for (auto& sg : *a.mutable_graphs()) strip_shapes(sg);
-    }
+  for (auto& n : *g.mutable_node()) for_each_subgraph(n, [](::onnx::GraphProto& sg) { strip_shapes(sg); });
 }
 
 /// Whether t names a type completely enough for ONNX's inference to read it.
@@ -255,10 +274,7 @@ void outer_names(const ::onnx::GraphProto& g, std::set<std::string> defined, std
   for (const auto& n : g.node()) {
     for (const auto& i : n.input())
       if (!i.empty() && !defined.count(i)) out.insert(i);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) outer_names(a.g(), defined, out);
-      for (const auto& sg : a.graphs()) outer_names(sg, defined, out);
-    }
+    for_each_subgraph(n, [&](const ::onnx::GraphProto& sg) { outer_names(sg, defined, out); });
     for (const auto& o : n.output()) defined.insert(o);
   }
   for (const auto& o : g.output())
@@ -279,11 +295,7 @@ bool nodes_verify(const ::onnx::GraphProto& g, const std::map<std::string, int>&
           return false;
         }
       }
-    for (const auto& a : n.attribute()) {
-      if (a.has_g() && !nodes_verify(a.g(), opsets)) return false;
-      for (const auto& sg : a.graphs())
-        if (!nodes_verify(sg, opsets)) return false;
-    }
+    if (any_subgraph(n, [&](const ::onnx::GraphProto& sg) { return !nodes_verify(sg, opsets); })) return false;
   }
   return true;
 }
@@ -320,10 +332,7 @@ std::map<std::string, int32_t> detail::check_types(const ::onnx::ModelProto& mod
     const auto& n = graph.node(i);
     for (const auto& in : n.input())
       if (!in.empty()) reads[size_t(i)].insert(in);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) outer_names(a.g(), {}, reads[size_t(i)]);
-      for (const auto& sg : a.graphs()) outer_names(sg, {}, reads[size_t(i)]);
-    }
+    for_each_subgraph(n, [&](const ::onnx::GraphProto& sg) { outer_names(sg, {}, reads[size_t(i)]); });
   }
   // Each node once all it reads is typed (Kahn's order: the file's order need not be one).
   std::map<std::string, std::vector<int>> readers;
