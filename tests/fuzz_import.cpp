@@ -9,7 +9,8 @@
 // (run by the interpreter and given to the verifier, which must refuse past its depth bound
 // instead of overflowing the stack) and huge shapes (the estimate must refuse them).
 // A third family takes each ONNX schema libonnx knows (every version up to opset 17) as one
-// node of inputs of random types, ranks and dims and random attributes, float16 in half of
+// node of inputs of random types, ranks and dims and random attributes, or of the shapes and
+// attributes a conv, pool, norm, matmul or recurrent op takes, float16 in half of
 // them: pet runs libonnx's type inference on float16 models, and its inference functions of
 // some ops read dims and attributes without checking them (they crashed on such nodes). A
 // variant that imports is given to check_bytes too, as pet optimize checks an original file
@@ -17,6 +18,9 @@
 // PET_FUZZ_KEEP=DIR writes pet's program of each schema variant that imports and runs there
 // (`difftest replay DIR` runs them on the cpu backend against the reference), and the
 // variant beside it as NAME.orig.
+// PET_FUZZ_SCHEMA=NAME builds only the schema family of that op, `variants` of each version
+// of it; PET_FUZZ_VERBOSE=1 prints why each schema variant (and each structured program)
+// was refused.
 // PET_FUZZ_DUMP=DIR writes each variant that fails with a non-pet exception there, and the one
 // being run as DIR/current.onnx (after a sanitizer's abort, the variant that caused it).
 // Usage: fuzz_import [variants] [node-test-dir] [extra-model.onnx] [seed] [all: every model of node-test-dir a seed,
@@ -28,6 +32,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "pet/core/narrow_float.hpp"
@@ -243,41 +249,121 @@ Built structured(int k, Rng& r) {
   return b;
 }
 
+/// Shapes that fit the weighted and windowed ops (the "shaped" mode of the schema family):
+/// X is [N, C, spatial...], a conv's W [M, C/group, k...] (a transposed conv's [C, M/group,
+/// k...]), a bias or a norm's statistics [M] or [C], a matmul's B [K, M], a recurrent op's
+/// inputs as its hidden size says, scales and zero points scalars; the attributes that go
+/// with them (kernel_shape, strides, pads, dilations, group, transA/B, hidden_size) agree.
+struct Shaped {
+  int sp = 1;
+  int64_t n = 1, c = 1, m = 1, g = 1, h = 2;
+  bool ta = false, tb = false;  // Gemm's transA, transB
+  std::vector<int64_t> x, k, strides, dilations;
+  explicit Shaped(Rng& r) {
+    sp = 1 + int(r.below(3));
+    g = 1 + int64_t(r.below(2));
+    n = 1 + int64_t(r.below(2));
+    ta = r.below(3) == 0;
+    tb = r.below(2) == 0;
+    c = g * int64_t(1 + r.below(3));
+    m = g * int64_t(1 + r.below(3));
+    x = {n, c};
+    for (int i = 0; i < sp; ++i) {
+      x.push_back(int64_t(sp == 3 ? 3 + r.below(2) : 3 + r.below(4)));
+      k.push_back(int64_t(1 + r.below(3)));
+      strides.push_back(int64_t(1 + r.below(2)));
+      dilations.push_back(int64_t(1 + r.below(5) / 4));
+    }
+  }
+  static bool is(const std::string& a, std::initializer_list<const char*> names) {
+    for (const char* b : names)
+      if (a == b) return true;
+    return false;
+  }
+  std::vector<int64_t> input(const std::string& op, const std::string& formal) const {
+    const bool transposed = op == "ConvTranspose", conv = is(op, {"Conv", "ConvInteger", "QLinearConv"}) || transposed;
+    const bool recurrent = is(op, {"RNN", "GRU", "LSTM"});
+    if (formal.size() > 6 && (formal.ends_with("_scale") || formal.ends_with("_zero_point"))) return {};
+    if (conv && is(formal, {"W", "w"})) {
+      std::vector<int64_t> w = transposed ? std::vector<int64_t>{c, m / g} : std::vector<int64_t>{m, c / g};
+      w.insert(w.end(), k.begin(), k.end());
+      return w;
+    }
+    if (conv && is(formal, {"B"})) return {m};
+    if (recurrent) {
+      const int64_t gates = op == "RNN" ? 1 : op == "GRU" ? 3 : 4;
+      if (formal == "X") return {x.back(), n, c};
+      if (formal == "W") return {1, gates * h, c};
+      if (formal == "R") return {1, gates * h, h};
+      if (formal == "B") return {1, 2 * gates * h};
+      if (formal == "P") return {1, 3 * h};
+      if (formal == "sequence_lens") return {n};
+      return {1, n, h};  // initial_h, initial_c
+    }
+    if (op == "Gemm") {
+      if (formal == "A") return ta ? std::vector<int64_t>{c, n} : std::vector<int64_t>{n, c};
+      if (formal == "B") return tb ? std::vector<int64_t>{m, c} : std::vector<int64_t>{c, m};
+      return {m};
+    }
+    if (is(op, {"MatMul", "MatMulInteger", "QLinearMatMul"}) && is(formal, {"B", "b"})) return {x.back(), m};
+    if (op == "LayerNormalization" && is(formal, {"Scale", "B"})) return {x.back()};
+    if (is(formal, {"scale", "bias", "mean", "var", "input_mean", "input_var", "B", "slope"})) return {c};
+    return x;
+  }
+};
+
 /// The schema family: one node of schema s at its opset, with inputs of types it takes,
 /// random ranks and dims (some unknown) and random attributes, or (coherent) shapes that
-/// go together. A `half` model takes float16
+/// go together, or (shaped) the shapes and attributes of a conv, pool, norm, matmul or
+/// recurrent op. A `half` model takes float16
 /// where it can and has one more float16 input (a float16 model); the others no float16.
 std::string schema_variant(const ::onnx::OpSchema& s, bool half_model, Rng& r) {
   testing::OnnxBuilder m(s.SinceVersion());
   auto* n = m.g().add_node();
   n->set_op_type(s.Name());
-  n->set_name("n");
   const int inputs = std::min(s.max_input(), s.min_input() + int(r.below(3)));
   // coherent: the inputs' shapes are one base shape, a dim of it or a scalar, integer inputs
   // mostly constants of small values, few attributes (more of them import)
-  const bool coherent = r.below(2);
+  const uint64_t mode = r.below(3);
+  const bool coherent = mode == 1, shaped = mode == 2;
+  n->set_name(shaped ? "shaped" : coherent ? "coherent" : "random");  // (the mode, in pet's messages)
+  const Shaped sh(r);
+  std::map<std::string, int> same_type;  // type variable (T, T1, ...) -> the element type chosen for it
   std::vector<int64_t> base(1 + r.below(5));
   for (auto& d : base) d = int64_t(1 + r.below(4));
   for (int i = 0; i < inputs; ++i) {
-    if (r.below(10) == 0) {
+    if (r.below(10) == 0 && !(shaped && i < s.min_input())) {
       n->add_input("");
       continue;
     }
     const std::string name = "i" + std::to_string(i);
     n->add_input(name);
     std::vector<int> allowed;
-    if (!s.inputs().empty())
-      for (const auto* t : s.inputs()[std::min(size_t(i), s.inputs().size() - 1)].GetTypes()) {
+    std::string formal, type_str;
+    if (!s.inputs().empty()) {
+      const auto& f = s.inputs()[std::min(size_t(i), s.inputs().size() - 1)];
+      formal = f.GetName();
+      type_str = f.GetTypeStr();
+      for (const auto* t : f.GetTypes()) {
         const ::onnx::TypeProto tp = ::onnx::Utils::DataTypeUtils::ToTypeProto(t);
         if (tp.has_tensor_type()) allowed.push_back(tp.tensor_type().elem_type());
       }
+    }
     if (!half_model)
       allowed.erase(std::remove_if(allowed.begin(), allowed.end(), [](int e) { return pet::is_narrow_float(e); }), allowed.end());
     int elem = half_model ? ::onnx::TensorProto::FLOAT16 : ::onnx::TensorProto::FLOAT;
     const bool half = std::find(allowed.begin(), allowed.end(), elem) != allowed.end();
     if (!allowed.empty() && !(half && r.below(2)) && r.below(3)) elem = allowed[r.below(allowed.size())];
+    if (shaped && half && r.below(4)) elem = half_model ? ::onnx::TensorProto::FLOAT16 : ::onnx::TensorProto::FLOAT;
+    if (coherent || shaped) elem = same_type.try_emplace(type_str, elem).first->second;  // inputs of one type variable: one type
     const bool integer = elem == ::onnx::TensorProto::INT64 || elem == ::onnx::TensorProto::INT32;
-    if (coherent && integer && r.below(10) < 7) {  // axes, shapes, pads, indices: a constant of small values
+    if (shaped && formal == "sequence_lens" && elem == ::onnx::TensorProto::INT32) {  // every sequence at full length, or one shorter
+      std::vector<int64_t> v(size_t(sh.n), sh.x.back());
+      v[0] -= int64_t(r.below(2));
+      m.small_ints(name, elem, {sh.n}, v);
+      continue;
+    }
+    if ((coherent || shaped) && integer && r.below(10) < 7) {  // axes, shapes, pads, indices: a constant of small values
       std::vector<int64_t> v(r.below(base.size() + 1));
       for (auto& x : v) x = int64_t(r.below(2 * base.size() + 1)) - int64_t(base.size());
       if (elem == ::onnx::TensorProto::INT64) m.ints(name, v);
@@ -289,6 +375,19 @@ std::string schema_variant(const ::onnx::OpSchema& s, bool half_model, Rng& r) {
     auto* tt = vi->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(elem);
     auto* shape = tt->mutable_shape();
+    if (shaped) {
+      const std::vector<int64_t> dims = sh.input(s.Name(), formal);
+      if (Shaped::is(s.Name(), {"RNN", "GRU", "LSTM"}) && Shaped::is(formal, {"W", "R", "B", "P"}) && !pet::is_narrow_float(elem)) {
+        // pet unrolls these with constant weights: an initializer of small values
+        m.g().mutable_input()->RemoveLast();
+        std::vector<float> v(size_t(numel(Shape{dims})));
+        for (auto& x : v) x = float(int(r.below(9)) - 4) * 0.125f;
+        m.floats(name, dims, v);
+        continue;
+      }
+      for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+      continue;
+    }
     if (coherent) {  // X's shape, a channel or last dim's, or a scalar
       const uint64_t pick = r.below(5);
       std::vector<int64_t> dims = pick < 3 ? base : pick == 3 ? std::vector<int64_t>{base[base.size() > 1 ? 1 : 0]} : std::vector<int64_t>{};
@@ -314,11 +413,74 @@ std::string schema_variant(const ::onnx::OpSchema& s, bool half_model, Rng& r) {
     m.output("o" + std::to_string(o));
   }
   static const char* strings[] = {"", "NOTSET", "SAME_UPPER", "VALID", "constant", "linear", "nearest", "DCR", "x"};
+  static const char* auto_pads[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+  bool auto_padded = false;  // (attributes come in name order: auto_pad before pads)
+  std::set<std::string> left_out;  // chosen first: output_padding depends on strides and dilations
+  for (const auto& [name, a] : s.attributes())
+    if (shaped ? !a.required && !Shaped::is(name, {"group", "transA", "transB"}) && r.below(2) : coherent ? r.below(4) != 0 : r.below(2)) left_out.insert(name);
+  if (shaped) left_out.insert("output_shape");
   for (const auto& [name, a] : s.attributes()) {
-    if (coherent ? r.below(4) != 0 : r.below(2)) continue;
+    if (left_out.count(name)) continue;
     auto* at = n->add_attribute();
     at->set_name(name);
     at->set_type(a.type);
+    if (shaped) {  // the attributes that go with the shapes
+      const auto ints = [&](const std::vector<int64_t>& v) {
+        for (int64_t x : v) at->add_ints(x);
+      };
+      if (name == "kernel_shape" && a.type == ::onnx::AttributeProto::INTS) {
+        ints(sh.k);
+        continue;
+      }
+      if (name == "strides" && a.type == ::onnx::AttributeProto::INTS) {
+        ints(sh.strides);
+        continue;
+      }
+      if (name == "dilations" && a.type == ::onnx::AttributeProto::INTS) {
+        ints(sh.dilations);
+        continue;
+      }
+      if (name == "pads" && a.type == ::onnx::AttributeProto::INTS) {
+        if (auto_padded) {  // ONNX allows pads only with auto_pad NOTSET
+          n->mutable_attribute()->RemoveLast();
+          continue;
+        }
+        for (int e = 0; e < 2; ++e)
+          for (int64_t kk : sh.k) at->add_ints(int64_t(r.below(uint64_t(kk))));
+        continue;
+      }
+      if (name == "output_padding" && a.type == ::onnx::AttributeProto::INTS) {
+        for (size_t d = 0; d < sh.strides.size(); ++d)  // below the stride or the dilation, where they are given
+          at->add_ints(int64_t(r.below(uint64_t(std::max(left_out.count("strides") ? 1 : sh.strides[d],
+                                                          left_out.count("dilations") ? 1 : sh.dilations[d])))));
+        continue;
+      }
+      if (name == "auto_pad") {
+        const uint64_t pick = r.below(4);
+        at->set_s(auto_pads[pick]);
+        auto_padded = pick != 0;
+        continue;
+      }
+      if (a.type == ::onnx::AttributeProto::INT) {
+        if (name == "group") at->set_i(sh.g);
+        else if (name == "hidden_size") at->set_i(sh.h);
+        else if (name == "transA") at->set_i(sh.ta);
+        else if (name == "transB") at->set_i(sh.tb);
+        else if (name == "axis") at->set_i(int64_t(r.below(2 * sh.x.size())) - int64_t(sh.x.size()));
+        else if (name == "size") at->set_i(int64_t(1 + 2 * r.below(2)));  // LRN
+        else if (name == "p") at->set_i(int64_t(1 + r.below(2)));
+        else at->set_i(int64_t(r.below(2)));  // the 0/1 flags (ceil_mode, count_include_pad, storage_order, trans*)
+        continue;
+      }
+      if (name == "direction") {  // one direction's weights
+        at->set_s(r.below(2) ? "forward" : "reverse");
+        continue;
+      }
+      if (a.type == ::onnx::AttributeProto::FLOAT) {
+        at->set_f(name == "epsilon" ? 1e-5f : name == "momentum" ? 0.9f : float(1 + r.below(3)) * 0.5f);
+        continue;
+      }
+    }
     switch (a.type) {
       case ::onnx::AttributeProto::INT: at->set_i(int64_t(r.below(13)) - 6); break;
       case ::onnx::AttributeProto::FLOAT: at->set_f(float(int(r.below(5)) - 2) * 0.5f); break;
@@ -396,7 +558,8 @@ int main(int argc, char** argv) {
   Rng rng(seed0);
   int invalid = 0, unsupported = 0, imported = 0, executed = 0, failures = 0;
   double slowest = 0;
-  for (int i = 0; i < variants; ++i) {
+  const char* only_schema = std::getenv("PET_FUZZ_SCHEMA");  // that schema's family alone, `variants` of it
+  for (int i = 0; i < (only_schema ? 0 : variants); ++i) {
     const auto& [name, seed] = seeds[size_t(i) % seeds.size()];
     std::string bytes;
     if (i % 2) {
@@ -434,7 +597,7 @@ int main(int argc, char** argv) {
     }
   }
   // The structured family: zero-size, deep and huge programs.
-  const int built = std::max(30, variants / 25);
+  const int built = only_schema ? 0 : std::max(30, variants / 25);
   int b_refused = 0, b_executed = 0, b_deep_refused = 0;
   for (int k = 0; k < built; ++k) {
     Built b = structured(k, rng);
@@ -485,10 +648,11 @@ int main(int argc, char** argv) {
     }
   }
   // The schema family: each schema of the default domain up to opset 17, a few times.
-  const int per_schema = std::max(2, variants / 1000);
+  const int per_schema = only_schema ? variants : std::max(2, variants / 1000);
   int s_invalid = 0, s_unsupported = 0, s_imported = 0, s_schemas = 0;
   for (const auto& schema : ::onnx::OpSchemaRegistry::get_all_schemas_with_history()) {
     if (!schema.domain().empty() || schema.SinceVersion() > pet::onnx::kExportOpset || schema.Deprecated()) continue;
+    if (only_schema && schema.Name() != only_schema) continue;
     ++s_schemas;
     for (int k = 0; k < per_schema; ++k) {
       const std::string bytes = schema_variant(schema, k % 2 == 0, rng);
@@ -518,10 +682,12 @@ int main(int argc, char** argv) {
           pet::onnx::check_bytes(bytes, what);
         } catch (const InvalidInput&) {
         }
-      } catch (const InvalidInput&) {
+      } catch (const InvalidInput& e) {
         ++s_invalid;
-      } catch (const Unsupported&) {
+        if (std::getenv("PET_FUZZ_VERBOSE")) std::printf("  %s: invalid: %s\n", what.c_str(), e.what());
+      } catch (const Unsupported& e) {
         ++s_unsupported;
+        if (std::getenv("PET_FUZZ_VERBOSE")) std::printf("  %s: unsupported: %s\n", what.c_str(), e.what());
       } catch (const std::exception& e) {
         ++failures;
         std::printf("FAIL schema variant '%s': non-pet exception: %s\n", what.c_str(), e.what());
@@ -538,7 +704,7 @@ int main(int argc, char** argv) {
   }
   std::printf("built %d single-node models of %d ONNX schemas: %d invalid, %d unsupported, %d imported\n", s_schemas * per_schema,
               s_schemas, s_invalid, s_unsupported, s_imported);
-  if (b_deep_refused == 0 || b_executed == 0) {
+  if (!only_schema && (b_deep_refused == 0 || b_executed == 0)) {
     ++failures;
     std::printf("FAIL the structured family refused no program for its depth, or ran none: too few variants (%d)\n", built);
   }

@@ -178,6 +178,26 @@ template <class W>
 void import_window(const NodeCtx& c, W& w) {
   window_attrs(c, w);
   w.ceil_mode = c.flag("ceil_mode", false);
+  // ceil_mode beside auto_pad: ONNX's shape inference rounds up after the SAME or VALID pads,
+  // ONNX Runtime 1.20 gives SAME its ceil(n / stride) and VALID a last window of garbage, and
+  // ONNX's reference refuses it or drops that window. Where rounding up changes no extent it
+  // is dropped; where it does, the model is refused rather than answered one of those ways.
+  if (!w.ceil_mode || w.auto_pad == AutoPad::NotSet) return;
+  const auto t = c.type(0);
+  if (!t || t->shape.size() < 3 || w.kernel_shape.size() != t->shape.size() - 2) return;  // infer says what is wrong
+  for (size_t i = 0; i < w.kernel_shape.size(); ++i) {
+    const int64_t n = t->shape[2 + i], k = w.kernel_shape[i];
+    const int64_t s = i < w.strides.size() ? w.strides[i] : 1, d = i < w.dilations.size() ? w.dilations[i] : 1;
+    if (n < 1 || k < 1 || s < 1 || d < 1 || n > (int64_t(1) << 40) || k > (int64_t(1) << 24) || s > (int64_t(1) << 24) || d > (int64_t(1) << 24))
+      return;  // (infer refuses these)
+    const int64_t dk = (k - 1) * d + 1;
+    const int64_t pad = w.auto_pad == AutoPad::Valid ? 0 : std::max<int64_t>(0, ((n + s - 1) / s - 1) * s + dk - n);
+    if (ops::detail::window_out(n, k, s, d, 0, pad, true) != ops::detail::window_out(n, k, s, d, 0, pad, false))
+      throw Unsupported(cat("ceil_mode 1 with auto_pad ", c.s("auto_pad", ""), " rounds spatial dim ", i, " (", n, ", kernel ", k,
+                            ", stride ", s, ") up to another extent; ONNX's shape inference, its reference and ONNX Runtime "
+                            "disagree on that output: give explicit pads instead"));
+  }
+  w.ceil_mode = false;
 }
 
 DType cast_target(int64_t to) {
@@ -1251,7 +1271,12 @@ struct Exporter {
     set(p, "axis", o.axis);
   }
   void operator()(const ops::BatchNormalization& o) {
-    auto* p = simple("BatchNormalization");
+    auto o_names = out();
+    // ONNX's inference requires all three outputs in training mode; pet's program may use
+    // only Y, so the running statistics are written as outputs nothing reads.
+    if (o.training_mode && o_names.size() == 1)
+      for (const char* what : {"_running_mean", "_running_var"}) o_names.push_back(ctx.unique(n.name + what));
+    auto* p = ctx.add("BatchNormalization", n.name, in(), o_names);
     set(p, "epsilon", o.epsilon);
     set(p, "momentum", o.momentum);
     if (o.training_mode) set(p, "training_mode", int64_t(1));
