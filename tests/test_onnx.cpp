@@ -1457,6 +1457,17 @@ TEST_CASE("QDQ models: QuantizeLinear and DequantizeLinear import (int8 and uint
     b.output("y");
     CHECK_THROWS_WITH_AS(b.import(), doctest::Contains("(QuantizeLinear, opset 21): axis 1 is out of range for x of shape [4]"), InvalidInput);
   }
+  {  // a block_size of INT64_MAX is one block (it overflowed the count of blocks: fuzz_import seed 12, UBSan)
+    OnnxBuilder b(21);
+    b.input("x", {"3", "4"}).floats("s", {3, 1}, {1.f, 2.f, 4.f});
+    auto* q = b.node("QuantizeLinear", {"x", "s"}, {"y"});
+    b.attr(q, "block_size", std::numeric_limits<int64_t>::max());
+    b.attr(q, "axis", int64_t(1));
+    b.output("y");
+    px::Model m = b.import();
+    const auto r = Interpreter<float>(m.graph).run(std::vector<Value<float>>{Tensor<float>({3, 4}, std::vector<float>(12, 8.f))});
+    CHECK(std::get<Tensor<int64_t>>(r[0]).vec() == std::vector<int64_t>{8, 8, 8, 8, 4, 4, 4, 4, 2, 2, 2, 2});
+  }
   {
     OnnxBuilder b(21);
     b.input("x", {"4"}).floats("s", {}, {1.f}).small_ints("z", ::onnx::TensorProto::INT16, {}, {0});

@@ -630,7 +630,7 @@ std::vector<TensorId> blocked_quantization(const NodeCtx& c, const std::string& 
   if (axis < -r || axis >= r) throw InvalidInput(cat("axis ", axis, " is out of range for x of shape ", xs));
   if (axis < 0) axis += r;
   if (block < 1) throw InvalidInput(cat("block_size must be positive, got ", block));
-  const int64_t n = xs[size_t(axis)], blocks = (n + block - 1) / block;
+  const int64_t n = xs[size_t(axis)], blocks = n == 0 ? 0 : (n - 1) / block + 1;  // (block may be INT64_MAX)
   Shape ps = xs;
   ps[size_t(axis)] = blocks;
   const auto* scale = c.computed(1);

@@ -180,7 +180,7 @@ void import_window(const NodeCtx& c, W& w) {
   w.ceil_mode = c.flag("ceil_mode", false);
   // ceil_mode beside auto_pad: ONNX's shape inference rounds up after the SAME or VALID pads,
   // ONNX Runtime 1.20 gives SAME its ceil(n / stride) and VALID a last window of garbage, and
-  // ONNX's reference refuses it or drops that window. Where rounding up changes no extent it
+  // ONNX's reference refuses it or answers otherwise. Where rounding up changes no extent it
   // is dropped; where it does, the model is refused rather than answered one of those ways.
   if (!w.ceil_mode || w.auto_pad == AutoPad::NotSet) return;
   const auto t = c.type(0);
