@@ -425,19 +425,9 @@ std::string schema_variant(const ::onnx::OpSchema& s, bool half_model, Rng& r) {
     at->set_name(name);
     at->set_type(a.type);
     if (shaped) {  // the attributes that go with the shapes
-      const auto ints = [&](const std::vector<int64_t>& v) {
-        for (int64_t x : v) at->add_ints(x);
-      };
-      if (name == "kernel_shape" && a.type == ::onnx::AttributeProto::INTS) {
-        ints(sh.k);
-        continue;
-      }
-      if (name == "strides" && a.type == ::onnx::AttributeProto::INTS) {
-        ints(sh.strides);
-        continue;
-      }
-      if (name == "dilations" && a.type == ::onnx::AttributeProto::INTS) {
-        ints(sh.dilations);
+      const std::vector<int64_t>* fixed = name == "kernel_shape" ? &sh.k : name == "strides" ? &sh.strides : name == "dilations" ? &sh.dilations : nullptr;
+      if (fixed && a.type == ::onnx::AttributeProto::INTS) {
+        for (int64_t x : *fixed) at->add_ints(x);
         continue;
       }
       if (name == "pads" && a.type == ::onnx::AttributeProto::INTS) {
