@@ -266,6 +266,61 @@ TEST_CASE("cpu fusions: conv + BN + residual add + relu, matmul + bias + relu, g
       }
 }
 
+TEST_CASE("cpu residual add in place: the block's input buffer takes the sum when the add is its last reader, copied otherwise") {
+  // x (computed in the program) is read by the block's first conv and by the add: after the
+  // first conv ran, the second conv can accumulate into x's own buffer. Not when the conv
+  // reads x itself (conv(x) + x), nor when a later node reads x again.
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    Graph g;
+    Builder b(g);
+    Rng rng(uint64_t(40 + variant));
+    auto w = [&](Shape s) { return b.constant(cat("w", g.num_tensors()), lab::random_weight(s, rng)); };
+    TensorId x = b.add(ops::Relu{}, {b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("in", {1, 16, 9, 10}), w({16, 16, 3, 3})})});
+    TensorId h = variant == 1 ? x : b.add(ops::Relu{}, {b.add(ops::Conv{}, {x, w({32, 16, 1, 1}), w({32})})});
+    if (variant == 3) h = b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {x, w({32, 16, 3, 3})});  // the first conv's own algorithm
+    TensorId y = b.add(ops::Conv{}, {h, w({16, variant == 1 ? 16 : 32, 1, 1}), w({16})});
+    TensorId s = b.add(ops::Add{}, {y, x});
+    if (variant == 2) s = b.add(ops::Mul{}, {s, x});  // x read after the add
+    b.output(b.add(ops::Relu{}, {s}));
+    // plain convs: x and the sum in one layout on every CPU (in place needs that too)
+    backend::CompileOptions plain;
+    plain.conv_layout = "plain";
+    plain.choose_algorithms = false;
+    const std::string plan = backend::make_backend("cpu")->compile(g, plain)->describe();
+    INFO(plan);
+    CHECK(plan.find("residual add") != std::string::npos);
+    CHECK((plan.find("copy residual") == std::string::npos) == (variant == 0 || variant == 3));
+    same_as_reference(g, uint64_t(60 + variant), cat("residual block, variant ", variant), plain);
+    same_as_reference(g, uint64_t(60 + variant), cat("residual block, variant ", variant));
+  }
+  // Two blocks in a row: the first sum is accumulated in x's buffer, the second in that same
+  // buffer again, unless a view of x (a Flatten) is read at the end.
+  for (bool view_read_late : {false, true}) {
+    CAPTURE(view_read_late);
+    Graph g;
+    Builder b(g);
+    Rng rng(45);
+    auto w = [&](Shape s) { return b.constant(cat("w", g.num_tensors()), lab::random_weight(s, rng)); };
+    TensorId x = b.add(ops::Relu{}, {b.add(ops::Conv{}, {b.input("in", {1, 16, 6, 7}), w({16, 16, 1, 1})})});
+    TensorId flat = view_read_late ? b.add(ops::Flatten{}, {x}) : -1;
+    for (int block = 0; block < 2; ++block) {
+      TensorId h = b.add(ops::Relu{}, {b.add(ops::Conv{}, {x, w({24, 16, 1, 1})})});
+      x = b.add(ops::Add{}, {b.add(ops::Conv{}, {h, w({16, 24, 1, 1}), w({16})}), x});
+    }
+    if (view_read_late) b.output(b.add(ops::Sub{}, {b.add(ops::Flatten{}, {x}), flat}));  // after the blocks
+    b.output(b.add(ops::Relu{}, {x}));
+    backend::CompileOptions plain;
+    plain.conv_layout = "plain";
+    plain.choose_algorithms = false;
+    const std::string plan = backend::make_backend("cpu")->compile(g, plain)->describe();
+    INFO(plan);
+    CHECK((plan.find("copy residual") == std::string::npos) == !view_read_late);
+    same_as_reference(g, 70, "two residual blocks", plain);
+    same_as_reference(g, 71, "two residual blocks");
+  }
+}
+
 TEST_CASE("cpu matmuls: batched, broadcasting, 1-D operands") {
   for (auto [a, b] : std::vector<std::pair<Shape, Shape>>{{{3, 4}, {4, 5}},
                                                           {{2, 3, 4}, {2, 4, 5}},

@@ -250,6 +250,50 @@ TEST_CASE("bn-folding and pad-folding: folded when safe, left alone otherwise, s
   }
 }
 
+TEST_CASE("channel-scale-folding: a per-channel scale of a conv's input moves onto smaller weights, same results, left alone otherwise") {
+  Rng rng(31);
+  struct Case {
+    Shape x, s, w;
+    int64_t group = 1;
+    bool swap = false, const_s = false, read_twice = false;
+    bool folds;
+  };
+  const std::vector<Case> cases{
+      {{1, 8, 10, 10}, {1, 8, 1, 1}, {4, 8, 1, 1}, 1, false, false, false, true},   // squeeze-and-excitation: 64 weights, 800 values
+      {{1, 8, 10, 10}, {8, 1, 1}, {4, 8, 3, 3}, 1, true, false, false, true},       // 3x3 with zero pads, s of rank 3, s * x
+      {{2, 8, 10, 10}, {1, 8, 1, 1}, {4, 8, 1, 1}, 1, false, false, false, true},   // one scale for the whole batch
+      {{1, 6, 20}, {1, 6, 1}, {3, 6, 2}, 1, false, false, false, true},             // 1-D
+      {{1, 8, 10, 10}, {1, 1, 1, 1}, {4, 8, 1, 1}, 1, false, false, false, true},   // one scale for every channel
+      {{1, 8, 10, 10}, {1, 8, 1, 1}, {64, 8, 1, 1}, 1, false, false, false, false}, // weights larger than half of x
+      {{1, 8, 10, 10}, {1, 8, 1, 1}, {64, 8, 1, 1}, 1, false, true, false, true},   // ... but s and W constants: folded
+      {{2, 8, 10, 10}, {2, 8, 1, 1}, {4, 8, 1, 1}, 1, false, false, false, false},  // a scale per sample
+      {{1, 8, 10, 10}, {1, 8, 10, 1}, {4, 8, 1, 1}, 1, false, false, false, false}, // not per channel
+      {{1, 8, 10, 10}, {1, 8, 1, 1}, {4, 4, 1, 1}, 2, false, false, false, false},  // grouped
+      {{1, 8, 10, 10}, {1, 8, 1, 1}, {4, 8, 1, 1}, 1, false, false, true, false},   // the scaled x is read again
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    CAPTURE(c);
+    const Case& k = cases[c];
+    Graph g;
+    Builder b(g);
+    TensorId x = b.add(ops::Relu{}, {b.input("x", k.x)});
+    TensorId s = k.const_s ? b.constant("s", rand_t(k.s, rng)) : b.add(ops::Sigmoid{}, {b.input("s", k.s)});
+    TensorId y = b.add(ops::Mul{}, k.swap ? std::vector{s, x} : std::vector{x, s});
+    ops::Conv conv{.pads = std::vector<int64_t>(2 * (k.x.size() - 2), 1), .group = k.group};
+    b.output(b.add(conv, {y, b.constant("w", rand_t(k.w, rng)), b.constant("b", rand_t({k.w[0]}, rng))}));
+    if (k.read_twice) b.output(b.add(ops::Neg{}, {y}));
+    Graph before = g;
+    CHECK(run_pass(g, "channel-scale-folding").changed == (k.folds ? 1 : 0));
+    // folded: the conv reads x; the Mul (if any is left) reads the weights
+    for (NodeId n : g.topo_order())
+      if (std::holds_alternative<ops::Conv>(g.node(n).op))
+        CHECK((g.tensor(g.node(n).inputs[0]).producer >= 0 && std::holds_alternative<ops::Relu>(g.node(g.tensor(g.node(n).inputs[0]).producer).op)) ==
+              k.folds);
+    CHECK(count_op(g, "Mul") == (k.folds && k.const_s ? 0 : 1));
+    same_results(before, g, 40 + c, 1e-5);
+  }
+}
+
 TEST_CASE("pad-folding drops a conv's end padding that no window reads, and only that") {
   Rng rng(9);
   struct Case {

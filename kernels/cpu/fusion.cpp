@@ -133,12 +133,23 @@ std::pair<TensorId, TensorId> CpuExecutable::absorb_post_ops(TensorId t, PostOpC
 
 void CpuExecutable::prepare_residual(TensorId dst_t, TensorId residual, const md_t& dst_md, const std::string& who) {
   int r = int(residual);
-  // In place only when the buffer is the residual's alone: not a graph input's (the
-  // caller's memory) and not shared with a tensor it is a view of, which may be read later.
+  // In place only when the add is the buffer's last reader: not a graph input's (the
+  // caller's memory) or a constant's; every other consumer of the residual lowered already,
+  // so that its steps run before this one (a residual block's input, read by the block's
+  // first conv and by the add: EfficientNet's, ResNet's), but not this node (conv(x) + x:
+  // the primitive would read the buffer it accumulates into); and every other tensor in the
+  // buffer (a view of it, or the earlier sum of a chain of blocks accumulated in place) read
+  // only by steps placed already, and not a graph output.
   const int q = slots_[size_t(r)].request;
-  bool dies = consumers_[size_t(residual)].size() == 1 && !is_output_.count(residual) && !g_.tensor(residual).is_constant() && q >= 0 &&
-              !requests_[size_t(q)].pinned && !slots_[size_t(r)].owned;
-  for (TensorId t = 0; t < g_.num_tensors() && dies; ++t) dies = t == residual || slots_[size_t(t)].request != q;
+  int unread = 0;  // consumers whose steps are not placed yet: the add, absorbed just now
+  for (NodeId c : consumers_[size_t(residual)]) unread += lowered_.count(c) ? 0 : absorbed_.count(c) ? 1 : 2;
+  bool dies = unread == 1 && !is_output_.count(residual) && !g_.tensor(residual).is_constant() && q >= 0 && !requests_[size_t(q)].pinned &&
+              !slots_[size_t(r)].owned;
+  for (TensorId t = 0; t < g_.num_tensors() && dies; ++t) {
+    if (t == residual || slots_[size_t(t)].request != q) continue;
+    dies = !is_output_.count(t);
+    for (NodeId c : consumers_[size_t(t)]) dies = dies && lowered_.count(c);
+  }
   if (dies && slots_[size_t(r)].md == dst_md) {
     alias(int(dst_t), r, dst_md);  // in place: the conv accumulates into the residual's buffer
     return;

@@ -77,7 +77,7 @@ std::vector<std::pair<std::string, std::string>> pass_catalog() {
 }
 
 Pipeline backend_pipeline() {
-  return Pipeline({"einsum-lowering", "constant-folding", "gather-to-slice", "bn-folding", "pad-folding", "layer-norm-canonicalization", "gelu-canonicalization", "dead-code"});
+  return Pipeline({"einsum-lowering", "constant-folding", "gather-to-slice", "bn-folding", "pad-folding", "channel-scale-folding", "layer-norm-canonicalization", "gelu-canonicalization", "dead-code"});
 }
 
 std::set<std::string, std::less<>> pass_list(const std::string& text) {

@@ -193,6 +193,63 @@ class BnFolding final : public Pass {
   }
 };
 
+// ------------------------------------------------------------------ channel-scale-folding
+/// Conv(x * s), s a scale per input channel (squeeze-and-excitation's: s [1, C, 1, 1], or any
+/// shape whose only dim above 1 is x's channel dim), is a Conv of x whose weights are scaled:
+/// sum_c W[o, c, k] (s[c] x[c, ..]) = sum_c (W[o, c, k] s[c]) x[c, ..], and a zero pad stays
+/// zero. The Mul then reads the weights instead of x: done where they hold at most half as
+/// many values (a backend reads and writes them again to lay them out), as in EfficientNet's
+/// and MobileNet-v3's early blocks (x [1, 32, 112, 112], W [16, 32, 1, 1]), or where s and
+/// W are constants (folded here). Ungrouped convs, float32.
+class ChannelScaleFolding final : public Pass {
+ public:
+  std::string_view name() const override { return "channel-scale-folding"; }
+  std::string_view description() const override {
+    return "a per-channel scale of a conv's input (squeeze-and-excitation) moved onto the conv's weights where they are smaller";
+  }
+  PassStats run(Graph& g) override {
+    int folded = 0;
+    for (NodeId n : g.topo_order()) {
+      const Node node = g.node(n);
+      const auto* conv = std::get_if<ops::Conv>(&node.op);
+      if (!conv || conv->group != 1 || node.inputs.size() < 2) continue;
+      const TensorId y = node.inputs[0], w = node.inputs[1];
+      const NodeId m = g.tensor(y).producer;
+      if (m < 0 || sole_reader(g, y) != n || !std::holds_alternative<ops::Mul>(g.node(m).op)) continue;
+      const Node mul = g.node(m);
+      const Shape& ys = g.type(y).shape;
+      if (mul.inputs.size() != 2 || g.type(y).dtype != DType::Float32 || g.type(w).dtype != DType::Float32 || ys.size() < 3) continue;
+      for (int i = 0; i < 2; ++i) {
+        const TensorId x = mul.inputs[size_t(i)], s = mul.inputs[size_t(1 - i)];
+        const Shape& ss = g.type(s).shape;
+        if (x == s || g.type(x).shape != ys || g.type(x).dtype != DType::Float32 || g.type(s).dtype != DType::Float32 || ss.size() > ys.size())
+          continue;
+        bool per_channel = true;
+        for (size_t d = 0; d < ss.size(); ++d) per_channel = per_channel && (ss[d] == 1 || d + ys.size() - ss.size() == 1);
+        const bool constant = is_const(g, s) && is_const(g, w);
+        if (!per_channel || (!constant && 2 * numel(g.type(w).shape) > numel(ys))) continue;
+        TensorId scaled;
+        if (constant) {
+          const std::vector<Value<float>> vals{const_value(*g.tensor(w).value), const_value(*g.tensor(s).value)};
+          const std::vector<TensorType> types{g.type(w)};
+          auto v = evaluate_op<float>(ops::Mul{}, vals, types);
+          scaled = g.add_constant(g.unique_name(node.name + "_w_scaled"), DType::Float32, to_constant(v[0]));
+        } else {
+          scaled = g.add_node(g.unique_name(node.name + "_w_scaled"), ops::Mul{}, {w, s})[0];
+        }
+        std::vector<TensorId> ins = node.inputs;
+        ins[0] = x, ins[1] = scaled;
+        const TensorId z = g.add_node(g.unique_name(node.name + "_scaled"), node.op, ins)[0];
+        redirect(g, node.outputs[0], z);
+        erase_all(g, {n, m});
+        ++folded;
+        break;
+      }
+    }
+    return {folded, cat(folded, " input scales moved onto conv weights")};
+  }
+};
+
 // ------------------------------------------------------------------ gather-to-slice
 /// Gather with constant indices that step evenly through the axis (one index, as in
 /// `q, k, v = qkv[0], qkv[1], qkv[2]`, or i0, i0 + s, ..., all in range) is a strided Slice,
@@ -803,6 +860,7 @@ const std::vector<std::function<std::unique_ptr<Pass>()>>& builtin_passes() {
       [] { return std::make_unique<ConstantFolding>(); },
       [] { return std::make_unique<BnFolding>(); },
       [] { return std::make_unique<PadFolding>(); },
+      [] { return std::make_unique<ChannelScaleFolding>(); },
       [] { return std::make_unique<LayerNormCanonicalization>(); },
       [] { return std::make_unique<GeluCanonicalization>(); },
       [] { return std::make_unique<RtFolding>(); },

@@ -10,6 +10,8 @@
 ///   bn-folding                    inference BatchNormalization folded into the conv before it
 ///   pad-folding                   a zero Pad of spatial dims folded into the conv / average pool after it;
 ///                                 a conv's end padding that no window reads dropped
+///   channel-scale-folding         a per-channel scale of a conv's input (squeeze-and-excitation's x * s)
+///                                 moved onto the conv's weights where they are smaller than the input
 ///   layer-norm-canonicalization   PyTorch's decomposed LayerNorm (ReduceMean, Sub, Pow, ...) as one op
 ///   gelu-canonicalization         x * (erf(x / sqrt 2) + 1) * 0.5 as one Gelu op
 ///   rt-folding                    reshape / transpose chains around R/T ops folded into one R/T op
@@ -75,7 +77,7 @@ std::unique_ptr<Pass> make_pass(std::string_view name);
 std::vector<std::pair<std::string, std::string>> pass_catalog();
 
 /// What every backend runs before lowering: einsum-lowering, constant-folding, gather-to-slice, bn-folding, pad-folding,
-/// layer-norm-canonicalization, gelu-canonicalization, dead-code.
+/// channel-scale-folding, layer-norm-canonicalization, gelu-canonicalization, dead-code.
 Pipeline backend_pipeline();
 
 /// Parses "a,b,c" into a set of pass names (for --disable-pass / --print-after).
