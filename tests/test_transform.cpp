@@ -122,7 +122,7 @@ TEST_CASE("pipeline: passes in order, left out by name, graphs printed after a p
   CHECK_THROWS_WITH_AS(transform::Pipeline({"dead-code"}).run(h, po),
                        "--disable-pass: no pass named 'no-such-pass' in this pipeline (it has [dead-code])", InvalidInput);
   CHECK_THROWS_AS(transform::make_pass("constant-fold"), InvalidInput);
-  CHECK(transform::pass_catalog().size() == 10);
+  CHECK(transform::pass_catalog().size() == 11);
   CHECK(transform::pass_list("a,b,,c") == std::set<std::string, std::less<>>{"a", "b", "c"});
 }
 
