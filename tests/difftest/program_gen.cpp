@@ -161,7 +161,7 @@ class Generator {
         {2, &Generator::gelu},         {1, &Generator::identity},      {1, &Generator::patch},
         {2, &Generator::where},        {2, &Generator::gather},        {1, &Generator::tile},        {4, &Generator::deconv},
         {2, &Generator::resize},       {3, &Generator::pet_elementwise}, {3, &Generator::float_int},
-        {3, &Generator::masks_and_indices},
+        {3, &Generator::masks_and_indices}, {3, &Generator::channel_scale_conv},
     };
     static const int total = [] {
       int s = 0;
@@ -377,6 +377,26 @@ class Generator {
     }
     auto sum = chance(0.5) ? add1(ops::Add{}, {t, res}) : add1(ops::Add{}, {res, t});
     if (sum && chance(0.5)) add1(random_activation(), {*sum});
+  }
+
+  /// Squeeze-and-excitation: x * sigmoid(pool(x)), or x times a per-channel weight, then a
+  /// conv (the channel-scale-folding pass moves the scale onto the conv's weights when they
+  /// are smaller than x, and the scale is one for the whole batch).
+  void channel_scale_conv() {
+    auto x = pick_rank(3, 5);
+    if (!x) return;
+    std::optional<TensorId> s;
+    if (chance(0.6)) {
+      if (auto p = add1(ops::GlobalAveragePool{}, {*x})) s = add1(ops::Sigmoid{}, {*p});
+    } else {
+      Shape ss(shape(*x).size(), 1);
+      ss[1] = chance(0.8) ? shape(*x)[1] : 1;
+      if (chance(0.3)) ss.erase(ss.begin());
+      s = weight(ss, 1.0);
+    }
+    if (!s) return;
+    auto y = chance(0.5) ? add1(ops::Mul{}, {*x, *s}) : add1(ops::Mul{}, {*s, *x});
+    if (y) make_conv(*y, false);
   }
 
   void pad_then_window() {
