@@ -269,7 +269,11 @@ TEST_CASE("cpu fusions: conv + BN + residual add + relu, matmul + bias + relu, g
 TEST_CASE("cpu residual add in place: the block's input buffer takes the sum when the add is its last reader, copied otherwise") {
   // x (computed in the program) is read by the block's first conv and by the add: after the
   // first conv ran, the second conv can accumulate into x's own buffer. Not when the conv
-  // reads x itself (conv(x) + x), nor when a later node reads x again.
+  // reads x itself (conv(x) + x), nor when a later node reads x again. Plain convs: x and the
+  // sum in one layout on every CPU (in place needs that too).
+  backend::CompileOptions plain;
+  plain.conv_layout = "plain";
+  plain.choose_algorithms = false;
   for (int variant = 0; variant < 4; ++variant) {
     CAPTURE(variant);
     Graph g;
@@ -283,10 +287,6 @@ TEST_CASE("cpu residual add in place: the block's input buffer takes the sum whe
     TensorId s = b.add(ops::Add{}, {y, x});
     if (variant == 2) s = b.add(ops::Mul{}, {s, x});  // x read after the add
     b.output(b.add(ops::Relu{}, {s}));
-    // plain convs: x and the sum in one layout on every CPU (in place needs that too)
-    backend::CompileOptions plain;
-    plain.conv_layout = "plain";
-    plain.choose_algorithms = false;
     const std::string plan = backend::make_backend("cpu")->compile(g, plain)->describe();
     INFO(plan);
     CHECK(plan.find("residual add") != std::string::npos);
@@ -310,9 +310,6 @@ TEST_CASE("cpu residual add in place: the block's input buffer takes the sum whe
     }
     if (view_read_late) b.output(b.add(ops::Sub{}, {b.add(ops::Flatten{}, {x}), flat}));  // after the blocks
     b.output(b.add(ops::Relu{}, {x}));
-    backend::CompileOptions plain;
-    plain.conv_layout = "plain";
-    plain.choose_algorithms = false;
     const std::string plan = backend::make_backend("cpu")->compile(g, plain)->describe();
     INFO(plan);
     CHECK((plan.find("copy residual") == std::string::npos) == !view_read_late);
