@@ -383,6 +383,8 @@ TEST_CASE("optimize end to end: dilated convs become dense ones, identical windo
   opt.budget_s = 1e-9;
   auto s = optimize::optimize(g, opt);
   CHECK(s.report.stop_reason.find("budget") != std::string::npos);
+  CHECK(s.report.profiler_measured == 0);  // weighing the windows is in the budget too: nothing was measured
+  CHECK(s.report.profiler_skipped > 0);
   for (const auto& w : s.report.windows) CHECK(w.applied == "original");
   CHECK(max_diff(g, s.graph) < 1e-4);
 

@@ -559,8 +559,16 @@ Result optimize(const Graph& model, const Options& opt) {
   // of the search: shared evenly, CSRNet at batch 16 spent its budget on the VGG front end's
   // mutants, and the dilated back end, where the gain is, had seconds left, too few to measure
   // its dense-conv mutants.
+  // Weighing is bounded too: half of the search's share (70 % of the budget). On a busy
+  // machine every op measurement is disturbed and retried, and weighing EfficientNet-B0's 66
+  // windows cold took 70 s of a 30 s budget beside a compiler; past the deadline a window's
+  // unmeasured ops cost +infinity, its weight counts as 0, and it is searched last.
+  auto set_deadline = [&](double seconds_from_now) {
+    prof.set_deadline(clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds_from_now)));
+  };
   std::map<std::string, double> weight;
   if (opt.budget_s > 0) {
+    set_deadline(0.35 * opt.budget_s - since(t0));
     for (size_t i = 0; i < windows.size(); ++i) {
       double& w = weight[keys[i]];
       try {
@@ -570,6 +578,7 @@ Result optimize(const Graph& model, const Options& opt) {
         // a window the backend cannot cost: its search says so below
       }
     }
+    prof.set_deadline(std::nullopt);
   }
   // Structures searched heaviest first (copies together, in program order), so that where
   // the budget runs out, it is the light windows that go unsearched.
@@ -647,17 +656,24 @@ Result optimize(const Graph& model, const Options& opt) {
     std::string stop;
     std::vector<Candidate> cands;
     try {
-      // The window's budget holds for the profiler too: the original is always measured, a
-      // candidate whose ops are still unmeasured when the budget is spent is not considered.
-      const auto oc0 = clock::now();
-      cost(program);
-      const double original_cost_s = since(oc0);
+      // The window's budget holds for the profiler too, measuring the original included: a
+      // candidate whose ops are still unmeasured when the budget is spent is not considered,
+      // and a window whose original could not be measured in its budget keeps its form.
       struct Deadline {
         backend::Profiler& p;
         ~Deadline() { p.set_deadline(std::nullopt); }
       } deadline{prof};
-      if (wopt.window_budget_s > 0)
-        prof.set_deadline(clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(wopt.window_budget_s)));
+      if (wopt.window_budget_s > 0) set_deadline(wopt.window_budget_s);
+      const auto oc0 = clock::now();
+      const double original_ms = cost(program);
+      const double original_cost_s = since(oc0);
+      if (!std::isfinite(original_ms)) {
+        wr.why_kept = cat("its budget (", wopt.window_budget_s, " s) was spent measuring the original's ops (", original_cost_s, " s)");
+        wr.times.cost = wr.times.total = original_cost_s;
+        rep.windows.push_back(wr);
+        memo[keys[i]] = Searched{wr, {}};
+        continue;
+      }
       cands = search(program, wopt, cost, &wr.rounds, &stop, &wr.times);
       wr.times.cost += original_cost_s;  // measuring the original is the search's too
       wr.times.total += original_cost_s;
@@ -818,11 +834,30 @@ Result optimize(const Graph& model, const Options& opt) {
   // included): a trial is started only when it fits in what is left of the budget, so the
   // search ends near its budget even where one run of the program takes seconds.
   double trial_s = (est_before > 500 ? 9e-3 : 18e-3) * est_before;
-  // Before the first trial the program as it stands is compiled too (its algorithm choices
-  // timed where the profiler had not met a conv: 4.5 s for ResNet-18 at batch 16), so the first
-  // trial is counted one and a half times.
+  // Before the first trial the program as it stands is compiled (its algorithm choices timed
+  // where the profiler had not met a conv: 4.5 s for ResNet-18 at batch 16) and run twice;
+  // then a trial's estimate is that compile (the trial's own is alike) and the race's runs
+  // at that speed. From the cost model alone, EfficientNet-B0's first trial on a busy machine
+  // was estimated at 0.2 s and took 17 s, and the search ran 8 s past its budget.
   std::unique_ptr<backend::Executable> current_exe;  // compiled when the first trial needs it
-  auto fits = [&] { return opt.budget_s <= 0 || since(t0) + (current_exe ? 1.0 : 1.5) * trial_s <= opt.budget_s; };
+  auto compile_current = [&] {
+    const auto c0 = clock::now();
+    current_exe = exec_of(current);
+    rep.baseline_compile_seconds = since(c0);
+    const auto r0 = clock::now();
+    current_exe->run(in);
+    current_exe->run(in);
+    const double run_s = since(r0) / 2;
+    const int race_runs = est_before > 500 ? 2 * 3 : 2 * 3 * (1 + 3);  // both sides: (warm-up +) runs per round
+    trial_s = rep.baseline_compile_seconds + race_runs * run_s;
+  };
+  auto fits = [&] {
+    if (opt.budget_s <= 0) return true;
+    if (since(t0) + (current_exe ? 1.0 : 1.5) * trial_s > opt.budget_s) return false;
+    if (current_exe) return true;
+    compile_current();
+    return since(t0) + trial_s <= opt.budget_s;
+  };
   bool any_candidates = false;
   for (const auto& [k, sr] : memo) any_candidates = any_candidates || !sr.best.empty();
   /// A window's report takes a candidate.
@@ -976,11 +1011,7 @@ Result optimize(const Graph& model, const Options& opt) {
           if (not_carried.empty()) not_carried = why;
           continue;
         }
-        if (!current_exe) {
-          const auto c0 = clock::now();
-          current_exe = exec_of(current);
-          rep.baseline_compile_seconds = since(c0);
-        }
+        if (!current_exe) compile_current();
         const auto tr0 = clock::now();
         auto exe = exec_of(trial);
         auto [a, b] = race(*current_exe, *exe);

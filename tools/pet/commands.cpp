@@ -54,7 +54,7 @@ const std::vector<CommandSpec>& commands() {
                    {"top-k", "K", "candidates kept per round (default 4)"},
                    {"window", "N", "most ops mutated at a time (default 4)"},
                    {"policy", "both|equivalent|partial|none", "which transformations (default both)"},
-                   {"budget", "SECONDS", "whole search, shared among the windows (70 % search, 30 % measuring in context); stops cleanly keeping the best found (default 120; 0: none)"},
+                   {"budget", "SECONDS", "whole search, shared among the windows (70 % search, 30 % measuring in context); stops cleanly keeping the best found; the end-to-end timing and check come after it (default 120; 0: none)"},
                    {"window-budget", "SECONDS", "one window's search (default 30)"},
                    {"backend", "cpu|cuda", "the backend measured and optimized for (default cpu)"},
                    {"tf32", "", "cuda: measure and optimize with TF32 tensor cores (the end-to-end check still compares with the exact original)"},
