@@ -24,6 +24,7 @@
 
 #include "cpu/algorithm_cache.hpp"
 #include "cpu/broadcast.hpp"
+#include "cpu/norm.hpp"
 #include "cpu/convert.hpp"
 #include "cpu/copy.hpp"
 #include "cpu/winograd.hpp"
@@ -1922,6 +1923,92 @@ TEST_CASE("cpu batch norm that no conv absorbs: pet's kernel on plain layouts, o
       same_as_reference(bn_graph(xs, relu, false), 51, cat("batch norm ", xs), {}, relu ? "pet batch norm (plain) + Relu" : "pet batch norm (plain)");
     }
   on_every_path(bn_graph({1, 8, 9, 9}, true, true), 52, "concat -> batch norm -> relu -> conv");
+}
+
+TEST_CASE("cpu DenseNet joins share their block's buffer: each input copied once, the shorter joins views of it") {
+  // A dense block: each layer joins the block's input and every earlier layer's output,
+  // normalises the join (BN + Relu) and adds 16 channels; the block's last join takes them
+  // all. The joins are prefixes of the last one, so they share its buffer.
+  auto block = [](int64_t n, int layers, bool middle_output, bool reordered) {
+    Graph g;
+    Builder b(g);
+    Rng rng(31);
+    auto w = [&](Shape s) { return b.constant(cat("w", g.num_tensors()), lab::random_weight(s, rng)); };
+    auto bn_relu = [&](TensorId t) {
+      const int64_t ch = g.type(t).shape[1];
+      Tensor<float> var = lab::random_weight({ch}, rng);
+      for (int64_t i = 0; i < ch; ++i) var[i] = std::abs(var[i]) + 0.25f;
+      return b.add(ops::Relu{}, {b.add(ops::BatchNormalization{}, {t, w({ch}), w({ch}), w({ch}), b.constant(cat("var", g.num_tensors()), var)})});
+    };
+    TensorId x0 = b.add(ops::Relu{}, {b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {n, 4, 6, 7}), w({16, 4, 3, 3})})});
+    std::vector<TensorId> feats{x0};
+    for (int l = 0; l < layers; ++l) {
+      std::vector<TensorId> in = feats;
+      if (reordered && l == layers - 1) std::swap(in[1], in[2]);  // not a prefix of the last join: copied on its own
+      TensorId j = b.add(ops::Concat{.axis = 1}, in, cat("join", l));
+      if (middle_output && l == 1) b.output(j);
+      TensorId h = b.add(ops::Relu{}, {b.add(ops::Conv{}, {bn_relu(j), w({32, 16 * int64_t(l + 1), 1, 1})})});
+      feats.push_back(b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {h, w({16, 32, 3, 3})}));
+    }
+    TensorId all = b.add(ops::Concat{.axis = 1}, feats, "all");
+    b.output(b.add(ops::Conv{}, {bn_relu(all), w({8, 16 * int64_t(layers + 1), 1, 1})}));
+    return g;
+  };
+  auto count = [](const std::string& text, const std::string& what) {
+    int k = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++k;
+    return k;
+  };
+  for (const char* layout : {"plain", "blocked"})
+    for (int variant = 0; variant < 5; ++variant) {
+      const int64_t n = variant == 3 ? 2 : 1;
+      const bool middle_output = variant == 1, reordered = variant == 2;
+      const std::string layout_name = layout;
+      CAPTURE(layout_name);
+      CAPTURE(variant);
+      const Graph g = block(n, variant == 4 ? 1 : 3, middle_output, reordered);
+      backend::CompileOptions forced;
+      forced.conv_layout = layout;
+      forced.choose_algorithms = false;
+      const std::string plan = backend::make_backend("cpu")->compile(g, forced)->describe();
+      INFO(plan);
+      // batch 1: the joins are dense views of the buffer's first channels. Batch 2: strided
+      // views, taken only in a channels-last layout (where oneDNN's convs pick one on this
+      // CPU), read by pet's row kernel; in NCHW or blocked layouts each join copies.
+      const int shared = count(plan, "into slices of the buffer shared with 'all'");
+      if (middle_output) {
+        CHECK(shared == 0);  // a join the caller gets is its own tensor
+      } else if (n == 2) {
+        CHECK((shared == 0 || count(plan, "pet batch norm (channels-last rows of 64 read") == 3));
+      } else if (reordered) {
+        CHECK(shared == 3);  // join0, join1 and the last; join2 copies its three inputs itself
+        const bool own_copies = plan.find("Concat 'join2': pet copies of 3 inputs") != std::string::npos ||
+                                plan.find("Concat 'join2': 3 oneDNN reorders") != std::string::npos;
+        CHECK(own_copies);
+      } else {
+        CHECK(shared == (variant == 4 ? 2 : 4));
+        CHECK(count(plan, "oneDNN reorder into slices of the buffer") == shared);  // one new input each
+      }
+      same_as_reference(g, uint64_t(80 + variant), cat("dense block variant ", variant, " [", layout, "]"), forced);
+      same_as_reference(g, uint64_t(80 + variant), cat("dense block variant ", variant));  // this CPU's layouts (channels-last: strided views)
+    }
+}
+
+TEST_CASE("cpu batch norm rows: channels-last rows read at a stride wider than the channels, written densely") {
+  const int64_t rows = 7, ch = 5, stride = 9;
+  Rng rng(3);
+  std::vector<float> x(size_t(rows * stride)), mean(ch), mul(ch), add(ch), y(size_t(rows * ch), -7.f);
+  for (auto* v : {&x, &mean, &mul, &add})
+    for (float& e : *v) e = float(rng.uniform(-1, 1));
+  for (bool relu : {false, true}) {
+    cpu::batch_norm_rows(x.data(), stride, y.data(), rows, ch, mean.data(), mul.data(), add.data(), relu);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < ch; ++c) {
+        float want = (x[size_t(r * stride + c)] - mean[size_t(c)]) * mul[size_t(c)] + add[size_t(c)];
+        if (relu) want = std::max(want, 0.f);
+        CHECK(y[size_t(r * ch + c)] == want);
+      }
+  }
 }
 
 TEST_CASE("cpu SiLU (x * sigmoid(x)) as oneDNN swish: fused into convs, matmuls and binaries, alone as one eltwise") {

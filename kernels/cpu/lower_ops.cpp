@@ -697,7 +697,11 @@ bool CpuExecutable::lower_op(NodeId n, const ops::BatchNormalization& bn, const 
   const std::string text = relu >= 0 ? " + Relu" : "";
   if (relu >= 0) flags = flags | normalization_flags::fuse_norm_relu;
   const md_t md = slots_[size_t(x)].md;
-  if (md == plain_md(xs)) {  // pet's kernel (norm.hpp says why)
+  // a strided channels-last view (a DenseNet join in its block's shared buffer): oneDNN 2.6
+  // has only its generic kernel for it
+  std::optional<int64_t> row = md == plain_md(xs) ? std::nullopt : channels_last_stride(md);
+  if (row && *row == xs[1]) row.reset();  // dense channels-last: oneDNN's jit kernel
+  if (md == plain_md(xs) || row) {  // pet's kernel (norm.hpp says why)
     auto owned = [&](auto f) {
       Slot s;
       s.type = {DType::Float32, {xs[1]}};
@@ -711,6 +715,15 @@ bool CpuExecutable::lower_op(NodeId n, const ops::BatchNormalization& bn, const 
     const int mean = owned([&](int64_t c) { return v(3, c); });
     const int mul = owned([&](int64_t c) { return v(1, c) / std::sqrt(v(4, c) + double(bn.epsilon)); });
     const int add = owned([&](int64_t c) { return v(2, c); });
+    if (row) {
+      define(out, channels_last_md(g_.type(out).shape));
+      Step& st = add_step(cat(who, ": pet batch norm (channels-last rows of ", *row, " read, ", xs[1], " kept)", text), {x, mean, mul, add}, {int(out)});
+      st.fn = [this, x, y = int(out), mean, mul, add, fuse = relu >= 0, rows = numel(xs) / xs[1], ch = xs[1], stride = *row] {
+        cpu::batch_norm_rows(ptr(x), stride, ptr(y), rows, ch, ptr(mean), ptr(mul), ptr(add), fuse);
+      };
+      if (relu >= 0) absorbed_.insert(relu);
+      return true;
+    }
     define(out, plain_md(g_.type(out).shape));
     const int64_t inner = numel(xs) / (xs[0] * xs[1]);
     Step& st = add_step(cat(who, ": pet batch norm (plain)", text), {x, mean, mul, add}, {int(out)});
@@ -1282,6 +1295,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& 
     }
     return subs;
   };
+  if (auto it = concat_families_.find(n); it != concat_families_.end()) return lower_family_concat(n, *it->second, who);
   md_t out_md = plain_md(ys);
   std::vector<md_t> subs = *slices_of(out_md);
   if (!wants_plain(node.outputs[0])) {
@@ -1310,6 +1324,7 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& 
       if (bytes > best)
         if (auto s = slices_of(cand)) best = bytes, out_md = cand, subs = std::move(*s);
   }
+  if (auto f = concat_family(n, out_md)) return lower_family_concat(n, *f, who);
   define(node.outputs[0], out_md);
   const bool all_plain = is_plain(int(node.outputs[0])) &&
                          std::all_of(node.inputs.begin(), node.inputs.end(), [&](TensorId t) { return is_plain(int(t)); });
@@ -1339,6 +1354,178 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& 
   Step& st = add_step(cat(who, ": ", ins.size(), " oneDNN reorders into slices (", layouts, " -> ", layout_name(out_md), ")"), ins,
                       {int(node.outputs[0])});
   st.fn = [this, ins, subs, copies, y = int(node.outputs[0])] {
+    for (size_t i = 0; i < ins.size(); ++i) {
+      memory from(slots_[size_t(ins[i])].md, eng_, ptr(ins[i])), to(subs[i], eng_, ptr(y));
+      copies[i].execute(strm_, from, to);
+    }
+  };
+  return true;
+}
+
+std::optional<int64_t> CpuExecutable::channels_last_stride(const md_t& md) {
+  const auto& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.ndims < 3 || d.offset0 != 0) return std::nullopt;
+  const auto* st = d.format_desc.blocking.strides;
+  if (d.dims[1] > 1 && st[1] != 1) return std::nullopt;
+  // the row stride: the innermost spatial dim's (the dims of one there step as they please)
+  int64_t row = -1, expect = -1;
+  for (int i = d.ndims - 1; i >= 2; --i) {
+    if (d.dims[i] == 1) continue;
+    if (row < 0) row = expect = st[i];
+    if (st[i] != expect) return std::nullopt;
+    expect *= d.dims[i];
+  }
+  if (row < 0) row = expect = d.dims[0] > 1 ? st[0] : d.dims[1];  // no spatial extent: one row per sample
+  if (d.dims[0] > 1 && st[0] != expect) return std::nullopt;
+  if (row < d.dims[1]) return std::nullopt;
+  return row;
+}
+
+md_t CpuExecutable::channels_last_md(const Shape& s) {
+  using tag = memory::format_tag;
+  const tag t = s.size() == 3 ? tag::acb : s.size() == 4 ? tag::acdb : tag::acdeb;
+  PET_CHECK(s.size() >= 3 && s.size() <= 5, "channels-last layout of rank ", s.size());
+  return md_t(dims_of(s), dt::f32, t);
+}
+
+namespace {
+/// Whether layouts a and b put every element at the same offset (strides compared only along
+/// dims of more than one element: a batch-1 view of a wider buffer is the dense layout).
+bool same_offsets(const md_t& a, const md_t& b) {
+  const auto &x = a.data, &y = b.data;
+  if (x.ndims != y.ndims || x.format_kind != dnnl_blocked || y.format_kind != dnnl_blocked || x.offset0 != y.offset0) return false;
+  const auto &bx = x.format_desc.blocking, &by = y.format_desc.blocking;
+  if (bx.inner_nblks != by.inner_nblks) return false;
+  for (int k = 0; k < bx.inner_nblks; ++k)
+    if (bx.inner_blks[k] != by.inner_blks[k] || bx.inner_idxs[k] != by.inner_idxs[k]) return false;
+  for (int i = 0; i < x.ndims; ++i) {
+    if (x.dims[i] != y.dims[i] || x.padded_dims[i] != y.padded_dims[i]) return false;
+    int64_t block = 1;  // elements of dim i inside the inner blocks
+    for (int k = 0; k < bx.inner_nblks; ++k)
+      if (bx.inner_idxs[k] == i) block *= bx.inner_blks[k];
+    if (x.padded_dims[i] / block > 1 && bx.strides[i] != by.strides[i]) return false;
+  }
+  return true;
+}
+}  // namespace
+
+std::shared_ptr<CpuExecutable::ConcatFamily> CpuExecutable::concat_family(NodeId n, const md_t& out_md) {
+  const Node& node = g_.node(n);
+  const int axis = int(std::get<ops::Concat>(node.op).axis);
+  const TensorId x0 = node.inputs[0];
+  std::vector<NodeId> cands;
+  for (NodeId m : consumers_[size_t(x0)]) {
+    const Node& mn = g_.node(m);
+    const auto* mc = std::get_if<ops::Concat>(&mn.op);
+    if (mc && int(mc->axis) == axis && mn.inputs[0] == x0 && std::find(cands.begin(), cands.end(), m) == cands.end()) cands.push_back(m);
+  }
+  if (cands.size() < 2) return nullptr;
+  NodeId last = cands[0];
+  for (NodeId m : cands)
+    if (g_.node(m).inputs.size() > g_.node(last).inputs.size()) last = m;
+  const auto& all = g_.node(last).inputs;
+  std::vector<NodeId> members;
+  for (NodeId m : cands)
+    if (std::equal(g_.node(m).inputs.begin(), g_.node(m).inputs.end(), all.begin())) members.push_back(m);
+  if (members.size() < 2 || std::find(members.begin(), members.end(), n) == members.end()) return nullptr;
+  for (NodeId m : members) {
+    const TensorId y = g_.node(m).outputs[0];
+    if (m != n && (lowered_.count(m) || absorbed_.count(m) || fused_.count(m))) return nullptr;
+    if (g_.type(y).dtype != DType::Float32 || is_output_.count(y) || qconcat_output_q(m) >= 0) return nullptr;
+  }
+  for (TensorId t : all)
+    if (g_.type(t).dtype != DType::Float32) return nullptr;
+  // the buffer: this join's layout, at the longest join's shape
+  const Shape& ys = g_.type(node.outputs[0]).shape;
+  std::optional<memory::format_tag> tag;  // none: plain
+  if (!(out_md == plain_md(ys))) {
+    using ft = memory::format_tag;
+    const std::vector<ft> tags = ys.size() == 3   ? std::vector<ft>{ft::acb, ft::aBc8b, ft::aBc16b}
+                                 : ys.size() == 4 ? std::vector<ft>{ft::acdb, ft::aBcd8b, ft::aBcd16b}
+                                 : ys.size() == 5 ? std::vector<ft>{ft::acdeb, ft::aBcde8b, ft::aBcde16b}
+                                                  : std::vector<ft>{};
+    for (ft t : tags)
+      if (md_t(dims_of(ys), dt::f32, t) == out_md) tag = t;
+    if (!tag) return nullptr;
+  }
+  auto layout = [&](const Shape& s) { return tag ? md_t(dims_of(s), dt::f32, *tag) : plain_md(s); };
+  auto f = std::make_shared<ConcatFamily>();
+  f->last = last;
+  f->md = layout(g_.type(g_.node(last).outputs[0]).shape);
+  const auto& b = f->md.data.format_desc.blocking;
+  int64_t block = 1;
+  for (int k = 0; k < b.inner_nblks; ++k)
+    if (b.inner_idxs[k] == axis) block *= b.inner_blks[k];
+  int64_t at = 0;
+  for (TensorId t : all) {  // every slice on whole blocks (as a plain Concat's; see lower_op)
+    const int64_t len = g_.type(t).shape[size_t(axis)];
+    if (at % block || len % block) return nullptr;
+    at += len;
+  }
+  for (NodeId m : members) {
+    if (m == last) continue;
+    const TensorId y = g_.node(m).outputs[0];
+    const Shape& ms = g_.type(y).shape;
+    md_t sub;
+    try {
+      sub = f->md.submemory_desc(dims_of(ms), memory::dims(ms.size(), 0));
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+    if (const md_t dense = layout(ms); same_offsets(sub, dense)) {
+      f->views[m] = dense;
+      continue;
+    }
+    // a strided view: only where batch norms (pet's row kernel) alone read it
+    if (!channels_last_stride(sub) || consumers_[size_t(y)].empty()) return nullptr;
+    for (NodeId c : consumers_[size_t(y)]) {
+      const Node& cn = g_.node(c);
+      const auto* bn = std::get_if<ops::BatchNormalization>(&cn.op);
+      if (!bn || bn->training_mode || cn.outputs.size() != 1 || cn.inputs[0] != y) return nullptr;
+      for (size_t i = 1; i < cn.inputs.size(); ++i)
+        if (!g_.tensor(cn.inputs[i]).is_constant()) return nullptr;
+    }
+    f->views[m] = sub;
+  }
+  for (NodeId m : members) concat_families_[m] = f;
+  return f;
+}
+
+bool CpuExecutable::lower_family_concat(NodeId n, ConcatFamily& f, const std::string& who) {
+  const Node& node = g_.node(n);
+  const size_t axis = size_t(std::get<ops::Concat>(node.op).axis);
+  const TensorId buf = g_.node(f.last).outputs[0];
+  std::vector<int> ins;
+  std::vector<md_t> subs;
+  std::vector<reorder> copies;
+  std::string layouts;
+  int64_t at = 0;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const Shape& xs = g_.type(node.inputs[i]).shape;
+    if (i >= f.copied) {
+      const int s = int(node.inputs[i]);
+      memory::dims off(xs.size(), 0);
+      off[axis] = at;
+      const md_t sub = f.md.submemory_desc(dims_of(xs), off);
+      copies.push_back(dnnl_call(who, [&] { return reorder(reorder::primitive_desc(eng_, slots_[size_t(s)].md, eng_, sub)); }));
+      subs.push_back(sub);
+      ins.push_back(s);
+      const std::string from = layout_name(slots_[size_t(s)].md);
+      if (layouts.find(from) == std::string::npos) layouts += (layouts.empty() ? "" : ", ") + from;
+    }
+    at += xs[axis];
+  }
+  if (!f.defined) define(buf, f.md), f.defined = true;
+  const int y = int(node.outputs[0]);
+  if (n != f.last) alias(y, int(buf), f.views.at(n));
+  const size_t before = f.copied;
+  f.copied = std::max(f.copied, node.inputs.size());
+  if (ins.empty()) return true;  // its inputs are in the buffer already: a view
+  const std::string view = n == f.last ? "" : cat(", seen as ", layout_name(f.views.at(n)));
+  Step& st = add_step(cat(who, ": ", ins.size(), " oneDNN reorder", ins.size() == 1 ? "" : "s", " into slices of the buffer shared with '",
+                          g_.node(f.last).name, "' (", before, " inputs there already; ", layouts, " -> ", layout_name(f.md), view, ")"),
+                      ins, {y});
+  st.fn = [this, ins, subs, copies, y] {
     for (size_t i = 0; i < ins.size(); ++i) {
       memory from(slots_[size_t(ins[i])].md, eng_, ptr(ins[i])), to(subs[i], eng_, ptr(y));
       copies[i].execute(strm_, from, to);

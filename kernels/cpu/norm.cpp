@@ -64,4 +64,21 @@ void batch_norm_plain(const float* x, float* y, int64_t outer, int64_t channels,
   });
 }
 
+void batch_norm_rows(const float* x, int64_t x_stride, float* y, int64_t rows, int64_t channels, const float* mean, const float* mul,
+                     const float* add, bool relu) {
+  parallel_chunks(rows, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(channels, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* src = x + r * x_stride;
+      float* dst = y + r * channels;
+      if (relu) {
+#pragma omp simd
+        for (int64_t c = 0; c < channels; ++c) dst[c] = std::max((src[c] - mean[c]) * mul[c] + add[c], 0.f);
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < channels; ++c) dst[c] = (src[c] - mean[c]) * mul[c] + add[c];
+      }
+    }
+  });
+}
+
 }  // namespace pet::cpu

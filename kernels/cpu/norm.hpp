@@ -27,4 +27,10 @@ void instance_norm_rows(const float* x, float* y, int64_t rows, int64_t len, int
 void batch_norm_plain(const float* x, float* y, int64_t outer, int64_t channels, int64_t inner, const float* mean, const float* mul, const float* add,
                       bool relu);
 
+/// The same on channels-last rows: `rows` rows of `channels` values each, row r read at
+/// x + r * x_stride (x_stride >= channels: a view of the first channels of a wider tensor, a
+/// DenseNet layer's join seen in its block's shared buffer) and written densely at y + r * channels.
+void batch_norm_rows(const float* x, int64_t x_stride, float* y, int64_t rows, int64_t channels, const float* mean, const float* mul,
+                     const float* add, bool relu);
+
 }  // namespace pet::cpu

@@ -161,7 +161,7 @@ class Generator {
         {2, &Generator::gelu},         {1, &Generator::identity},      {1, &Generator::patch},
         {2, &Generator::where},        {2, &Generator::gather},        {1, &Generator::tile},        {4, &Generator::deconv},
         {2, &Generator::resize},       {3, &Generator::pet_elementwise}, {3, &Generator::float_int},
-        {3, &Generator::masks_and_indices}, {3, &Generator::channel_scale_conv},
+        {3, &Generator::masks_and_indices}, {3, &Generator::channel_scale_conv}, {3, &Generator::dense_block},
     };
     static const int total = [] {
       int s = 0;
@@ -397,6 +397,40 @@ class Generator {
     if (!s) return;
     auto y = chance(0.5) ? add1(ops::Mul{}, {*x, *s}) : add1(ops::Mul{}, {*s, *x});
     if (y) make_conv(*y, false);
+  }
+
+  /// A DenseNet block: each layer joins the block's input and every earlier layer's output
+  /// (BN + Relu most often read the join, at times something else), a conv adds channels,
+  /// and the block's last join takes them all (the cpu backend shares one buffer among
+  /// joins that are prefixes of the last; strided views only where batch norms read them).
+  void dense_block() {
+    auto x = pick_rank(3, 5);
+    if (!x) return;
+    const size_t k = size_t(rank(*x)) - 2;
+    std::vector<TensorId> feats{*x};
+    const int layers = int(r_.range(1, 3));
+    for (int l = 0; l < layers; ++l) {
+      auto j = add1(ops::Concat{.axis = 1}, feats);
+      if (!j) return;
+      const int64_t c = shape(*j)[1];
+      std::optional<TensorId> h = *j;
+      if (chance(0.8)) {
+        Tensor<float> var = values({c}, 0.3, 2.0);
+        h = add1(ops::BatchNormalization{}, {*j, weight({c}, 1.5, 0), weight({c}, 0.5, 0), weight({c}, 0.5, 0), constant(var)});
+        if (h && chance(0.8)) h = add1(ops::Relu{}, {*h});
+      } else if (chance(0.5)) {
+        h = add1(random_activation(), {*j});
+      }
+      if (!h) return;
+      const int64_t grow = one_of<int64_t>({8, 16, 3});
+      const int64_t kk = chance(0.5) ? 1 : 3;
+      Shape w{grow, c};
+      for (size_t i = 0; i < k; ++i) w.push_back(kk);
+      auto f = add1(ops::Conv{.pads = std::vector<int64_t>(2 * k, kk / 2)}, {*h, weight(w, 1.5 / std::sqrt(double(c * (kk == 3 ? 9 : 1))))});
+      if (!f) return;
+      feats.push_back(*f);
+    }
+    add1(ops::Concat{.axis = 1}, feats);
   }
 
   void pad_then_window() {
