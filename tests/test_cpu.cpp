@@ -1882,6 +1882,13 @@ TEST_CASE("algorithm choices are cached on disk and reused without timing") {
 namespace {
 /// same_as_reference under every conv algorithm and layout the backend can be forced to,
 /// on 1 and 2 threads (the differential test's configurations).
+/// A batch norm's variance: random, at least 0.25.
+Tensor<float> bn_variance(int64_t ch, Rng& rng) {
+  Tensor<float> var = lab::random_weight({ch}, rng);
+  for (int64_t i = 0; i < ch; ++i) var[i] = std::abs(var[i]) + 0.25f;
+  return var;
+}
+
 void on_every_path(const Graph& g, uint64_t seed, const std::string& what, const std::string& plan_must_say = "") {
   for (const char* alg : {"auto", "direct", "winograd", "onednn-winograd"})
     for (const char* layout : {"auto", "blocked", "plain"})
@@ -1909,9 +1916,7 @@ TEST_CASE("cpu batch norm that no conv absorbs: pet's kernel on plain layouts, o
       x = b.add(ops::Concat{.axis = 1}, {a, d});
     }
     const int64_t ch = after_concat ? 16 : c;
-    Tensor<float> var = lab::random_weight({ch}, rng);
-    for (int64_t i = 0; i < ch; ++i) var[i] = std::abs(var[i]) + 0.25f;
-    TensorId y = b.add(ops::BatchNormalization{.epsilon = 1e-3f}, {x, w({ch}), w({ch}), w({ch}), b.constant("var", var)});
+    TensorId y = b.add(ops::BatchNormalization{.epsilon = 1e-3f}, {x, w({ch}), w({ch}), w({ch}), b.constant("var", bn_variance(ch, rng))});
     if (relu) y = b.add(ops::Relu{}, {y});
     if (after_concat) y = b.add(ops::Conv{}, {y, w({4, 16, 1, 1})});
     b.output(y);
@@ -1936,9 +1941,8 @@ TEST_CASE("cpu DenseNet joins share their block's buffer: each input copied once
     auto w = [&](Shape s) { return b.constant(cat("w", g.num_tensors()), lab::random_weight(s, rng)); };
     auto bn_relu = [&](TensorId t) {
       const int64_t ch = g.type(t).shape[1];
-      Tensor<float> var = lab::random_weight({ch}, rng);
-      for (int64_t i = 0; i < ch; ++i) var[i] = std::abs(var[i]) + 0.25f;
-      return b.add(ops::Relu{}, {b.add(ops::BatchNormalization{}, {t, w({ch}), w({ch}), w({ch}), b.constant(cat("var", g.num_tensors()), var)})});
+      const TensorId var = b.constant(cat("var", g.num_tensors()), bn_variance(ch, rng));
+      return b.add(ops::Relu{}, {b.add(ops::BatchNormalization{}, {t, w({ch}), w({ch}), w({ch}), var})});
     };
     TensorId x0 = b.add(ops::Relu{}, {b.add(ops::Conv{.pads = {1, 1, 1, 1}}, {b.input("x", {n, 4, 6, 7}), w({16, 4, 3, 3})})});
     std::vector<TensorId> feats{x0};
