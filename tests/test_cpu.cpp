@@ -1998,6 +1998,23 @@ TEST_CASE("cpu DenseNet joins share their block's buffer: each input copied once
     }
 }
 
+TEST_CASE("cpu shared join buffers: a view of a shorter join that is a program output is copied out, not handed over") {
+  // The difftest's (seed 4, program 17 with --optimize): Reshape(join(x, x)) and
+  // Flatten(join(x, x, c)) are outputs, both views of one 35-channel buffer. Handing the
+  // buffer to the caller as the 32-channel output's storage overflowed it.
+  Graph g;
+  Builder b(g);
+  TensorId x = b.input("x", {1, 16, 4, 4, 6}), c = b.input("c", {1, 3, 4, 4, 6});
+  TensorId all = b.add(ops::Concat{.axis = 1}, {x, x, c}, "all");
+  TensorId some = b.add(ops::Concat{.axis = 1}, {x, x}, "some");
+  b.output(b.add(ops::Reshape{.shape = {128, 24}}, {some}));
+  b.output(b.add(ops::Flatten{.axis = 3}, {all}));
+  backend::CompileOptions forced;
+  forced.conv_layout = "plain";
+  same_as_reference(g, 90, "views of a shared join buffer as outputs", forced, "shared with 'all'");
+  same_as_reference(g, 91, "views of a shared join buffer as outputs");
+}
+
 TEST_CASE("cpu batch norm rows: channels-last rows read at a stride wider than the channels, written densely") {
   const int64_t rows = 7, ch = 5, stride = 9;
   Rng rng(3);

@@ -101,7 +101,10 @@ std::vector<Value<float>> CpuExecutable::run(std::span<const Value<float>> input
   std::set<int> bound;
   for (size_t k = 0; k < output_slots_.size(); ++k) {
     const Slot& sl = slots_[size_t(output_slots_[k])];
-    if (!sl.is_float() || sl.owned || input_requests.count(sl.request) || !bound.insert(sl.request).second) continue;
+    // (not a view of part of a larger buffer: a Reshape of a shorter join in its block's buffer)
+    if (!sl.is_float() || sl.owned || input_requests.count(sl.request) ||
+        requests_[size_t(sl.request)].bytes != std::max(size_t(numel(sl.type.shape)) * sizeof(float), size_t(4)) || !bound.insert(sl.request).second)
+      continue;
     direct[k] = output_storage_[k].take(sl.type.shape);
     bind(sl.request, direct[k]->data());
   }
