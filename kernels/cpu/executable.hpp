@@ -746,6 +746,17 @@ class CpuExecutable final : public Executable {
   /// strided channels-last view, taken only where BatchNormalizations alone read the shorter
   /// joins (pet's row kernel reads the view). DenseNet-121 copied every layer's join whole:
   /// 62 concats, 5.2 of its 30 ms.
+  /// oneDNN reorders of slots into slices of one buffer (a Concat's output), and the input
+  /// layouts for the plan text.
+  struct SliceCopies {
+    std::vector<int> ins;
+    std::vector<md_t> subs;
+    std::vector<reorder> copies;
+    std::string layouts;
+  };
+  void add_slice_copy(SliceCopies& c, int s, const md_t& sub, const std::string& who);
+  /// The step running them into slot y.
+  void slice_copy_step(const std::string& text, SliceCopies c, int y);
   struct ConcatFamily {
     NodeId last = -1;              ///< the longest join: its output is the buffer
     md_t md;                       ///< the buffer's layout

@@ -1341,25 +1341,29 @@ bool CpuExecutable::lower_op(NodeId n, const ops::Concat& c, const std::string& 
       return true;
     }
   }
-  std::vector<int> ins;
-  std::vector<reorder> copies;
-  std::string layouts;
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    const int s = int(node.inputs[i]);
-    ins.push_back(s);
-    copies.push_back(dnnl_call(who, [&] { return reorder(reorder::primitive_desc(eng_, slots_[size_t(s)].md, eng_, subs[i])); }));
-    const std::string from = layout_name(slots_[size_t(s)].md);
-    if (layouts.find(from) == std::string::npos) layouts += (layouts.empty() ? "" : ", ") + from;
-  }
-  Step& st = add_step(cat(who, ": ", ins.size(), " oneDNN reorders into slices (", layouts, " -> ", layout_name(out_md), ")"), ins,
-                      {int(node.outputs[0])});
-  st.fn = [this, ins, subs, copies, y = int(node.outputs[0])] {
-    for (size_t i = 0; i < ins.size(); ++i) {
-      memory from(slots_[size_t(ins[i])].md, eng_, ptr(ins[i])), to(subs[i], eng_, ptr(y));
-      copies[i].execute(strm_, from, to);
+  SliceCopies copies;
+  for (size_t i = 0; i < node.inputs.size(); ++i) add_slice_copy(copies, int(node.inputs[i]), subs[i], who);
+  const std::string text = cat(who, ": ", copies.ins.size(), " oneDNN reorders into slices (", copies.layouts, " -> ", layout_name(out_md), ")");
+  slice_copy_step(text, std::move(copies), int(node.outputs[0]));
+  return true;
+}
+
+void CpuExecutable::add_slice_copy(SliceCopies& c, int s, const md_t& sub, const std::string& who) {
+  c.copies.push_back(dnnl_call(who, [&] { return reorder(reorder::primitive_desc(eng_, slots_[size_t(s)].md, eng_, sub)); }));
+  c.subs.push_back(sub);
+  c.ins.push_back(s);
+  const std::string from = layout_name(slots_[size_t(s)].md);
+  if (c.layouts.find(from) == std::string::npos) c.layouts += (c.layouts.empty() ? "" : ", ") + from;
+}
+
+void CpuExecutable::slice_copy_step(const std::string& text, SliceCopies c, int y) {
+  Step& st = add_step(text, c.ins, {y});
+  st.fn = [this, c = std::move(c), y] {
+    for (size_t i = 0; i < c.ins.size(); ++i) {
+      memory from(slots_[size_t(c.ins[i])].md, eng_, ptr(c.ins[i])), to(c.subs[i], eng_, ptr(y));
+      c.copies[i].execute(strm_, from, to);
     }
   };
-  return true;
 }
 
 std::optional<int64_t> CpuExecutable::channels_last_stride(const md_t& md) {
@@ -1495,23 +1499,14 @@ bool CpuExecutable::lower_family_concat(NodeId n, ConcatFamily& f, const std::st
   const Node& node = g_.node(n);
   const size_t axis = size_t(std::get<ops::Concat>(node.op).axis);
   const TensorId buf = g_.node(f.last).outputs[0];
-  std::vector<int> ins;
-  std::vector<md_t> subs;
-  std::vector<reorder> copies;
-  std::string layouts;
+  SliceCopies copies;
   int64_t at = 0;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const Shape& xs = g_.type(node.inputs[i]).shape;
     if (i >= f.copied) {
-      const int s = int(node.inputs[i]);
       memory::dims off(xs.size(), 0);
       off[axis] = at;
-      const md_t sub = f.md.submemory_desc(dims_of(xs), off);
-      copies.push_back(dnnl_call(who, [&] { return reorder(reorder::primitive_desc(eng_, slots_[size_t(s)].md, eng_, sub)); }));
-      subs.push_back(sub);
-      ins.push_back(s);
-      const std::string from = layout_name(slots_[size_t(s)].md);
-      if (layouts.find(from) == std::string::npos) layouts += (layouts.empty() ? "" : ", ") + from;
+      add_slice_copy(copies, int(node.inputs[i]), f.md.submemory_desc(dims_of(xs), off), who);
     }
     at += xs[axis];
   }
@@ -1520,17 +1515,12 @@ bool CpuExecutable::lower_family_concat(NodeId n, ConcatFamily& f, const std::st
   if (n != f.last) alias(y, int(buf), f.views.at(n));
   const size_t before = f.copied;
   f.copied = std::max(f.copied, node.inputs.size());
-  if (ins.empty()) return true;  // its inputs are in the buffer already: a view
+  if (copies.ins.empty()) return true;  // its inputs are in the buffer already: a view
   const std::string view = n == f.last ? "" : cat(", seen as ", layout_name(f.views.at(n)));
-  Step& st = add_step(cat(who, ": ", ins.size(), " oneDNN reorder", ins.size() == 1 ? "" : "s", " into slices of the buffer shared with '",
-                          g_.node(f.last).name, "' (", before, " inputs there already; ", layouts, " -> ", layout_name(f.md), view, ")"),
-                      ins, {y});
-  st.fn = [this, ins, subs, copies, y] {
-    for (size_t i = 0; i < ins.size(); ++i) {
-      memory from(slots_[size_t(ins[i])].md, eng_, ptr(ins[i])), to(subs[i], eng_, ptr(y));
-      copies[i].execute(strm_, from, to);
-    }
-  };
+  const size_t k = copies.ins.size();
+  const std::string text = cat(who, ": ", k, " oneDNN reorder", k == 1 ? "" : "s", " into slices of the buffer shared with '", g_.node(f.last).name,
+                               "' (", before, " inputs there already; ", copies.layouts, " -> ", layout_name(f.md), view, ")");
+  slice_copy_step(text, std::move(copies), y);
   return true;
 }
 
